@@ -1,0 +1,33 @@
+"""coreml-lint: find what crashes or silently mislowers in ExecuTorch's Core ML backend.
+
+The public Python API:
+
+- :func:`lint_program` lints an in-memory ``torch.export.ExportedProgram`` (needs torch);
+- :func:`lint_pt2` lints a ``.pt2`` archive without importing torch.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+__version__ = "0.1.0"
+
+if TYPE_CHECKING:
+    from coreml_lint.lint.engine import ProgramReport
+
+
+def lint_program(exported_program: Any, config: Any = None, **partitioner: Any) -> ProgramReport:
+    """Lint an ``ExportedProgram``; keyword arguments are ``CoreMLPartitioner`` settings."""
+    from coreml_lint.program.from_exported import lint_exported_program
+
+    return lint_exported_program(exported_program, config, **partitioner)
+
+
+def lint_pt2(path: Any, config: Any = None) -> list[ProgramReport]:
+    """Lint every method of a ``.pt2`` archive (torch-free)."""
+    from coreml_lint.lint.engine import lint_pt2 as _lint_pt2
+
+    return _lint_pt2(path, config)
+
+
+__all__ = ["__version__", "lint_program", "lint_pt2"]

@@ -1,0 +1,3 @@
+from coreml_lint.lint.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,54 @@
+"""CML203 integer-state-fp16: an integer or bool buffer held as Core ML state becomes fp16.
+
+What it does
+    At iOS18+ with ``take_over_mutable_buffer=True``, flags a non-float mutable buffer (a
+    step counter, a position, a mask) that becomes Core ML state.
+
+Why it breaks
+    coremltools only supports fp16 states: it logs ``Core ML only supports fp16 states, so
+    buffer step has been cast to fp16`` and every ``read_state`` in the MIL is fp16, int32
+    and int64 counters included. An integer in fp16 is exact only up to 2048, so a counter
+    or a cache position silently goes wrong after 2048 steps (pitfalls.md §3, 3g/3h).
+
+Example
+    ``self.register_buffer("step", torch.zeros(1, dtype=torch.int64))``; ``self.step.add_(1)``.
+
+Fix
+    (b) ``take_over_mutable_buffer=False`` (ExecuTorch keeps the buffer with its dtype);
+    (a) pass the position in as a program input instead of counting in a buffer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from coreml_lint.checks._state import mutable_buffers
+from coreml_lint.checks.base import ProgramContext, Rule
+from coreml_lint.lint.findings import Finding, Outcome
+from coreml_lint.program.graph import FLOAT_DTYPES
+
+
+class IntegerStateFp16(Rule):
+    code = "CML203"
+    name = "integer-state-fp16"
+    outcome = Outcome.SILENT
+    summary = "integer/bool mutable buffer held as fp16 Core ML state: exact only to 2048"
+
+    def check(self, ctx: ProgramContext) -> Iterator[Finding]:
+        settings = ctx.settings
+        if not settings.take_over_mutable_buffer or settings.minimum_deployment_target < 18:
+            return
+        for buf in mutable_buffers(ctx):
+            dtype = ctx.dtype(buf.placeholder)
+            if not buf.becomes_state or dtype is None or dtype in FLOAT_DTYPES:
+                continue
+            yield ctx.finding(
+                buf.writer or buf.coreml_readers[0],
+                f"{dtype} buffer '{buf.target}' becomes Core ML state, and Core ML states are "
+                "fp16: coremltools casts it (`Core ML only supports fp16 states`), so integer "
+                "values above 2048 are rounded",
+                fix="pass the counter in as a program input, or set take_over_mutable_buffer=False",
+                partitioner={"take_over_mutable_buffer": False},
+                buffer=buf.target,
+                dtype=dtype,
+            )

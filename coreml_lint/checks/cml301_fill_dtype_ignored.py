@@ -1,0 +1,123 @@
+"""CML301 fill-dtype-ignored: an integer fill that coremltools makes as float.
+
+What it does
+    Flags a delegated fill whose result torch types as integer or bool but coremltools
+    builds as fp32: ``torch.full(size, <int>)`` without ``dtype=``; ``torch.zeros(...,
+    dtype=<int>)``; ``x.new_zeros(...)`` of an integer tensor (with or without ``dtype=``);
+    ``x.new_empty(...)`` of an integer tensor with no ``fill_`` after it.
+
+Why it breaks
+    coremltools' handlers read only positional arguments, and export records ``dtype=`` as a
+    keyword or not at all (pitfalls.md G2): ``full`` falls back to fp32, ``zeros`` ignores its
+    dtype, ``new_zeros`` always fills ``0.0``. Computed in fp16, 3001 becomes 3000.0 and the
+    partition returns fp32 where the program declares int64 (pitfalls.md §6). When the fill
+    feeds ``gather``/``index_select`` indices, lowering crashes: ``expects ... ['int32'] but
+    got tensor[4,16,fp32]``.
+
+Example
+    ``pos = torch.full((1, 4), 3001) + xi``
+
+Fix
+    (a) ``torch.full(size, value, dtype=torch.int64)``; for ``zeros(dtype=int)`` write
+    ``torch.full(size, 0, dtype=...)``; for ``new_zeros`` write ``torch.zeros_like(...)`` or
+    ``torch.full(..., 0, dtype=x.dtype)``; (c) rewrite integer fills into
+    ``aten.full(..., dtype=...)`` before lowering.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from coreml_lint.checks.base import ProgramContext, Rule
+from coreml_lint.lint.findings import Finding, Outcome
+from coreml_lint.program.graph import FLOAT_DTYPES, DType, Node
+
+PASS_THROUGH = {"add", "sub", "mul", "remainder", "clamp", "view", "expand", "unsqueeze", "repeat"}
+INDEX_CONSUMERS = {"gather": 2, "index_select": 2}
+
+
+def _has_dtype(node: Node) -> bool:
+    return any(isinstance(v, DType) for v in [*node.args[2:], *node.kwargs.values()])
+
+
+class FillDtypeIgnored(Rule):
+    code = "CML301"
+    name = "fill-dtype-ignored"
+    outcome = Outcome.SILENT
+    summary = "integer fill made as float by coremltools: values rounded in fp16"
+
+    def check(self, ctx: ProgramContext) -> Iterator[Finding]:
+        for node in ctx.coreml_nodes():
+            if not node.outputs or node.namespace != "aten":
+                continue
+            dtype = ctx.dtype(node.outputs[0])
+            if dtype is None or dtype in FLOAT_DTYPES:
+                continue
+            why = self._why(ctx, node)
+            if why is None:
+                continue
+            index_user = self._index_consumer(ctx, node)
+            if index_user is not None:
+                message = (
+                    f"{why}, and it feeds the indices of {ctx.edge_name(index_user)}: lowering "
+                    "fails with `ValueError: ... expects tensor or scalar of dtype from type "
+                    "domain ['int32'] but got tensor[...,fp32]`"
+                )
+                outcome = Outcome.CRASH
+            else:
+                message = (
+                    f"{why}: values are computed in fp16 (3001 becomes 3000.0) and the "
+                    f"partition returns float where the program declares {dtype}"
+                )
+                outcome = Outcome.SILENT
+            yield ctx.finding(
+                node,
+                message,
+                outcome=outcome,
+                fix=self._fix(node, dtype),
+                partitioner=ctx.skip_advice(node),
+                dtype=dtype,
+            )
+
+    @staticmethod
+    def _why(ctx: ProgramContext, node: Node) -> str | None:
+        dtype = ctx.dtype(node.outputs[0])
+        if node.target == "aten.full.default" and not _has_dtype(node):
+            return f"torch.full without dtype= is {dtype} in torch but fp32 in Core ML"
+        if node.target == "aten.zeros.default":
+            return f"torch.zeros(dtype={dtype}) is made as fp32: coremltools ignores its dtype"
+        if node.target == "aten.new_zeros.default":
+            return f"new_zeros of a {dtype} tensor is made as fp32: coremltools always fills 0.0"
+        if node.target == "aten.new_empty.default":
+            users = ctx.users.get(node.outputs[0], [])
+            if not any(u.op_base in ("fill", "copy") for u in users):
+                return f"new_empty of a {dtype} tensor with no fill_ is made as fp32"
+        return None
+
+    @staticmethod
+    def _index_consumer(ctx: ProgramContext, node: Node) -> Node | None:
+        frontier, seen = [node.outputs[0]], set()
+        for _ in range(6):
+            following = []
+            for value in frontier:
+                for user in ctx.users.get(value, []):
+                    if user.name in seen or not ctx.on_coreml(user):
+                        continue
+                    seen.add(user.name)
+                    position = INDEX_CONSUMERS.get(user.op_base)
+                    arg = user.arg(position, "index") if position is not None else None
+                    if position is not None and getattr(arg, "name", None) == value:
+                        return user
+                    if user.op_base in PASS_THROUGH:
+                        following.extend(user.outputs)
+            frontier = following
+        return None
+
+    @staticmethod
+    def _fix(node: Node, dtype: str) -> str:
+        torch_dtype = f"torch.{dtype}"
+        if node.target == "aten.full.default":
+            return f"pass dtype={torch_dtype} to torch.full"
+        if node.target == "aten.zeros.default":
+            return f"use torch.full(size, 0, dtype={torch_dtype}) instead of torch.zeros"
+        return f"use torch.zeros_like(...) or torch.full(size, 0, dtype={torch_dtype})"

@@ -1,0 +1,48 @@
+"""CML303 rms-norm-without-eps: ``rms_norm`` reaches Core ML without an eps argument.
+
+What it does
+    Flags a delegated ``aten.rms_norm`` with fewer than four positional arguments:
+    ``nn.RMSNorm(d)`` or ``F.rms_norm(x, shape)`` without ``eps=``.
+
+Why it breaks
+    Export drops a trailing ``eps=None`` (and ``weight=None``), and coremltools' handler
+    requires exactly four positional inputs: ``ValueError: node aten_rms_norm_default
+    (rms_norm) got 3 input(s), expected [4]`` (2 without a weight) (pitfalls.md §7, G2).
+
+Example
+    ``self.norm = nn.RMSNorm(16)``
+
+Fix
+    (a) pass ``eps=`` explicitly, e.g. ``eps=torch.finfo(torch.float32).eps`` (torch's own
+    default) or ``1e-6``; (b) ``skip_ops_for_coreml_delegation=["rms_norm.default"]`` (ATen
+    spelling: torch decomposes it and the pieces are delegated); (c) append eps to the
+    node's arguments. Note: once it lowers, the Core ML formula divides by max|x| first,
+    which gives NaN for an all-zero row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from coreml_lint.checks.base import ProgramContext, Rule
+from coreml_lint.lint.findings import Finding, Outcome
+
+
+class RmsNormWithoutEps(Rule):
+    code = "CML303"
+    name = "rms-norm-without-eps"
+    outcome = Outcome.CRASH
+    summary = "rms_norm without eps: coremltools expects 4 inputs"
+
+    def check(self, ctx: ProgramContext) -> Iterator[Finding]:
+        for node in ctx.coreml_nodes():
+            if node.target != "aten.rms_norm.default" or len(node.args) >= 4:
+                continue
+            yield ctx.finding(
+                node,
+                f"rms_norm is delegated without eps: lowering fails with `ValueError: node "
+                f"aten_rms_norm_default (rms_norm) got {len(node.args)} input(s), expected [4]`",
+                fix="pass eps= to nn.RMSNorm / F.rms_norm (torch's default is "
+                "torch.finfo(dtype).eps)",
+                partitioner=ctx.with_skip("rms_norm.default"),
+            )

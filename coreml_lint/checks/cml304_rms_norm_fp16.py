@@ -1,0 +1,52 @@
+"""CML304 rms-norm-fp16: a float16 ``rms_norm`` in Core ML.
+
+What it does
+    Flags a delegated ``aten.rms_norm`` whose input is float16.
+
+Why it breaks
+    coremltools builds the eps constant as fp32 and adds it to the fp16 tensor:
+    ``ValueError: In op, of type add, named aten_rms_norm_default_add_eps, the named input y
+    must have the same data type as the named input x. However, y has dtype fp32 whereas x
+    has dtype fp16.`` Without eps it fails on the input count first (CML303); an fp16 program
+    input also needs iOS16+ (pitfalls.md §7, 7g-7i).
+
+Example
+    ``nn.RMSNorm(16, eps=1e-6).half()`` on an fp16 input.
+
+Fix
+    (a) keep the norm in float32, or hand-write it:
+    ``x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w``;
+    (b) ``skip_ops_for_coreml_delegation=["rms_norm.default"]`` (ATen spelling: decomposed,
+    and the pieces are delegated).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from coreml_lint.checks.base import ProgramContext, Rule
+from coreml_lint.lint.findings import Finding, Outcome
+
+
+class RmsNormFp16(Rule):
+    code = "CML304"
+    name = "rms-norm-fp16"
+    outcome = Outcome.CRASH
+    summary = "float16 rms_norm in Core ML: fp32 eps added to an fp16 tensor"
+
+    def check(self, ctx: ProgramContext) -> Iterator[Finding]:
+        for node in ctx.coreml_nodes():
+            if node.target != "aten.rms_norm.default" or len(node.args) < 4:
+                continue
+            source = node.tensor_inputs()[0]
+            if ctx.dtype(source) != "float16":
+                continue
+            yield ctx.finding(
+                node,
+                "float16 rms_norm is delegated: lowering fails with `ValueError: In op, of "
+                "type add, named aten_rms_norm_default_add_eps ... y has dtype fp32 whereas x "
+                "has dtype fp16`",
+                fix="hand-write RMSNorm: x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)"
+                " * weight, or keep the norm in float32",
+                partitioner=ctx.with_skip("rms_norm.default"),
+            )

@@ -1,0 +1,1 @@
+"""Engine, configuration, reports and CLI of coreml-lint."""

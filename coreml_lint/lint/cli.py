@@ -1,0 +1,273 @@
+"""The ``coreml-lint`` command line, with the conventions users know from ruff.
+
+Exit codes: 0 clean, 1 findings, 2 usage error / unreadable input / internal error (one
+line each, no traceback unless ``--verbose``).
+"""
+
+from __future__ import annotations
+
+import sys
+import traceback
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import click
+
+from coreml_lint import __version__
+from coreml_lint.checks import all_rules, rule_by_code
+from coreml_lint.lint.config import LintConfig, find_pyproject, load_config
+from coreml_lint.lint.errors import InputError
+from coreml_lint.lint.findings import Finding
+
+PROGRAM_SUFFIXES = (".pt2",)
+
+
+class _DefaultToCheck(click.Group):
+    """``coreml-lint PATH`` means ``coreml-lint check PATH``, as ``ruff PATH`` once did."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if args and args[0] not in self.commands and args[0] not in ("--help", "-h", "--version"):
+            args = ["check", *args]
+        return super().parse_args(ctx, args)
+
+
+@click.group(cls=_DefaultToCheck, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="coreml-lint")
+def main_group() -> None:
+    """Find what crashes or silently mislowers in ExecuTorch's Core ML backend."""
+
+
+def _split(values: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(item.strip() for value in values for item in value.split(",") if item.strip())
+
+
+def collect_paths(paths: tuple[str, ...]) -> tuple[list[Path], list[str]]:
+    """Files to lint, and one-line errors for paths that do not exist."""
+    files: list[Path] = []
+    errors: list[str] = []
+    for raw in paths:
+        path = Path(raw)
+        if path.is_dir():
+            files.extend(
+                sorted(p for p in path.rglob("*") if p.suffix in PROGRAM_SUFFIXES and p.is_file())
+            )
+        elif path.exists():
+            files.append(path)
+        else:
+            errors.append(f"{raw}: no such file or directory")
+    return files, errors
+
+
+@main_group.command("check")
+@click.argument("paths", nargs=-1, required=True)
+@click.option(
+    "--output-format",
+    type=click.Choice(["full", "concise", "json", "github", "sarif"]),
+    default="full",
+    show_default=True,
+)
+@click.option("--select", multiple=True, help="Codes or prefixes to enable (ALL, CML1, CML305).")
+@click.option("--ignore", multiple=True, help="Codes or prefixes to disable.")
+@click.option("--statistics", is_flag=True, help="Print a count per rule instead of findings.")
+@click.option("--show-placement", is_flag=True, help="Print the predicted Core ML / CPU placement.")
+@click.option("--ios", type=click.IntRange(15, 18), help="minimum_deployment_target (iOS major).")
+@click.option("--skip-op", "skip_ops", multiple=True, help="skip_ops_for_coreml_delegation entry.")
+@click.option("--take-over-mutable-buffer/--no-take-over-mutable-buffer", default=None)
+@click.option("--take-over-constant-data/--no-take-over-constant-data", default=None)
+@click.option("--lower-full-graph/--no-lower-full-graph", default=None)
+@click.option(
+    "--config",
+    "config_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="pyproject.toml to read [tool.coreml-lint] from (default: the nearest one).",
+)
+@click.option("--isolated", is_flag=True, help="Ignore every configuration file.")
+@click.option("-v", "--verbose", is_flag=True, help="Show tracebacks of internal errors.")
+def check_command(
+    paths: tuple[str, ...],
+    output_format: str,
+    select: tuple[str, ...],
+    ignore: tuple[str, ...],
+    statistics: bool,
+    show_placement: bool,
+    ios: int | None,
+    skip_ops: tuple[str, ...],
+    take_over_mutable_buffer: bool | None,
+    take_over_constant_data: bool | None,
+    lower_full_graph: bool | None,
+    config_path: Path | None,
+    isolated: bool,
+    verbose: bool,
+) -> None:
+    """Lint exported programs (.pt2 files, or folders holding them)."""
+    from coreml_lint.lint.engine import lint_pt2
+    from coreml_lint.lint.reports import (
+        render_concise,
+        render_full,
+        render_github,
+        render_json,
+        render_placement,
+        render_sarif,
+        render_statistics,
+    )
+
+    try:
+        config = _config(
+            config_path,
+            isolated,
+            select,
+            ignore,
+            ios,
+            skip_ops,
+            take_over_mutable_buffer,
+            take_over_constant_data,
+            lower_full_graph,
+        )
+    except InputError as exc:
+        _fail(str(exc))
+    files, errors = collect_paths(paths)
+    findings: list[Finding] = []
+    summaries: list[dict[str, Any]] = []
+    advice_lines: list[str] = []
+    for file in files:
+        try:
+            reports = lint_pt2(file, config)
+        except InputError as exc:
+            errors.append(str(exc))
+            continue
+        except Exception as exc:  # an internal error must not hide the other files' results
+            if verbose:
+                traceback.print_exc()
+            errors.append(f"{file}: internal error: {type(exc).__name__}: {exc}")
+            continue
+        for report in reports:
+            findings.extend(report.findings)
+            summary = report.placement.summary()
+            summary["source"] = str(file)
+            summaries.append(summary)
+            if show_placement and output_format in ("full", "concise"):
+                click.echo(render_placement(summary, str(file)))
+            if report.advice:
+                advice_lines.append(_advice_text(str(file), report.advice))
+
+    if statistics:
+        text = render_statistics(findings)
+    elif output_format == "json":
+        text = render_json(findings, summaries)
+    elif output_format == "github":
+        text = render_github(findings)
+    elif output_format == "sarif":
+        text = render_sarif(findings, all_rules())
+    elif output_format == "concise":
+        text = render_concise(findings)
+    else:
+        text = render_full(findings)
+    if text:
+        click.echo(text)
+    if output_format in ("full", "concise") and not statistics:
+        for line in advice_lines:
+            click.echo(line)
+        if findings:
+            fixable = sum(1 for f in findings if f.severity.value == "error")
+            click.echo(
+                f"Found {len(findings)} finding(s) ({fixable} error(s)) in {len(files)} file(s)."
+            )
+        elif not errors:
+            click.echo("All checks passed!")
+    for message in errors:
+        click.echo(f"error: {message}", err=True)
+    sys.exit(2 if errors else (1 if findings else 0))
+
+
+def _advice_text(source: str, advice: dict[str, Any]) -> str:
+    tail = (
+        "avoids every error"
+        if not advice["remaining"]
+        else f"leaves {advice['errors_after']} error(s): {', '.join(advice['remaining'])}"
+    )
+    return (
+        f"\n{source}: partitioner settings that avoid {advice['errors_before']} error(s) "
+        f"without changing the model ({tail}):\n    {advice['code']}"
+    )
+
+
+def _config(
+    config_path: Path | None,
+    isolated: bool,
+    select: tuple[str, ...],
+    ignore: tuple[str, ...],
+    ios: int | None,
+    skip_ops: tuple[str, ...],
+    take_over_mutable_buffer: bool | None,
+    take_over_constant_data: bool | None,
+    lower_full_graph: bool | None,
+) -> LintConfig:
+    config = LintConfig() if isolated else load_config(config_path or find_pyproject(Path.cwd()))
+    if select:
+        config = replace(config, select=_split(select))
+    if ignore:
+        config = replace(config, ignore=(*config.ignore, *_split(ignore)))
+    changes: dict[str, Any] = {}
+    if ios is not None:
+        changes["minimum_deployment_target"] = ios
+    if skip_ops:
+        changes["skip_ops_for_coreml_delegation"] = _split(skip_ops)
+    for key, value in (
+        ("take_over_mutable_buffer", take_over_mutable_buffer),
+        ("take_over_constant_data", take_over_constant_data),
+        ("lower_full_graph", lower_full_graph),
+    ):
+        if value is not None:
+            changes[key] = value
+    if changes:
+        config = config.with_partitioner(**changes)
+    _check_codes(config)
+    return config
+
+
+def _check_codes(config: LintConfig) -> None:
+    codes = [r.code for r in all_rules()]
+    for selector in (*config.select, *config.ignore):
+        s = selector.upper()
+        if s != "ALL" and not any(code.startswith(s) for code in codes):
+            raise InputError(f"unknown rule selector {selector!r} (see `coreml-lint rules`)")
+
+
+def _fail(message: str) -> None:
+    click.echo(f"error: {message}", err=True)
+    sys.exit(2)
+
+
+@main_group.command("rule")
+@click.argument("code")
+def rule_command(code: str) -> None:
+    """Print a rule's documentation."""
+    rule = rule_by_code(code)
+    if rule is None:
+        _fail(f"unknown rule {code!r} (see `coreml-lint rules`)")
+    assert rule is not None
+    click.echo(f"# {rule.code} {rule.name} [{rule.severity.value}, {rule.outcome.value}]\n")
+    click.echo(rule.documentation().strip())
+    click.echo(f"\nApplies to: {rule.applies_to}")
+
+
+@main_group.command("rules")
+def rules_command() -> None:
+    """List every rule."""
+    for rule in all_rules():
+        click.echo(f"{rule.code}  {rule.name:28} [{rule.severity.value}] {rule.summary}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        main_group.main(args=argv, prog_name="coreml-lint", standalone_mode=False)
+    except click.exceptions.Abort:
+        click.echo("error: aborted", err=True)
+        return 2
+    except click.ClickException as exc:
+        exc.show()
+        return 2
+    except SystemExit as exc:
+        return int(exc.code or 0) if not isinstance(exc.code, str) else 2
+    return 0

@@ -1,0 +1,223 @@
+"""Turn a saved graph into the functional ATen graph the partitioner sees.
+
+``torch.export.save`` stores the *training* IR: in-place ops (``add_``, ``copy_`` into a
+slice of a buffer), and CompositeImplicit ops such as ``to.dtype`` or ``reshape``.
+``to_edge_transform_and_lower`` first calls ``ep.run_decompositions({})``, which
+functionalizes the graph (mutations become new values plus ``BUFFER_MUTATION`` outputs)
+and decomposes the CompositeImplicit ops that torch will not preserve. Only then does
+``CoreMLPartitioner.ops_to_not_decompose`` look at it. We mirror that step here, without
+torch, for the ops that matter to placement; a CompositeImplicit op we do not model is
+kept and marked ``opaque_decomposition``. ``tests/test_reader.py`` checks the result
+against torch's own ``run_decompositions({})`` on every test program.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from coreml_lint.program.graph import DType, Graph, Node, OutputSpec, TensorInfo, TensorRef
+from coreml_lint.program.optable import OpTable, load_optable
+
+# Checks that export inserts and ExecuTorch strips before partitioning.
+_ASSERTION_OPS = {
+    "aten._assert_tensor_metadata.default",
+    "aten._assert_scalar.default",
+    "aten._assert_async.msg",
+    "aten.sym_constrain_range_for_size.default",
+    "aten.sym_constrain_range.default",
+}
+_CASTS = {
+    "aten.to.dtype",
+    "aten.to.dtype_layout",
+    "aten.to.device",
+    "aten.to.other",
+    "aten.type_as.default",
+    "aten._to_copy.default",
+}
+_RESHAPES = {
+    "aten.reshape.default",
+    "aten.flatten.using_ints",
+    "aten.unflatten.int",
+    "aten.view_as.default",
+    "aten.reshape_as.default",
+}
+_IDENTITIES = {"aten.contiguous.default", "aten.alias.default", "aten.lift_fresh_copy.default"}
+_DROPOUTS = {"aten.dropout.default", "aten.feature_dropout.default", "aten.alpha_dropout.default"}
+
+
+def canonicalize(graph: Graph, table: OpTable | None = None) -> Graph:
+    """A new graph in functional ATen form; the input graph is not changed."""
+    return _Canonicalizer(graph, table or load_optable()).run()
+
+
+def _is_inplace(node: Node) -> bool:
+    base = node.op_base
+    return (
+        node.namespace == "aten"
+        and base.endswith("_")
+        and not base.startswith("__")
+        and len(node.target.split(".")) == 3
+    )
+
+
+class _Canonicalizer:
+    def __init__(self, graph: Graph, table: OpTable) -> None:
+        self.graph = graph
+        self.table = table
+        self.tensors: dict[str, TensorInfo] = dict(graph.tensors)
+        self.rename: dict[str, str] = {}  # a value that torch elides -> the value it stands for
+        self.view_of: dict[str, tuple[str, str]] = {}  # view value -> (base value, view op)
+        self.current: dict[str, str] = {}  # mutated base value -> its latest value
+        self.nodes: list[Node] = []
+        self.mutated: dict[str, str] = {}  # base value name -> latest value (for outputs)
+
+    def resolve(self, name: str) -> str:
+        seen = 0
+        while name in self.rename and seen < 10_000:
+            name = self.rename[name]
+            seen += 1
+        return self.current.get(name, name)
+
+    def _map_args(self, value: Any) -> Any:
+        if isinstance(value, TensorRef):
+            return TensorRef(self.resolve(value.name))
+        if isinstance(value, list):
+            return [self._map_args(v) for v in value]
+        return value
+
+    def run(self) -> Graph:
+        for node in self.graph.nodes:
+            if node.target in _ASSERTION_OPS:
+                continue
+            node = replace(
+                node,
+                args=self._map_args(node.args),
+                kwargs={k: self._map_args(v) for k, v in node.kwargs.items()},
+            )
+            if _is_inplace(node):
+                self._functionalize(node)
+            elif node.target in _CASTS:
+                self._cast(node)
+            elif node.target in _RESHAPES:
+                self._emit(
+                    node,
+                    target="aten.view.default",
+                    args=[node.args[0], self._shape(node)],
+                    kwargs={},
+                )
+            elif node.target in _IDENTITIES or (
+                node.target in _DROPOUTS and node.arg(2, "train") is False
+            ):
+                self._identity(node)
+            elif node.target in _DROPOUTS:
+                self._emit(node, target="aten.native_dropout.default")
+            elif node.target == "aten.expand_as.default":
+                self._emit(
+                    node,
+                    target="aten.expand.default",
+                    args=[node.args[0], self._shape(node)],
+                    kwargs={},
+                )
+            else:
+                aten = node.aten_name
+                opaque = aten in self.table.cia and aten not in self.table.cia_preserved
+                self._emit(node, opaque_decomposition=opaque)
+                if aten in self.table.view and node.outputs:
+                    src = node.tensor_inputs()[0] if node.tensor_inputs() else None
+                    if src is not None:
+                        base = self.view_of.get(src, (src, ""))[0]
+                        self.view_of[node.outputs[0]] = (base, node.op_base)
+        return self._finish()
+
+    def _shape(self, node: Node) -> list[int | str]:
+        info = self.tensors.get(node.outputs[0]) if node.outputs else None
+        return list(info.shape) if info else []
+
+    def _emit(self, node: Node, **changes: Any) -> Node:
+        if changes.get("target") and changes["target"] != node.target:
+            changes.setdefault("origin", node.target)
+        new = replace(node, **changes)
+        self.nodes.append(new)
+        return new
+
+    def _identity(self, node: Node) -> None:
+        inputs = node.tensor_inputs()
+        if inputs and node.outputs:
+            self.rename[node.outputs[0]] = inputs[0]
+
+    def _cast(self, node: Node) -> None:
+        src = node.tensor_inputs()[0]
+        out = node.outputs[0]
+        src_info, out_info = self.tensors.get(src), self.tensors.get(out)
+        if src_info and out_info and src_info.dtype == out_info.dtype:
+            self._identity(node)  # torch drops a cast to the same dtype
+            return
+        dtype = out_info.dtype if out_info else "unknown"
+        self._emit(
+            node,
+            target="aten._to_copy.default",
+            args=[TensorRef(src)],
+            kwargs={"dtype": DType(dtype)},
+        )
+
+    def _functionalize(self, node: Node) -> None:
+        base_name = node.op_base[:-1]
+        overload = node.target.split(".")[2]
+        target = f"aten.{base_name}.{overload}"
+        mutated = node.tensor_inputs()[0] if node.tensor_inputs() else None
+        new = self._emit(node, target=target)
+        if mutated is None or not new.outputs:
+            return
+        base, view_op = self.view_of.get(mutated, (mutated, ""))
+        result = new.outputs[0]
+        if base != mutated:
+            scatter = {
+                "slice": "aten.slice_scatter.default",
+                "select": "aten.select_scatter.default",
+            }
+            name = f"{new.name}_scatter"
+            self.tensors[name] = self.tensors.get(base, TensorInfo("unknown", ()))
+            self.nodes.append(
+                Node(
+                    name=name,
+                    target=scatter.get(view_op, "aten.copy.default"),
+                    args=[TensorRef(self.resolve(base)), TensorRef(result)],
+                    kwargs={},
+                    outputs=[name],
+                    stack_trace=node.stack_trace,
+                    origin=node.target,
+                )
+            )
+            result = name
+        self.current[base] = result
+        self.mutated[base] = result
+
+    def _finish(self) -> Graph:
+        kinds = {spec.name: spec for spec in self.graph.inputs}
+        mutation_outputs = []
+        for base, latest in self.mutated.items():
+            spec = kinds.get(base)
+            if spec is None or spec.kind not in ("buffer", "user_input", "parameter"):
+                continue
+            kind = {
+                "buffer": "buffer_mutation",
+                "user_input": "user_input_mutation",
+                "parameter": "parameter_mutation",
+            }[spec.kind]
+            mutation_outputs.append(OutputSpec(name=latest, kind=kind, target=spec.target or base))
+        kept = [
+            OutputSpec(self.resolve(o.name) if o.name else None, o.kind, o.target)
+            for o in self.graph.outputs
+        ]
+        already = {(o.kind, o.target) for o in kept}
+        mutation_outputs = [o for o in mutation_outputs if (o.kind, o.target) not in already]
+        return Graph(
+            inputs=list(self.graph.inputs),
+            nodes=self.nodes,
+            outputs=mutation_outputs + kept,
+            tensors=self.tensors,
+            source=self.graph.source,
+            method=self.graph.method,
+            meta={**self.graph.meta, "canonical": True},
+        )

@@ -1,0 +1,164 @@
+"""The light graph model every program rule reads.
+
+It is deliberately torch-free: the `.pt2` reader and the in-memory `ExportedProgram`
+adapter both produce these plain dataclasses, so the rules never care where a graph came
+from and the pre-commit hook's venv (no torch, no coremltools) can run them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+FLOAT_DTYPES = frozenset({"float16", "float32", "float64", "bfloat16"})
+EIGHT_BIT_DTYPES = frozenset({"uint8", "int8"})
+
+
+@dataclass(frozen=True)
+class TensorRef:
+    """A reference, inside a node's arguments, to a tensor value by name."""
+
+    name: str
+
+
+@dataclass(frozen=True)
+class SymRef:
+    """A symbolic int/bool/float value (dynamic shapes)."""
+
+    name: str
+
+
+@dataclass(frozen=True)
+class DType:
+    """A ``torch.dtype`` argument, by its torch name (``"float32"``)."""
+
+    name: str
+
+
+@dataclass(frozen=True)
+class Opaque:
+    """An argument kind the rules never look into (devices, layouts, subgraphs)."""
+
+    kind: str
+    value: Any = None
+
+
+@dataclass
+class TensorInfo:
+    dtype: str
+    shape: tuple[int | str, ...]
+
+    @property
+    def rank(self) -> int:
+        return len(self.shape)
+
+
+@dataclass
+class Node:
+    """One ``call_function`` node.
+
+    ``target`` is the op in edge spelling without the ``torch.ops.`` prefix, e.g.
+    ``aten.add.Tensor``; ``args`` are the positional arguments and ``kwargs`` the keyword
+    ones, kept apart exactly as export recorded them (coremltools reads only positional
+    arguments, pitfalls.md G2).
+    """
+
+    name: str
+    target: str
+    args: list[Any]
+    kwargs: dict[str, Any]
+    outputs: list[str]
+    stack_trace: str | None = None
+    # Set by canonicalisation: the node stands for an op whose decomposition we do not
+    # model (a CompositeImplicit op torch always decomposes).
+    opaque_decomposition: bool = False
+    # The saved-graph node this one came from, when canonicalisation renamed it.
+    origin: str | None = None
+
+    @property
+    def namespace(self) -> str:
+        return self.target.split(".", 1)[0]
+
+    @property
+    def aten_name(self) -> str:
+        """The name the partitioner sees in the ATen graph: ``add.Tensor``."""
+        ns, _, rest = self.target.partition(".")
+        return rest if ns == "aten" else self.target
+
+    @property
+    def op_base(self) -> str:
+        """``aten.add.Tensor`` -> ``add``."""
+        parts = self.target.split(".")
+        return parts[1] if len(parts) > 2 else parts[-1]
+
+    def tensor_inputs(self) -> list[str]:
+        names: list[str] = []
+        for value in [*self.args, *self.kwargs.values()]:
+            _collect_refs(value, names)
+        return names
+
+    def arg(self, index: int, keyword: str, default: Any = None) -> Any:
+        """An argument by position or keyword, whichever export used."""
+        if index < len(self.args):
+            return self.args[index]
+        return self.kwargs.get(keyword, default)
+
+
+def _collect_refs(value: Any, into: list[str]) -> None:
+    if isinstance(value, TensorRef):
+        into.append(value.name)
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            _collect_refs(item, into)
+
+
+@dataclass
+class InputSpec:
+    """A graph input: ``kind`` is parameter, buffer, constant, user_input, token or custom."""
+
+    name: str
+    kind: str
+    target: str | None = None
+    persistent: bool | None = None
+
+
+@dataclass
+class OutputSpec:
+    """A graph output: ``kind`` is user_output, buffer_mutation, user_input_mutation, ..."""
+
+    name: str | None
+    kind: str
+    target: str | None = None
+
+
+@dataclass
+class Graph:
+    """A whole exported method: inputs, nodes in topological order, outputs."""
+
+    inputs: list[InputSpec]
+    nodes: list[Node]
+    outputs: list[OutputSpec]
+    tensors: dict[str, TensorInfo]
+    source: str = "<memory>"
+    method: str = "forward"
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def producers(self) -> dict[str, Node]:
+        return {out: node for node in self.nodes for out in node.outputs}
+
+    def users(self) -> dict[str, list[Node]]:
+        users: dict[str, list[Node]] = {}
+        for node in self.nodes:
+            for name in dict.fromkeys(node.tensor_inputs()):
+                users.setdefault(name, []).append(node)
+        return users
+
+    def input_kind(self, name: str) -> str | None:
+        for spec in self.inputs:
+            if spec.name == name:
+                return spec.kind
+        return None
+
+    def dtype(self, name: str) -> str | None:
+        info = self.tensors.get(name)
+        return info.dtype if info else None

@@ -1,0 +1,122 @@
+"""Generate ``data/optable.json`` from the installed torch, executorch and coremltools.
+
+Why a checked-in table: the stock ``CoreMLPartitioner`` decides placement by op *name*
+(coremltools' converter registry plus executorch's refusal list, pitfalls.md G4), and
+``to_edge_transform_and_lower`` decides decomposition from torch's op metadata. Both are
+static facts of the installed releases, so we record them once and the light linting path
+predicts placement without importing any of the three packages (importing coremltools
+alone takes ~10 s). ``tests/test_optable.py`` regenerates the table and fails on drift.
+
+Run: ``python -m coreml_lint.program.optable_gen [--check]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+TABLE_PATH = Path(__file__).with_name("data") / "optable.json"
+
+
+def _short(op: Any) -> str:
+    """``torch.ops.aten.add.Tensor`` -> ``add.Tensor`` (the ATen-stage ``__name__``)."""
+    return op.__name__
+
+
+def build_table() -> dict[str, Any]:
+    import logging
+
+    logging.disable(logging.WARNING)
+    import coremltools.converters.mil.frontend.torch.ops  # noqa: F401  (fills the registry)
+    import executorch.backends.apple.coreml.compiler.torch_ops  # noqa: F401  (executorch aliases)
+    import torch
+    from coremltools.converters.mil.frontend.torch.torch_op_registry import (
+        _TORCH_OPS_REGISTRY,
+    )
+    from executorch.exir.program._program import _default_decomposition_table
+    from executorch.extension.pybindings import portable_lib
+    from torch._export.utils import _check_valid_to_preserve, _is_cia_op
+
+    registry = sorted(_TORCH_OPS_REGISTRY.name_to_func_mapping)
+    decomposed = {_short(op) for op in _default_decomposition_table() if hasattr(op, "__name__")}
+
+    core: set[str] = set()
+    cia: set[str] = set()
+    cia_preserved: set[str] = set()
+    view: set[str] = set()
+    with_out_variant: set[str] = set()
+    view_copy: dict[str, str] = {}
+
+    names = [n for n in torch._C._dispatch_get_all_op_names() if n.startswith("aten::")]
+    for full in sorted(set(names)):
+        base, _, overload = full[len("aten::") :].partition(".")
+        packet = getattr(torch.ops.aten, base, None)
+        if packet is None:
+            continue
+        overload = overload or "default"
+        try:
+            op = getattr(packet, overload)
+        except (AttributeError, RuntimeError):
+            continue
+        name = _short(op)
+        if torch.Tag.core in op.tags:
+            core.add(name)
+        if _is_cia_op(op):
+            cia.add(name)
+            try:
+                if _check_valid_to_preserve(op):
+                    cia_preserved.add(name)
+            except Exception:  # pragma: no cover - torch internals vary by op
+                pass
+        args = op._schema.arguments
+        if args and args[0].alias_info is not None and not args[0].alias_info.is_write:
+            view.add(name)
+            copy_packet = getattr(torch.ops.aten, base + "_copy", None)
+            if copy_packet is not None and overload in copy_packet.overloads():
+                view_copy[name] = f"{base}_copy.{overload}"
+        if any(o == "out" or o.endswith("_out") for o in packet.overloads()):
+            with_out_variant.add(name)
+
+    return {
+        "generated_with": {
+            pkg: metadata.version(pkg) for pkg in ("torch", "executorch", "coremltools")
+        },
+        "coremltools_registry": registry,
+        "portable_kernels": sorted(portable_lib._get_operator_names()),
+        "core_aten": sorted(core),
+        "cia": sorted(cia),
+        "cia_preserved": sorted(cia_preserved),
+        "decomposed_by_default": sorted(decomposed),
+        "view": sorted(view),
+        "view_copy": dict(sorted(view_copy.items())),
+        "with_out_variant": sorted(with_out_variant),
+    }
+
+
+def render(table: dict[str, Any]) -> str:
+    return json.dumps(table, indent=0, sort_keys=False) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="compare, do not write")
+    parser.add_argument("--output", type=Path, default=TABLE_PATH)
+    args = parser.parse_args(argv)
+    text = render(build_table())
+    if args.check:
+        current = args.output.read_text() if args.output.exists() else ""
+        if current != text:
+            print(f"{args.output} is stale: regenerate it", file=sys.stderr)
+            return 1
+        return 0
+    args.output.write_text(text)
+    print(f"wrote {args.output}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,364 @@
+"""Predict what the stock ``CoreMLPartitioner`` (executorch 1.5.1) does with a graph.
+
+The partitioner decides twice, by op *name* only (pitfalls.md G1, G4):
+
+1. ``ops_to_not_decompose`` looks at the functional ATen graph, where a name has no
+   namespace (``matmul.default``): ops it calls supported are kept whole, every other op
+   is decomposed to the Core ATen set by ``to_edge``.
+2. ``partition`` looks at the edge graph, where a name carries its namespace
+   (``aten.matmul.default``, ``dim_order_ops._to_dim_order_copy.default``) and tags the
+   supported nodes; torch's ``CapabilityBasedPartitioner`` then groups them into as few
+   partitions as it can without making a cycle through a CPU node.
+
+A node is supported when coremltools has a converter for the sanitized name, the name is
+not in ``skip_ops_for_coreml_delegation`` (compared exactly, lower case), and executorch's
+refusal list does not override it. We reproduce all of it from the checked-in op table.
+A node whose ATen op torch decomposes is placed on Core ML (its pieces are, in practice);
+this is the one place where the prediction is an approximation.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from coreml_lint.program.graph import Graph, Node
+from coreml_lint.program.optable import OpTable, load_optable
+
+COREML = "coreml"
+CPU = "cpu"
+
+# executorch/backends/apple/coreml/partition/coreml_partitioner.py (1.5.1).
+REFUSED_OPS = frozenset(
+    {"diagonal.default", "diagonal_copy.default", "acosh.default", "asinh.default", "rand.default"}
+)
+NOT_KEPT_WHOLE = frozenset(
+    {
+        "triu.default",
+        "tril.default",
+        "repeat_interleave.self_int",
+        "repeat_interleave.self_Tensor",
+    }
+)
+# Renames ExecuTorch applies when it builds the edge graph.
+EDGE_RENAMES = {
+    "_to_copy.default": "dim_order_ops._to_dim_order_copy.default",
+    "clone.default": "dim_order_ops._clone_dim_order.default",
+    "empty.memory_format": "dim_order_ops._empty_dim_order.default",
+}
+
+
+@dataclass(frozen=True)
+class PartitionerSettings:
+    """The ``CoreMLPartitioner`` options that change what lowering does."""
+
+    minimum_deployment_target: int = 15  # iOS major version; 15 is the default opset
+    skip_ops_for_coreml_delegation: tuple[str, ...] = ()
+    take_over_mutable_buffer: bool = True
+    take_over_constant_data: bool = True
+    lower_full_graph: bool = False
+
+    def to_code(self) -> str:
+        """The settings as ``CoreMLPartitioner(...)`` code a user can paste."""
+        parts = []
+        if self.skip_ops_for_coreml_delegation:
+            parts.append(
+                f"skip_ops_for_coreml_delegation={list(self.skip_ops_for_coreml_delegation)!r}"
+            )
+        if self.minimum_deployment_target != 15:
+            parts.append(
+                "compile_specs=CoreMLBackend.generate_compile_specs("
+                f"minimum_deployment_target=ct.target.iOS{self.minimum_deployment_target})"
+            )
+        if not self.take_over_mutable_buffer:
+            parts.append("take_over_mutable_buffer=False")
+        if not self.take_over_constant_data:
+            parts.append("take_over_constant_data=False")
+        if self.lower_full_graph:
+            parts.append("lower_full_graph=True")
+        return f"CoreMLPartitioner({', '.join(parts)})"
+
+
+@dataclass
+class NodePlacement:
+    node: Node
+    where: str
+    reason: str
+    aten_name: str
+    edge_name: str
+    kept_whole: bool = False
+    decomposed: bool = False
+    partition: int | None = None
+
+
+@dataclass
+class Partition:
+    id: int
+    nodes: list[Node]
+    inputs: list[str] = field(default_factory=list)  # values the delegate receives
+    constants: list[str] = field(default_factory=list)  # params/buffers it owns
+    states: list[str] = field(default_factory=list)  # mutable buffers it owns as state
+    outputs: list[str] = field(default_factory=list)  # values it returns
+
+
+@dataclass
+class Placement:
+    graph: Graph
+    settings: PartitionerSettings
+    nodes: dict[str, NodePlacement]
+    partitions: list[Partition]
+    skip_matches: dict[str, dict[str, list[str]]]
+
+    def of(self, node: Node) -> NodePlacement:
+        return self.nodes[node.name]
+
+    def on_coreml(self, node: Node) -> bool:
+        return self.nodes[node.name].where == COREML
+
+    def partition_of(self, node: Node) -> Partition | None:
+        pid = self.nodes[node.name].partition
+        return None if pid is None else self.partitions[pid]
+
+    def summary(self) -> dict[str, Any]:
+        coreml = Counter(p.edge_name for p in self.nodes.values() if p.where == COREML)
+        cpu: dict[str, dict[str, Any]] = {}
+        for p in self.nodes.values():
+            if p.where == CPU:
+                entry = cpu.setdefault(p.edge_name, {"count": 0, "reason": p.reason})
+                entry["count"] += 1
+        return {
+            "method": self.graph.method,
+            "settings": self.settings.to_code(),
+            "coreml_ops": dict(sorted(coreml.items())),
+            "cpu_ops": dict(sorted(cpu.items())),
+            "coreml_node_count": sum(coreml.values()),
+            "cpu_node_count": sum(v["count"] for v in cpu.values()),
+            "partitions": [
+                {
+                    "id": part.id,
+                    "nodes": len(part.nodes),
+                    "inputs": part.inputs,
+                    "outputs": part.outputs,
+                    "states": part.states,
+                }
+                for part in self.partitions
+            ],
+        }
+
+
+def _override_reason(node: Node, name: str) -> str | None:
+    """executorch 1.5.1 ``should_override_support``: refusals regardless of coremltools."""
+    if name in REFUSED_OPS:
+        return f"executorch 1.5.1 refuses {name.split('.')[0]} for Core ML"
+    if node.op_base in ("argmax", "argmin") and node.arg(1, "dim") is None:
+        return f"executorch 1.5.1 refuses {node.op_base} with dim=None"
+    if name in ("add.Tensor", "sub.Tensor") and node.kwargs.get("alpha", 1) != 1:
+        return f"executorch 1.5.1 refuses {node.op_base} with alpha != 1"
+    return None
+
+
+def edge_name_of(aten_name: str, table: OpTable, kept_whole: bool) -> str:
+    if aten_name in EDGE_RENAMES:
+        return EDGE_RENAMES[aten_name]
+    if "." not in aten_name or "::" in aten_name:
+        return aten_name
+    if not kept_whole and aten_name in table.view_copy:
+        return "aten." + table.view_copy[aten_name]
+    return "aten." + aten_name
+
+
+def predict_placement(
+    graph: Graph, settings: PartitionerSettings | None = None, table: OpTable | None = None
+) -> Placement:
+    """Place every node of a canonical graph on Core ML or the CPU, then partition."""
+    settings = settings or PartitionerSettings()
+    table = table or load_optable()
+    skip = set(settings.skip_ops_for_coreml_delegation)
+    skip_matches: dict[str, dict[str, list[str]]] = {
+        entry: {"aten": [], "edge": []} for entry in settings.skip_ops_for_coreml_delegation
+    }
+    placements: dict[str, NodePlacement] = {}
+
+    for node in graph.nodes:
+        aten_name = node.aten_name if node.namespace == "aten" else node.target
+        # 1. ATen stage: ops_to_not_decompose.
+        aten_key = aten_name.lower()
+        aten_skipped = aten_key in skip
+        if aten_skipped:
+            skip_matches[aten_key]["aten"].append(node.name)
+        aten_supported = (
+            node.namespace == "aten"
+            and not aten_skipped
+            and table.coreml_has_converter(aten_name)
+            and _override_reason(node, aten_name) is None
+        )
+        kept_whole = (
+            aten_supported and aten_name not in NOT_KEPT_WHOLE and aten_name not in table.view
+        )
+        decomposed = (
+            not kept_whole
+            and node.namespace == "aten"
+            and (aten_name in table.decomposed_by_default or node.opaque_decomposition)
+        )
+        edge = edge_name_of(aten_name, table, kept_whole) if node.namespace == "aten" else aten_name
+        if decomposed:
+            placements[node.name] = NodePlacement(
+                node,
+                COREML,
+                "decomposed by to_edge; its pieces are delegated",
+                aten_name,
+                edge,
+                decomposed=True,
+            )
+            continue
+        # 2. Edge stage: partition.
+        edge_key = edge.lower()
+        if edge_key in skip:
+            skip_matches[edge_key]["edge"].append(node.name)
+            where, reason = CPU, f"skip_ops_for_coreml_delegation has {edge_key!r}"
+        elif node.namespace not in ("aten", "dim_order_ops") or not table.coreml_has_converter(
+            edge
+        ):
+            where, reason = CPU, "coremltools 9.0 has no converter for it"
+        elif (why := _override_reason(node, aten_name)) is not None:
+            where, reason = CPU, why
+        else:
+            where, reason = COREML, "supported by coremltools"
+        placements[node.name] = NodePlacement(node, where, reason, aten_name, edge, kept_whole)
+
+    partitions = _partition(graph, placements)
+    placement = Placement(graph, settings, placements, partitions, skip_matches)
+    _describe_boundaries(placement)
+    return placement
+
+
+def _partition(graph: Graph, placements: dict[str, NodePlacement]) -> list[Partition]:
+    """Group Core ML nodes the way torch's CapabilityBasedPartitioner does.
+
+    It walks the nodes in reverse topological order, opens a partition for each supported
+    node and greedily merges every pair of partitions whose union would not form a cycle
+    (horizontal fusion is on). A union forms a cycle when some node or partition outside
+    it is both reachable from it and reaches it; we test that with reachability bitsets.
+    """
+    nodes = graph.nodes
+    index = {n.name: i for i, n in enumerate(nodes)}
+    producer = {out: index[n.name] for n in nodes for out in n.outputs}
+    preds: list[set[int]] = [set() for _ in nodes]
+    for i, node in enumerate(nodes):
+        for name in node.tensor_inputs():
+            if name in producer:
+                preds[i].add(producer[name])
+    anc = [0] * len(nodes)
+    for i in range(len(nodes)):
+        acc = 0
+        for p in preds[i]:
+            acc |= anc[p] | (1 << p)
+        anc[i] = acc
+    succs: list[list[int]] = [[] for _ in nodes]
+    for i, ps in enumerate(preds):
+        for p in ps:
+            succs[p].append(i)
+    desc = [0] * len(nodes)
+    for i in reversed(range(len(nodes))):
+        acc = 0
+        for s in succs[i]:
+            acc |= desc[s] | (1 << s)
+        desc[i] = acc
+
+    members: dict[int, int] = {}  # partition id -> bitset of nodes
+    p_anc: dict[int, int] = {}
+    p_desc: dict[int, int] = {}
+    order: dict[int, int] = {}
+    next_id = 0
+
+    def cycle(a: int, b: int) -> bool:
+        union = members[a] | members[b]
+        down, up = p_desc[a] | p_desc[b], p_anc[a] | p_anc[b]
+        if down & up & ~union:
+            return True
+        return any(
+            (down & bits) and (up & bits) for pid, bits in members.items() if pid not in (a, b)
+        )
+
+    for position, i in enumerate(reversed(range(len(nodes)))):
+        if placements[nodes[i].name].where != COREML:
+            continue
+        pid = next_id
+        next_id += 1
+        members[pid], p_anc[pid], p_desc[pid], order[pid] = 1 << i, anc[i], desc[i], position
+        candidates = sorted(members, key=order.__getitem__)
+        current = candidates[0]
+        for other in candidates[1:]:
+            if other not in members or current == other or cycle(current, other):
+                continue
+            keep, drop = (current, other)
+            if members[keep].bit_count() < members[drop].bit_count():
+                keep, drop = drop, keep
+            members[keep] |= members.pop(drop)
+            p_anc[keep] |= p_anc.pop(drop)
+            p_desc[keep] |= p_desc.pop(drop)
+            order[keep] = min(order[keep], order.pop(drop))
+            current = keep
+
+    partitions = []
+    for new_id, pid in enumerate(
+        sorted(members, key=lambda p: (members[p] & -members[p]).bit_length())
+    ):
+        bits = members[pid]
+        part_nodes = [nodes[i] for i in range(len(nodes)) if bits >> i & 1]
+        for node in part_nodes:
+            placements[node.name].partition = new_id
+        partitions.append(Partition(new_id, part_nodes))
+    return partitions
+
+
+def _describe_boundaries(placement: Placement) -> None:
+    """Fill each partition's inputs, owned constants, states and outputs."""
+    graph, settings = placement.graph, placement.settings
+    kinds = {spec.name: spec.kind for spec in graph.inputs}
+    mutated_buffers = _mutated_buffer_inputs(graph)
+    graph_outputs = {o.name for o in graph.outputs if o.name}
+    producer_partition: dict[str, int | None] = {}
+    for p in placement.nodes.values():
+        for out in p.node.outputs:
+            producer_partition[out] = p.partition
+    users = graph.users()
+    for part in placement.partitions:
+        seen: set[str] = set()
+        for node in part.nodes:
+            for name in node.tensor_inputs():
+                if name in seen or producer_partition.get(name, -1) == part.id:
+                    continue
+                seen.add(name)
+                kind = kinds.get(name)
+                if name in mutated_buffers and settings.take_over_mutable_buffer:
+                    part.states.append(name)
+                elif kind in ("parameter", "buffer", "constant") and name not in mutated_buffers:
+                    (part.constants if settings.take_over_constant_data else part.inputs).append(
+                        name
+                    )
+                else:
+                    part.inputs.append(name)
+            for out in node.outputs:
+                outside = any(
+                    placement.nodes[u.name].partition != part.id for u in users.get(out, [])
+                )
+                if outside or out in graph_outputs:
+                    part.outputs.append(out)
+
+
+def _mutated_buffer_inputs(graph: Graph) -> set[str]:
+    """Buffer placeholders that the program writes back (BUFFER_MUTATION outputs)."""
+    targets = {o.target for o in graph.outputs if o.kind == "buffer_mutation"}
+    return {s.name for s in graph.inputs if s.kind == "buffer" and s.target in targets}
+
+
+def mutated_buffers(graph: Graph) -> dict[str, str]:
+    """Mutated buffer placeholder -> the value written back to it."""
+    by_target = {o.target: o.name for o in graph.outputs if o.kind == "buffer_mutation"}
+    return {
+        s.name: by_target[s.target]
+        for s in graph.inputs
+        if s.kind == "buffer" and s.target in by_target and by_target[s.target]
+    }
