@@ -1,13 +1,20 @@
-"""CML302 like-dtype-ignored: ``zeros_like``/``ones_like``/``empty_like`` with another dtype.
+"""CML302 like-dtype-ignored: ``zeros_like``/``empty_like``/``full_like`` with another dtype.
 
 What it does
-    Flags a delegated ``zeros_like(x, dtype=...)``, ``ones_like(x, dtype=...)`` or
-    ``empty_like(x, dtype=...)`` whose dtype differs from ``x``'s. ``nn.MultiheadAttention``
-    makes exactly this from a bool ``attn_mask``: ``zeros_like(mask, dtype=float32)``.
+    Flags a delegated ``zeros_like(x, dtype=...)``, ``empty_like(x, dtype=...)`` or
+    ``full_like(x, <int>, dtype=<float>)`` whose dtype differs from ``x``'s, when values are then
+    written into the result (``masked_fill``, ``fill_``, ``index_put``, ``where``, a copy).
+    ``nn.MultiheadAttention`` does exactly this with a bool ``attn_mask``:
+    ``zeros_like(mask, dtype=float32).masked_fill_(mask, -inf)``. Plain arithmetic on the
+    result is not flagged: coremltools folds ``zeros_like(xi, dtype=float) + 0.5`` to the
+    right constant, so the lost dtype changes nothing there. ``ones_like`` honours its dtype
+    (checked), and ``full_like`` takes the type of its fill value.
 
 Why it breaks
-    Export passes ``dtype=`` as a keyword and coremltools' handlers read only positional
-    inputs (pitfalls.md G2), so the result keeps ``x``'s dtype. For MHA's bool mask the
+    Export passes ``dtype=`` as a keyword and coremltools' ``zeros_like``/``empty_like``
+    handlers read only positional inputs (pitfalls.md G2), so the result keeps ``x``'s
+    dtype; ``full_like`` makes its fill with the fill value's type. A float written into
+    the result is then truncated to bool or int. For MHA's bool mask the
     "float" mask stays bool, is then read as a bool SDPA mask where True means *attend*, and
     the mask ends up **inverted** (row 0 ``[-30000, 0, 0, 0, 0]`` instead of
     ``[0, -inf, -inf, -inf, -inf]``). With ``need_weights=True`` lowering crashes instead:
@@ -29,9 +36,12 @@ from collections.abc import Iterator
 
 from coreml_lint.checks.base import ProgramContext, Rule
 from coreml_lint.lint.findings import Finding, Outcome
-from coreml_lint.program.graph import DType
+from coreml_lint.program.graph import FLOAT_DTYPES, DType
 
-LIKE_OPS = {"zeros_like", "ones_like", "empty_like"}
+LIKE_OPS = {"zeros_like", "empty_like", "full_like"}
+# Ops that write values into their first argument: their result keeps its dtype, so a bool
+# or integer tensor silently truncates the float values written into it.
+WRITERS = {"masked_fill", "fill", "index_put", "copy", "slice_scatter", "select_scatter", "where"}
 
 
 class LikeDtypeIgnored(Rule):
@@ -48,6 +58,19 @@ class LikeDtypeIgnored(Rule):
             source = node.tensor_inputs()[0] if node.tensor_inputs() else None
             have = ctx.dtype(source)
             if not isinstance(wanted, DType) or have is None or wanted.name == have:
+                continue
+            if node.op_base == "full_like":
+                value = node.arg(1, "fill_value")
+                made = "float" if isinstance(value, float) else "int"
+                if made == ("float" if wanted.name in FLOAT_DTYPES else "int"):
+                    continue
+                have = "int32" if made == "int" else "float16"
+            written = [
+                u
+                for u in ctx.users.get(node.outputs[0], [])
+                if u.op_base in WRITERS and ctx.on_coreml(u)
+            ]
+            if not written:
                 continue
             from_mha = "multi_head_attention" in (node.stack_trace or "") or (
                 "activation.py" in (node.stack_trace or "")

@@ -1,0 +1,39 @@
+"""Oracle tests: lower every case with the *stock* CoreMLPartitioner and check reality.
+
+A flagged model must really crash with the predicted error, or really lower to MIL with
+the wrong-value signature; an unflagged model must lower. These need torch, executorch and
+coremltools, take 0.3-3 s per lowering, and run in CI (in parallel with pytest-xdist).
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from cases import BY_ID, CASE_IDS
+
+pytestmark = pytest.mark.oracle
+
+
+@pytest.mark.parametrize("case_id", CASE_IDS)
+def test_stock_lowering_behaves_as_predicted(case_id, export_case):
+    from oracle import lower, run_with_portable_runtime
+
+    case = BY_ID[case_id]
+    lowered = lower(export_case(case_id), **case.settings)
+    if case.crash:
+        assert not lowered.ok, "predicted a crash, but the stock partitioner lowered it"
+        assert re.search(case.crash, lowered.message, re.S), lowered.message
+        return
+    assert lowered.ok, f"{lowered.stage}: {lowered.message}"
+    if case.silent:
+        assert case.silent(lowered), "no wrong-value signature in the MIL:\n" + lowered.mil
+    if case.clean:
+        assert case.clean(lowered), "the fixed form's MIL is not right:\n" + lowered.mil
+    if case.runs_on_portable is not None:
+        model, inputs = case.make()
+        if case.runs_on_portable:
+            run_with_portable_runtime(lowered, inputs)
+        else:
+            with pytest.raises(RuntimeError):
+                run_with_portable_runtime(lowered, inputs)
