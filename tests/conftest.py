@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import io
 import logging
 import os
 import sys
@@ -19,12 +20,21 @@ from coreml_lint.program.placement import PartitionerSettings  # noqa: E402
 
 
 @cache
-def exported(case_id: str) -> Any:
-    """Export a case's model once per test process."""
+def _archive(case_id: str) -> bytes:
     import torch
 
     model, inputs = BY_ID[case_id].make()
-    return torch.export.export(model, inputs)
+    buffer = io.BytesIO()
+    torch.export.save(torch.export.export(model, inputs), buffer)
+    return buffer.getvalue()
+
+
+def exported(case_id: str) -> Any:
+    """A case's exported program: exported once per process and loaded afresh for each use,
+    because lowering mutates the program it is given."""
+    import torch
+
+    return torch.export.load(io.BytesIO(_archive(case_id)))
 
 
 def settings_of(case_id: str) -> PartitionerSettings:

@@ -31,7 +31,7 @@ def test_stock_lowering_behaves_as_predicted(case_id, export_case):
     if case.clean:
         assert case.clean(lowered), "the fixed form's MIL is not right:\n" + lowered.mil
     if case.runs_on_portable is not None:
-        model, inputs = case.make()
+        _model, inputs = case.make()
         if case.runs_on_portable:
             run_with_portable_runtime(lowered, inputs)
         else:

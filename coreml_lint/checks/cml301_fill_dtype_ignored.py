@@ -14,6 +14,13 @@ Why it breaks
     feeds ``gather``/``index_select`` indices, lowering crashes: ``expects ... ['int32'] but
     got tensor[4,16,fp32]``.
 
+Severity
+    ``error`` when lowering crashes (index of gather/index_select), when the float value
+    leaves the partition (the program gets float where it declares an integer), or when the
+    fill value is above 2048 (fp16 rounds it). A small fill used only inside the partition
+    (``torch.full(..., 3) + arange`` feeding ``embedding``, which casts its indices) computes
+    the right values while they stay at or below 2048: ``warning``.
+
 Example
     ``pos = torch.full((1, 4), 3001) + xi``
 
@@ -29,7 +36,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from coreml_lint.checks.base import ProgramContext, Rule
-from coreml_lint.lint.findings import Finding, Outcome
+from coreml_lint.lint.findings import Finding, Outcome, Severity
 from coreml_lint.program.graph import FLOAT_DTYPES, DType, Node
 
 PASS_THROUGH = {"add", "sub", "mul", "remainder", "clamp", "view", "expand", "unsqueeze", "repeat"}
@@ -56,7 +63,12 @@ class FillDtypeIgnored(Rule):
             why = self._why(ctx, node)
             if why is None:
                 continue
-            index_user = self._index_consumer(ctx, node)
+            index_user, reached = self._follow(ctx, node)
+            part = ctx.placement.partition_of(node)
+            leaves = part is not None and any(v in part.outputs for v in reached)
+            value = node.arg(1, "fill_value") if node.target == "aten.full.default" else 0
+            large = isinstance(value, (int, float)) and abs(value) > 2048
+            severity = Severity.ERROR
             if index_user is not None:
                 message = (
                     f"{why}, and it feeds the indices of {ctx.edge_name(index_user)}: lowering "
@@ -64,16 +76,25 @@ class FillDtypeIgnored(Rule):
                     "domain ['int32'] but got tensor[...,fp32]`"
                 )
                 outcome = Outcome.CRASH
-            else:
+            elif leaves:
                 message = (
-                    f"{why}: values are computed in fp16 (3001 becomes 3000.0) and the "
-                    f"partition returns float where the program declares {dtype}"
+                    f"{why}: the partition returns it as float where the program declares "
+                    f"{dtype}, computed in fp16 (integers above 2048 are rounded: 3001 "
+                    "becomes 3000)"
                 )
                 outcome = Outcome.SILENT
+            else:
+                message = (
+                    f"{why}: it is computed in fp16, so its integer values are rounded above "
+                    f"2048{' (the fill value ' + str(value) + ' already is)' if large else ''}"
+                )
+                outcome = Outcome.SILENT
+                severity = Severity.ERROR if large else Severity.WARNING
             yield ctx.finding(
                 node,
                 message,
                 outcome=outcome,
+                severity=severity,
                 fix=self._fix(node, dtype),
                 partitioner=ctx.skip_advice(node),
                 dtype=dtype,
@@ -95,9 +116,11 @@ class FillDtypeIgnored(Rule):
         return None
 
     @staticmethod
-    def _index_consumer(ctx: ProgramContext, node: Node) -> Node | None:
-        frontier, seen = [node.outputs[0]], set()
-        for _ in range(6):
+    def _follow(ctx: ProgramContext, node: Node) -> tuple[Node | None, set[str]]:
+        """The gather/index_select the fill feeds as indices, if any, and every value it
+        reaches through integer-preserving Core ML ops."""
+        frontier, seen, reached = [node.outputs[0]], set(), {node.outputs[0]}
+        for _ in range(8):
             following = []
             for value in frontier:
                 for user in ctx.users.get(value, []):
@@ -107,11 +130,12 @@ class FillDtypeIgnored(Rule):
                     position = INDEX_CONSUMERS.get(user.op_base)
                     arg = user.arg(position, "index") if position is not None else None
                     if position is not None and getattr(arg, "name", None) == value:
-                        return user
+                        return user, reached
                     if user.op_base in PASS_THROUGH:
                         following.extend(user.outputs)
+                        reached.update(user.outputs)
             frontier = following
-        return None
+        return None, reached
 
     @staticmethod
     def _fix(node: Node, dtype: str) -> str:

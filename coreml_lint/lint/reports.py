@@ -17,7 +17,7 @@ def _where(finding: Finding) -> str:
     loc = finding.location
     if loc is None:
         return finding.file
-    return f"{loc.path}:{loc.line}:{loc.column or 1}"
+    return f"{loc.path}:{loc.line}" + (f":{loc.column}" if loc.column else "")
 
 
 def _headline(finding: Finding) -> str:

@@ -42,7 +42,13 @@ _RESHAPES = {
     "aten.view_as.default",
     "aten.reshape_as.default",
 }
-_IDENTITIES = {"aten.contiguous.default", "aten.alias.default", "aten.lift_fresh_copy.default"}
+_IDENTITIES = {"aten.alias.default", "aten.detach.default", "aten.detach_.default"}
+# CompositeImplicit ops torch always decomposes, by what they become in the ATen graph.
+_RENAMES = {
+    "aten.chunk.default": "aten.split.Tensor",
+    "aten.unsafe_chunk.default": "aten.unsafe_split.Tensor",
+    "aten.lift_fresh_copy.default": "aten.clone.default",
+}
 _DROPOUTS = {"aten.dropout.default", "aten.feature_dropout.default", "aten.alpha_dropout.default"}
 
 
@@ -95,21 +101,27 @@ class _Canonicalizer:
                 args=self._map_args(node.args),
                 kwargs={k: self._map_args(v) for k, v in node.kwargs.items()},
             )
-            if _is_inplace(node):
+            if node.target in _IDENTITIES:
+                self._identity(node)
+            elif node.target in _DROPOUTS and node.arg(2, "train") is False:
+                # torch decomposes an inference-mode dropout into a copy.
+                self._emit(node, target="aten.clone.default", args=node.args[:1], kwargs={})
+            elif node.target == "aten.contiguous.default":
+                self._contiguous(node)
+            elif _is_inplace(node):
                 self._functionalize(node)
             elif node.target in _CASTS:
                 self._cast(node)
             elif node.target in _RESHAPES:
-                self._emit(
-                    node,
-                    target="aten.view.default",
-                    args=[node.args[0], self._shape(node)],
-                    kwargs={},
+                self._reshape(node)
+            elif node.target in _RENAMES:
+                self._emit(node, target=_RENAMES[node.target])
+            elif node.target == "aten.batch_norm.default":
+                training = node.arg(5, "training", False)
+                target = "aten._native_batch_norm_legit" + (
+                    ".default" if training else "_no_training.default"
                 )
-            elif node.target in _IDENTITIES or (
-                node.target in _DROPOUTS and node.arg(2, "train") is False
-            ):
-                self._identity(node)
+                self._emit(node, target=target)
             elif node.target in _DROPOUTS:
                 self._emit(node, target="aten.native_dropout.default")
             elif node.target == "aten.expand_as.default":
@@ -129,6 +141,39 @@ class _Canonicalizer:
                         base = self.view_of.get(src, (src, ""))[0]
                         self.view_of[node.outputs[0]] = (base, node.op_base)
         return self._finish()
+
+    def _reshape(self, node: Node) -> None:
+        """``reshape`` is a view when strides allow it, else ``clone`` + ``_unsafe_view``."""
+        src = node.tensor_inputs()[0]
+        src_info = self.tensors.get(src)
+        shape = self._shape(node)
+        if src_info is None or src_info.strides is None or _viewable(src_info, shape):
+            self._emit(node, target="aten.view.default", args=[node.args[0], shape], kwargs={})
+            return
+        clone = f"{node.name}_contiguous"
+        self.tensors[clone] = TensorInfo(src_info.dtype, src_info.shape)
+        self.nodes.append(
+            Node(
+                name=clone,
+                target="aten.clone.default",
+                args=[TensorRef(src)],
+                kwargs={},
+                outputs=[clone],
+                stack_trace=node.stack_trace,
+                origin=node.target,
+            )
+        )
+        self._emit(
+            node, target="aten._unsafe_view.default", args=[TensorRef(clone), shape], kwargs={}
+        )
+
+    def _contiguous(self, node: Node) -> None:
+        """``contiguous()`` copies only a tensor that is not contiguous already."""
+        info = self.tensors.get(node.tensor_inputs()[0])
+        if info is None or _is_contiguous(info):
+            self._identity(node)
+        else:
+            self._emit(node, target="aten.clone.default", args=node.args[:1], kwargs={})
 
     def _shape(self, node: Node) -> list[int | str]:
         info = self.tensors.get(node.outputs[0]) if node.outputs else None
@@ -193,6 +238,17 @@ class _Canonicalizer:
         self.current[base] = result
         self.mutated[base] = result
 
+    def _eliminate_dead_code(self, keep: set[str]) -> None:
+        """Drop nodes nothing reads, as torch's functionalization does."""
+        live = set(keep)
+        kept: list[Node] = []
+        for node in reversed(self.nodes):
+            if node.outputs and not any(out in live for out in node.outputs):
+                continue
+            live.update(node.tensor_inputs())
+            kept.append(node)
+        self.nodes = kept[::-1]
+
     def _finish(self) -> Graph:
         kinds = {spec.name: spec for spec in self.graph.inputs}
         mutation_outputs = []
@@ -212,6 +268,7 @@ class _Canonicalizer:
         ]
         already = {(o.kind, o.target) for o in kept}
         mutation_outputs = [o for o in mutation_outputs if (o.kind, o.target) not in already]
+        self._eliminate_dead_code({o.name for o in [*mutation_outputs, *kept] if o.name})
         return Graph(
             inputs=list(self.graph.inputs),
             nodes=self.nodes,
@@ -221,3 +278,42 @@ class _Canonicalizer:
             method=self.graph.method,
             meta={**self.graph.meta, "canonical": True},
         )
+
+
+def _viewable(info: TensorInfo, shape: list[int | str]) -> bool:
+    """ATen's ``computeStride``: can ``shape`` be a view of a tensor with these strides?"""
+    old_shape, old_stride = info.shape, info.strides or ()
+    values = [*old_shape, *old_stride, *shape]
+    if not all(isinstance(v, int) for v in values) or len(old_shape) != len(old_stride):
+        return True  # symbolic sizes: assume the common, viewable case
+    if not old_shape or 0 in old_shape:
+        return True
+    view_d = len(shape) - 1
+    chunk_base_stride = old_stride[-1]
+    tensor_numel = view_numel = 1
+    for tensor_d in range(len(old_shape) - 1, -1, -1):
+        tensor_numel *= old_shape[tensor_d]
+        if tensor_d == 0 or (
+            old_shape[tensor_d - 1] != 1
+            and old_stride[tensor_d - 1] != tensor_numel * chunk_base_stride
+        ):
+            while view_d >= 0 and (view_numel < tensor_numel or shape[view_d] == 1):
+                view_numel *= shape[view_d]
+                view_d -= 1
+            if view_numel != tensor_numel:
+                return False
+            if tensor_d > 0:
+                chunk_base_stride = old_stride[tensor_d - 1]
+                tensor_numel = view_numel = 1
+    return view_d == -1
+
+
+def _is_contiguous(info: TensorInfo) -> bool:
+    if info.strides is None or not all(isinstance(v, int) for v in (*info.shape, *info.strides)):
+        return True
+    expected = 1
+    for size, stride in zip(reversed(info.shape), reversed(info.strides), strict=True):
+        if size != 1 and stride != expected:
+            return False
+        expected *= size  # type: ignore[operator]
+    return True

@@ -47,6 +47,7 @@ class Opaque:
 class TensorInfo:
     dtype: str
     shape: tuple[int | str, ...]
+    strides: tuple[int | str, ...] | None = None
 
     @property
     def rank(self) -> int:

@@ -181,14 +181,23 @@ class _GraphBuilder:
 
     def _tensor_info(self, meta: dict[str, Any]) -> TensorInfo:
         dtype = SCALAR_TYPES.get(meta["dtype"], f"scalar_type_{meta['dtype']}")
-        shape: list[int | str] = []
-        for size in meta["sizes"]:
-            if "as_int" in size:
-                shape.append(int(size["as_int"]))
+        strides = meta.get("strides")
+        return TensorInfo(
+            dtype=dtype,
+            shape=self._sym_ints(meta["sizes"]),
+            strides=self._sym_ints(strides) if isinstance(strides, list) else None,
+        )
+
+    @staticmethod
+    def _sym_ints(values: list[Any]) -> tuple[int | str, ...]:
+        out: list[int | str] = []
+        for value in values:
+            if "as_int" in value:
+                out.append(int(value["as_int"]))
             else:
-                expr = size.get("as_expr") or {}
-                shape.append(str(expr.get("expr_str", "?")))
-        return TensorInfo(dtype=dtype, shape=tuple(shape))
+                expr = value.get("as_expr") or {}
+                out.append(str(expr.get("expr_str", "?")))
+        return tuple(out)
 
     def _node(self, raw: dict[str, Any], index: int) -> Node:
         target = str(raw["target"])

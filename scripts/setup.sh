@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# Create .venv with everything coreml-lint's tests and demo need.
+# torch is pinned and installed first: an unpinned torch pulls a multi-GB CUDA build.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+python3 -m venv .venv
+.venv/bin/python -m pip install --quiet --upgrade pip
+.venv/bin/python -m pip install --quiet "torch==2.13.0"
+.venv/bin/python -m pip install --quiet -e ".[lower,dev]" "torch==2.13.0"
