@@ -8,7 +8,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).parent))
-from pitfall_model import CaptionModel, example_inputs  # noqa: E402
+from pitfall_model import CaptionModel, example_inputs
 
 
 def main() -> None:

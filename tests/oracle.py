@@ -56,7 +56,9 @@ class Lowered:
     error: BaseException | None = None
     stage: str = ""
     delegates: list[Delegate] = field(default_factory=list)
-    cpu_ops: list[str] = field(default_factory=list)
+    cpu_ops: list[str] = field(default_factory=list)  # after to_executorch (out variants)
+    edge_cpu_ops: list[str] = field(default_factory=list)  # edge ops outside every delegate
+    delegate_calls: int = 0
     program: Any = None  # the ExecutorchProgramManager when to_executorch succeeded
 
     @property
@@ -135,6 +137,13 @@ def lower(ep: torch.export.ExportedProgram, **settings: Any) -> Lowered:
             except Exception as exc:
                 result.error, result.stage = exc, "lower"
                 return result
+            for node in edge.exported_program().graph.nodes:
+                if node.op != "call_function" or "getitem" in str(node.target):
+                    continue
+                if "executorch_call_delegate" in str(node.target):
+                    result.delegate_calls += 1
+                else:
+                    result.edge_cpu_ops.append(getattr(node.target, "__name__", str(node.target)))
             try:
                 program = edge.to_executorch()
             except Exception as exc:

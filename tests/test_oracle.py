@@ -26,6 +26,7 @@ def test_stock_lowering_behaves_as_predicted(case_id, export_case):
         assert re.search(case.crash, lowered.message, re.S), lowered.message
         return
     assert lowered.ok, f"{lowered.stage}: {lowered.message}"
+    _placement_matches(case_id, lowered)
     if case.silent:
         assert case.silent(lowered), "no wrong-value signature in the MIL:\n" + lowered.mil
     if case.clean:
@@ -37,3 +38,20 @@ def test_stock_lowering_behaves_as_predicted(case_id, export_case):
         else:
             with pytest.raises(RuntimeError):
                 run_with_portable_runtime(lowered, inputs)
+
+
+def _placement_matches(case_id, lowered):
+    """The predicted partitions and CPU op kinds are the ones the stock partitioner made.
+
+    Op kinds, not counts: ExecuTorch turns a scalar operand into a lifted constant plus a
+    ``_to_dim_order_copy`` cast, which a skip list may also keep on the CPU; we do not
+    model those extra casts."""
+    from conftest import exported, settings_of
+
+    from coreml_lint import lint_program
+    from coreml_lint.lint.config import LintConfig
+
+    report = lint_program(exported(case_id), LintConfig(partitioner=settings_of(case_id)))
+    predicted_cpu = {p.edge_name for p in report.placement.nodes.values() if p.where == "cpu"}
+    assert len(report.placement.partitions) == lowered.delegate_calls
+    assert predicted_cpu == set(lowered.edge_cpu_ops)

@@ -1,0 +1,121 @@
+"""Real ``transformers`` architectures, built from config objects with random weights.
+
+Nothing is downloaded. Each model is linted and lowered with the stock partitioner: the
+ones that lower with correct MIL must get no error, and Gemma's tanh GELU must be flagged
+and really appear as EXACT gelu in the MIL.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+transformers = pytest.importorskip("transformers")
+
+from coreml_lint import lint_program  # noqa: E402
+from coreml_lint.lint.findings import Severity  # noqa: E402
+
+
+def _decoder(config_cls, model_cls, **extra):
+    config = config_cls(
+        vocab_size=128,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=64,
+        **extra,
+    )
+    return model_cls(config), (torch.randint(0, 128, (1, 8)),), {"use_cache": False}
+
+
+ARCHITECTURES = {
+    "llama": (lambda: _decoder(transformers.LlamaConfig, transformers.LlamaForCausalLM), set()),
+    "qwen2": (lambda: _decoder(transformers.Qwen2Config, transformers.Qwen2ForCausalLM), set()),
+    "gemma": (
+        lambda: _decoder(transformers.GemmaConfig, transformers.GemmaForCausalLM, head_dim=16),
+        {"CML305"},
+    ),
+    "gpt2": (
+        lambda: (
+            transformers.GPT2LMHeadModel(
+                transformers.GPT2Config(
+                    vocab_size=128, n_embd=64, n_layer=2, n_head=4, n_positions=64
+                )
+            ),
+            (torch.randint(0, 128, (1, 8)),),
+            {"use_cache": False},
+        ),
+        set(),
+    ),
+    "bert": (
+        lambda: (
+            transformers.BertModel(
+                transformers.BertConfig(
+                    vocab_size=128,
+                    hidden_size=64,
+                    num_hidden_layers=2,
+                    num_attention_heads=4,
+                    intermediate_size=128,
+                )
+            ),
+            (torch.randint(0, 128, (1, 8)),),
+            {},
+        ),
+        set(),
+    ),
+    "vit": (
+        lambda: (
+            transformers.ViTModel(
+                transformers.ViTConfig(
+                    hidden_size=64,
+                    num_hidden_layers=2,
+                    num_attention_heads=4,
+                    intermediate_size=128,
+                    image_size=32,
+                    patch_size=8,
+                )
+            ),
+            (torch.randn(1, 3, 32, 32),),
+            {},
+        ),
+        set(),
+    ),
+}
+
+
+class _FirstOutput(torch.nn.Module):
+    def __init__(self, model, kwargs):
+        super().__init__()
+        self.model, self.kwargs = model, kwargs
+
+    def forward(self, x):
+        return self.model(x, **self.kwargs)[0]
+
+
+def _export(name):
+    torch.manual_seed(0)
+    model, inputs, kwargs = ARCHITECTURES[name][0]()
+    return torch.export.export(_FirstOutput(model.eval(), kwargs), inputs)
+
+
+@pytest.mark.parametrize("name", sorted(ARCHITECTURES))
+def test_architecture_errors(name):
+    report = lint_program(_export(name))
+    errors = {f.code for f in report.findings if f.severity is Severity.ERROR}
+    assert errors == ARCHITECTURES[name][1], [f.message for f in report.findings]
+    assert len(report.placement.partitions) == 1
+
+
+@pytest.mark.oracle
+@pytest.mark.parametrize("name", sorted(ARCHITECTURES))
+def test_architecture_lowers_as_predicted(name):
+    from oracle import lower
+
+    lowered = lower(_export(name))
+    assert lowered.ok, lowered.message
+    assert lowered.delegate_calls == 1 and not lowered.edge_cpu_ops
+    exact_gelu = 'mode="EXACT"' in lowered.mil
+    if "CML305" in ARCHITECTURES[name][1]:
+        assert exact_gelu, "Gemma's tanh GELU should come out EXACT in the stock MIL"
