@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field, replace
-from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -77,7 +76,6 @@ def _merge(findings: list[Finding]) -> list[Finding]:
     return list(merged.values())
 
 
-@cache
 def _source_lines(path: str) -> tuple[str, ...] | None:
     try:
         return tuple(Path(path).read_text(encoding="utf-8", errors="replace").splitlines())
@@ -99,9 +97,12 @@ def is_suppressed(code: str, line: str | None) -> bool:
 
 def _suppress(findings: list[Finding]) -> tuple[list[Finding], int]:
     kept, suppressed = [], 0
+    sources: dict[str, tuple[str, ...] | None] = {}
     for finding in findings:
         loc = finding.location
-        lines = _source_lines(loc.path) if loc else None
+        if loc is not None and loc.path not in sources:
+            sources[loc.path] = _source_lines(loc.path)
+        lines = sources[loc.path] if loc else None
         if lines is not None and loc is not None:
             if any(_FILE_NOQA.search(line) for line in lines[:20]):
                 suppressed += 1

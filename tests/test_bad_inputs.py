@@ -1,0 +1,121 @@
+"""Unreadable programs get one clear line naming the file, exit code 2, and no traceback."""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+from conftest import _archive
+
+from coreml_lint.lint.cli import main
+from coreml_lint.lint.errors import InputError
+from coreml_lint.program.pt2 import read_pt2
+
+
+def _rewrite(case_id: str, edit) -> bytes:
+    """Copy a real archive, passing each member through ``edit(name, data)``."""
+    source = zipfile.ZipFile(io.BytesIO(_archive(case_id)))
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w") as target:
+        for info in source.infolist():
+            result = edit(info.filename, source.read(info))
+            if result is not None:
+                target.writestr(info.filename, result)
+    return out.getvalue()
+
+
+def _edit_json(change):
+    def edit(name, data):
+        if name.endswith("/models/model.json"):
+            document = json.loads(data)
+            change(document)
+            return json.dumps(document)
+        return data
+
+    return edit
+
+
+def _set_schema(document):
+    document["schema_version"] = {"major": 99, "minor": 0}
+
+
+def _undefined_reference(document):
+    node = document["graph_module"]["graph"]["nodes"][0]
+    node["inputs"][0]["arg"] = {"as_tensor": {"name": "never_defined"}}
+
+
+def _drop_graph(document):
+    del document["graph_module"]["graph"]
+
+
+BAD = {
+    "not-a-zip": (b"this is not an archive", "not a .pt2 archive"),
+    "empty": (b"", "not a .pt2 archive"),
+    "truncated": (_archive("gelu-tanh")[:200], "not a .pt2 archive"),
+    "no-graph": (
+        _rewrite("gelu-tanh", lambda n, d: None if "/models/" in n else d),
+        "no exported program",
+    ),
+    "bad-json": (
+        _rewrite("gelu-tanh", lambda n, d: b"{oops" if n.endswith("model.json") else d),
+        "not valid JSON",
+    ),
+    "deep-json": (
+        _rewrite(
+            "gelu-tanh",
+            lambda n, d: b"[" * 100_000 + b"]" * 100_000 if n.endswith("model.json") else d,
+        ),
+        "nested too deeply",
+    ),
+    "unknown-schema": (
+        _rewrite("gelu-tanh", _edit_json(_set_schema)),
+        "unsupported .pt2 schema version 99.0",
+    ),
+    "undefined-value": (_rewrite("gelu-tanh", _edit_json(_undefined_reference)), "never_defined"),
+    "missing-field": (_rewrite("gelu-tanh", _edit_json(_drop_graph)), "malformed exported program"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BAD))
+def test_reader_raises_one_clear_error(name, tmp_path):
+    data, expected = BAD[name]
+    path = tmp_path / f"{name}.pt2"
+    path.write_bytes(data)
+    with pytest.raises(InputError) as info:
+        read_pt2(path)
+    message = str(info.value)
+    assert message.startswith(str(path)) and expected in message and "\n" not in message
+
+
+@pytest.mark.parametrize("name", sorted(BAD))
+def test_cli_exits_two_without_traceback(name, tmp_path, capsys):
+    data, expected = BAD[name]
+    path = tmp_path / f"{name}.pt2"
+    path.write_bytes(data)
+    good = tmp_path / "good.pt2"
+    good.write_bytes(_archive("gelu-tanh"))
+    code = main([str(path), str(good), "--output-format", "concise"])
+    out, err = capsys.readouterr()
+    assert code == 2
+    assert "CML305" in out  # the readable file is still linted
+    assert err.count("\n") == 1 and expected in err and "Traceback" not in err
+
+
+def test_missing_file(capsys, tmp_path):
+    code = main([str(tmp_path / "nope.pt2")])
+    _, err = capsys.readouterr()
+    assert code == 2 and "no such file" in err
+
+
+def test_subprocess_prints_no_traceback(tmp_path):
+    path = tmp_path / "bad.pt2"
+    path.write_bytes(b"garbage")
+    exe = Path(sys.executable).with_name("coreml-lint")
+    result = subprocess.run([str(exe), str(path)], capture_output=True, text=True, check=False)
+    assert result.returncode == 2
+    assert result.stderr.strip() == f"error: {path}: not a .pt2 archive (not a zip file)"

@@ -1,0 +1,190 @@
+"""The command line as users meet it: exit codes, output formats, selection, config, noqa."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import _archive
+
+from coreml_lint.checks import all_rules
+from coreml_lint.lint.cli import main
+
+MODEL_SOURCE = textwrap.dedent(
+    """
+    import torch
+    import torch.nn.functional as F
+
+
+    class Model(torch.nn.Module):
+        def forward(self, x):
+            y = F.gelu(x, approximate="tanh")
+            return torch.full((1, 4), 3001) + y.sum().long()
+    """
+)
+
+
+@pytest.fixture
+def write_case(tmp_path):
+    def write(case_id: str) -> Path:
+        path = tmp_path / f"{case_id}.pt2"
+        path.write_bytes(_archive(case_id))
+        return path
+
+    return write
+
+
+@pytest.fixture
+def model_file_program(tmp_path):
+    """A model defined in a real file, exported, so findings point at that file's lines."""
+    source = tmp_path / "model.py"
+    source.write_text(MODEL_SOURCE)
+    spec = importlib.util.spec_from_file_location("user_model", source)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    program = tmp_path / "model.pt2"
+    torch.export.save(torch.export.export(module.Model(), (torch.randn(1, 4),)), program)
+    return source, program
+
+
+def run(capsys, *args: str) -> tuple[int, str, str]:
+    code = main(list(args))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_clean_program_exits_zero(capsys, write_case):
+    code, out, _ = run(capsys, str(write_case("small-cnn")))
+    assert code == 0
+    assert "All checks passed!" in out
+
+
+def test_findings_exit_one_and_show_model_line(capsys, model_file_program):
+    source, program = model_file_program
+    code, out, _ = run(capsys, str(program))
+    assert code == 1
+    assert f"{source}:8: CML305 [error, silent]" in out
+    assert 'y = F.gelu(x, approximate="tanh")' in out
+    assert "CoreMLPartitioner(skip_ops_for_coreml_delegation=['aten.gelu.default'])" in out
+
+
+def test_folder_is_searched_for_programs(capsys, write_case, tmp_path):
+    write_case("gelu-tanh")
+    write_case("small-cnn")
+    code, out, _ = run(capsys, str(tmp_path), "--output-format", "concise")
+    assert code == 1
+    assert out.count("CML305") == 1
+
+
+def test_json_output_has_required_fields(capsys, write_case):
+    code, out, _ = run(capsys, str(write_case("rmsnorm-no-eps")), "--output-format", "json")
+    assert code == 1
+    document = json.loads(out)
+    (finding,) = document["findings"]
+    for key in ("code", "severity", "message", "node", "op", "location"):
+        assert key in finding
+    assert finding["code"] == "CML303" and finding["severity"] == "error"
+    assert finding["op"] == "aten.rms_norm.default"
+    assert set(finding["location"]) >= {"path", "line"}
+    assert document["programs"][0]["coreml_ops"]["aten.rms_norm.default"] == 1
+
+
+def test_github_and_sarif_formats(capsys, write_case):
+    program = str(write_case("maxpool-no-stride"))
+    code, out, _ = run(capsys, program, "--output-format", "github")
+    assert code == 1 and out.startswith("::error file=") and "title=CML306" in out
+    code, out, _ = run(capsys, program, "--output-format", "sarif")
+    sarif = json.loads(out)
+    assert sarif["version"] == "2.1.0"
+    assert [r["ruleId"] for r in sarif["runs"][0]["results"]] == ["CML306"]
+    assert len(sarif["runs"][0]["tool"]["driver"]["rules"]) == len(all_rules())
+
+
+def test_select_and_ignore(capsys, model_file_program):
+    _, program = model_file_program
+    code, out, _ = run(
+        capsys, str(program), "--select", "CML3", "--ignore", "CML305", "--output-format", "concise"
+    )
+    assert code == 1 and "CML301" in out and "CML305" not in out
+    code, out, _ = run(capsys, str(program), "--select", "CML1")
+    assert code == 0
+
+
+def test_unknown_selector_is_a_usage_error(capsys, write_case):
+    code, _, err = run(capsys, str(write_case("small-cnn")), "--select", "XYZ9")
+    assert code == 2 and "unknown rule selector" in err
+
+
+def test_pyproject_configuration(capsys, model_file_program, tmp_path, monkeypatch):
+    _, program = model_file_program
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.coreml-lint]\nignore = ["CML301"]\nskip-ops = ["aten.gelu.default"]\n'
+    )
+    monkeypatch.chdir(tmp_path)
+    code, out, _ = run(capsys, str(program), "--output-format", "concise")
+    assert code == 0, out  # gelu skipped to the CPU by the configured partitioner, CML301 ignored
+
+
+def test_partitioner_options_change_outcomes(capsys, write_case):
+    program = str(write_case("state-default-target"))
+    code, out, _ = run(capsys, program, "--output-format", "concise")
+    assert code == 1 and "CML201" in out
+    code, _, _ = run(capsys, program, "--ios", "18")
+    assert code == 0
+    code, _, _ = run(capsys, program, "--no-take-over-mutable-buffer")
+    assert code == 0
+
+
+def test_noqa_on_the_model_line(capsys, model_file_program):
+    source, program = model_file_program
+    text = source.read_text().replace('approximate="tanh")', 'approximate="tanh")  # noqa: CML305')
+    source.write_text(text)
+    code, out, _ = run(capsys, str(program), "--output-format", "concise")
+    assert "CML305" not in out and "CML301" in out and code == 1
+    source.write_text(text.replace("# noqa: CML305", "# noqa: CML999"))
+    _, out, _ = run(capsys, str(program), "--output-format", "concise")
+    assert "CML305" in out
+    source.write_text("# coreml-lint: noqa\n" + MODEL_SOURCE)
+    code, _, _ = run(capsys, str(program))
+    assert code == 0
+
+
+def test_statistics(capsys, model_file_program):
+    _, program = model_file_program
+    code, out, _ = run(capsys, str(program), "--statistics")
+    assert code == 1
+    assert "CML305" in out and "CML301" in out
+
+
+def test_rule_documentation(capsys):
+    code, out, _ = run(capsys, "rule", "CML305")
+    assert code == 0 and "TANH_APPROXIMATION" in out and "Applies to" in out
+    code, out, _ = run(capsys, "rules")
+    assert code == 0 and len(out.strip().splitlines()) == len(all_rules())
+    code, _, err = run(capsys, "rule", "CML999")
+    assert code == 2 and "unknown rule" in err
+
+
+def test_every_rule_has_documentation_sections():
+    for rule in all_rules():
+        doc = rule.documentation()
+        assert doc.startswith(f"{rule.code} {rule.name}:"), rule.code
+        for section in ("What it does", "Why it breaks", "Example", "Fix"):
+            assert section in doc, (rule.code, section)
+
+
+def test_installed_console_script(write_case):
+    exe = Path(sys.executable).with_name("coreml-lint")
+    result = subprocess.run(
+        [str(exe), str(write_case("gelu-tanh")), "--output-format", "concise"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 1 and "CML305" in result.stdout

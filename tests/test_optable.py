@@ -1,0 +1,62 @@
+"""The checked-in op table is what the installed coremltools / executorch / torch say."""
+
+from __future__ import annotations
+
+import torch
+from executorch.backends.apple.coreml.partition import coreml_partitioner
+
+from coreml_lint.program.optable import load_optable, sanitize_op_kind
+from coreml_lint.program.optable_gen import TABLE_PATH, build_table, render
+from coreml_lint.program.placement import REFUSED_OPS
+
+
+def test_table_has_no_drift():
+    assert TABLE_PATH.read_text() == render(build_table()), (
+        "data/optable.json is stale: run python -m coreml_lint.program.optable_gen"
+    )
+
+
+def test_refusal_list_matches_executorch():
+    names = {
+        op.__name__
+        for op in coreml_partitioner._UNSUPPORTED_OP_TARGETS
+        if "::" not in op.__name__ and not op.__name__.startswith("aten.")
+    }
+    assert names == set(REFUSED_OPS)
+
+
+def test_sanitize_matches_coremltools():
+    from coremltools.converters.mil.frontend.torch.utils import sanitize_op_kind as reference
+
+    for name in [
+        "add.Tensor",
+        "aten.add.Tensor",
+        "matmul.default",
+        "__and__.Tensor",
+        "dim_order_ops._to_dim_order_copy.default",
+        "slice_copy.Tensor",
+        "aten::softmax",
+        "mul.Scalar",
+        "max.dim",
+        "upsample_bilinear2d.vec",
+    ]:
+        assert sanitize_op_kind(name) == reference(name), name
+
+
+def test_support_test_matches_coremltools_on_edge_ops():
+    """Our name-only support test answers like coremltools' is_torch_fx_node_supported."""
+    from coremltools.converters.mil.frontend.torch import is_torch_fx_node_supported
+
+    table = load_optable()
+    graph = torch.fx.Graph()
+    x = graph.placeholder("x")
+    checked = 0
+    for name in sorted(table.core_aten):
+        base, _, overload = name.partition(".")
+        if base.endswith("_"):
+            continue  # coremltools asserts on in-place ops; functional graphs have none
+        op = getattr(getattr(torch.ops.aten, base), overload)
+        node = graph.call_function(op, (x,))
+        assert table.coreml_has_converter(name) == is_torch_fx_node_supported(node), name
+        checked += 1
+    assert checked > 150
