@@ -164,6 +164,33 @@ def _():
     return module(lambda s, x: x + s.lut[:8].float(), lut=lut), (torch.randn(8),)
 
 
+def int8_weight_linear() -> tuple[nn.Module, tuple[Any, ...]]:
+    import torch.ao.quantization.fx._decomposed  # registers quantized_decomposed ops
+
+    def forward(s, x):
+        w = torch.ops.quantized_decomposed.dequantize_per_channel(
+            s.w, s.scale, s.zp, 0, -128, 127, torch.int8
+        )
+        return F.linear(x, w)
+
+    torch.manual_seed(0)
+    weight = torch.randint(-100, 100, (8, 16), dtype=torch.int8)
+    zero_points = torch.zeros(8, dtype=torch.int64)
+    return module(forward, w=weight, scale=torch.full((8,), 0.01), zp=zero_points), (
+        torch.randn(2, 16),
+    )
+
+
+@case("int8-weight-dequantize", expect={"CML103"}, crash=r"Provided int8")
+def _():
+    return int8_weight_linear()
+
+
+@case("int8-weight-dequantize-ios17", expect=set(), settings={"ios": 17})
+def _():
+    return int8_weight_linear()
+
+
 # ---------------------------------------------------------------- CML104 (pitfall 5)
 @case("bfloat16-cast", expect={"CML104"}, crash=r"KeyError: torch\.bfloat16")
 def _():

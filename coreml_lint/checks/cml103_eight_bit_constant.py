@@ -12,6 +12,10 @@ Why it breaks
     ['fp16', 'fp32', 'int32', 'bool'] but got tensor[1,8,uint8]`` (pitfalls.md §2). With
     ``take_over_constant_data=False`` it becomes a partition input instead (CML101).
 
+    Weight-only int8 quantization (``dequantize_per_channel`` of an int8 weight) fails the
+    same way below iOS17: ``NotImplementedError: Parameter dtype of the cast operation can
+    be one of the ['fp16', 'fp32', 'int32', 'bool']. Provided int8``.
+
 Example
     ``self.register_buffer("mask", torch.tensor([...], dtype=torch.uint8))`` then
     ``x * self.mask.float()``.
@@ -46,13 +50,18 @@ class EightBitConstant(Rule):
                 if dtype not in EIGHT_BIT_DTYPES:
                     continue
                 readers = [u for u in ctx.users.get(value, []) if u in part.nodes]
+                if not readers:
+                    continue
                 spec = next(s for s in ctx.graph.inputs if s.name == value)
                 yield ctx.finding(
-                    readers[0] if readers else None,
+                    readers[0],
                     f"{dtype} {spec.kind} '{spec.target or value}' becomes a constant of Core ML "
-                    f"partition {part.id}; below iOS17 its reader fails with `ValueError: Op "
-                    "... expects tensor or scalar of dtype from type domain ['fp16', 'fp32', "
-                    f"'int32', 'bool'] but got tensor[...,{dtype}]`",
+                    f"partition {part.id}; below iOS17 MIL has no 8-bit type for it, so "
+                    f"{ctx.edge_name(readers[0])} fails with `ValueError: Op ... expects tensor or "
+                    "scalar of dtype from type domain ['fp16', 'fp32', 'int32', 'bool'] but got "
+                    f"tensor[...,{dtype}]` (or, for a dequantize, `NotImplementedError: Parameter "
+                    "dtype of the cast operation can be one of ['fp16', 'fp32', 'int32', "
+                    f"'bool']. Provided {dtype}`)",
                     fix=f"store '{spec.target or value}' as int32 or float32 (or float16)",
                     partitioner={"minimum_deployment_target": 17},
                     value=value,

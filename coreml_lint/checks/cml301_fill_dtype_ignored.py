@@ -37,7 +37,9 @@ from collections.abc import Iterator
 
 from coreml_lint.checks.base import ProgramContext, Rule
 from coreml_lint.lint.findings import Finding, Outcome, Severity
-from coreml_lint.program.graph import FLOAT_DTYPES, DType, Node
+from coreml_lint.program.graph import DType, Node
+
+INTEGER_DTYPES = {"uint8", "int8", "int16", "int32", "int64"}
 
 PASS_THROUGH = {"add", "sub", "mul", "remainder", "clamp", "view", "expand", "unsqueeze", "repeat"}
 INDEX_CONSUMERS = {"gather": 2, "index_select": 2}
@@ -58,7 +60,7 @@ class FillDtypeIgnored(Rule):
             if not node.outputs or node.namespace != "aten":
                 continue
             dtype = ctx.dtype(node.outputs[0])
-            if dtype is None or dtype in FLOAT_DTYPES:
+            if dtype not in INTEGER_DTYPES:
                 continue
             why = self._why(ctx, node)
             if why is None:

@@ -82,9 +82,10 @@ class Node:
 
     @property
     def aten_name(self) -> str:
-        """The name the partitioner sees in the ATen graph: ``add.Tensor``."""
-        ns, _, rest = self.target.partition(".")
-        return rest if ns == "aten" else self.target
+        """The name the partitioner sees in the ATen graph (``OpOverload.__name__``): the op
+        and overload without the namespace, ``add.Tensor``."""
+        parts = self.target.split(".")
+        return ".".join(parts[1:]) if len(parts) >= 3 else self.target
 
     @property
     def op_base(self) -> str:

@@ -149,6 +149,8 @@ class Placement:
 
 def _override_reason(node: Node, name: str) -> str | None:
     """executorch 1.5.1 ``should_override_support``: refusals regardless of coremltools."""
+    if node.namespace != "aten":
+        return None
     if name in REFUSED_OPS:
         return f"executorch 1.5.1 refuses {name.split('.')[0]} for Core ML"
     if node.op_base in ("argmax", "argmin") and node.arg(1, "dim") is None:
@@ -181,15 +183,14 @@ def predict_placement(
     placements: dict[str, NodePlacement] = {}
 
     for node in graph.nodes:
-        aten_name = node.aten_name if node.namespace == "aten" else node.target
+        aten_name = node.aten_name
         # 1. ATen stage: ops_to_not_decompose.
         aten_key = aten_name.lower()
         aten_skipped = aten_key in skip
         if aten_skipped:
             skip_matches[aten_key]["aten"].append(node.name)
         aten_supported = (
-            node.namespace == "aten"
-            and not aten_skipped
+            not aten_skipped
             and table.coreml_has_converter(aten_name)
             and _override_reason(node, aten_name) is None
         )
@@ -201,7 +202,9 @@ def predict_placement(
             and node.namespace == "aten"
             and (aten_name in table.decomposed_by_default or node.opaque_decomposition)
         )
-        edge = edge_name_of(aten_name, table, kept_whole) if node.namespace == "aten" else aten_name
+        edge = (
+            node.target if node.namespace != "aten" else edge_name_of(aten_name, table, kept_whole)
+        )
         if decomposed:
             placements[node.name] = NodePlacement(
                 node,
@@ -217,9 +220,7 @@ def predict_placement(
         if edge_key in skip:
             skip_matches[edge_key]["edge"].append(node.name)
             where, reason = CPU, f"skip_ops_for_coreml_delegation has {edge_key!r}"
-        elif node.namespace not in ("aten", "dim_order_ops") or not table.coreml_has_converter(
-            edge
-        ):
+        elif not table.coreml_has_converter(edge):
             where, reason = CPU, "coremltools 9.0 has no converter for it"
         elif (why := _override_reason(node, aten_name)) is not None:
             where, reason = CPU, why
