@@ -20,6 +20,7 @@ from coreml_lint.lint.findings import Finding, Location, Outcome, Severity
 from coreml_lint.program.graph import Graph, Node
 from coreml_lint.program.optable import OpTable, load_optable
 from coreml_lint.program.placement import COREML, PartitionerSettings, Placement
+from coreml_lint.source.context import SourceContext, SourceFix
 
 APPLIES_TO = "executorch 1.5.x with coremltools 9.0 (torch 2.13)"
 
@@ -32,13 +33,28 @@ class Rule:
     summary: ClassVar[str]
     applies_to: ClassVar[str] = APPLIES_TO
     lower_fixes: ClassVar[bool] = False
+    # Substrings a Python file must contain for check_source to have anything to find; the
+    # source engine parses only files that contain one (parsing is the expensive part).
+    source_triggers: ClassVar[tuple[str, ...]] = ()
 
     @classmethod
     def documentation(cls) -> str:
         return sys.modules[cls.__module__].__doc__ or cls.summary
 
     def check(self, ctx: ProgramContext) -> Iterator[Finding]:
-        raise NotImplementedError
+        """Findings on an exported program (the canonical graph and its placement)."""
+        return iter(())
+
+    def check_source(self, ctx: SourceContext) -> Iterator[Finding]:
+        """Findings on model source code, without exporting anything."""
+        return iter(())
+
+    def transform(self, fix: SourceFix, call: Any, edits: Any) -> Any:
+        """The libcst expression replacing ``call`` for one of this rule's ``SourceFix``es.
+
+        ``edits`` is the running codemod: ``edits.need_import(module, name=None)`` and
+        ``edits.need_helper(code)`` add what the new code needs to the file."""
+        raise NotImplementedError(f"{self.code} has no transform {fix.kind!r}")
 
 
 _FRAME = re.compile(r'File "(?P<path>[^"]+)", line (?P<line>\d+), in (?P<func>[^\n]+)')

@@ -24,10 +24,14 @@ Fix
 
 from __future__ import annotations
 
+import ast
 from collections.abc import Iterator
+from typing import Any
 
 from coreml_lint.checks.base import ProgramContext, Rule
 from coreml_lint.lint.findings import Finding, Outcome
+from coreml_lint.source.context import SourceContext, SourceFix, has_star_args
+from coreml_lint.source.patterns import enclosing_function, is_bool
 
 REPLACEMENTS = {
     "amax": "`.any(dim)`",
@@ -72,3 +76,68 @@ class BoolMinMax(Rule):
                 fix=f"use {replacement} on the bool tensor",
                 partitioner=ctx.skip_advice(node),
             )
+
+    source_triggers = ("max", "min")
+
+    def check_source(self, ctx: SourceContext) -> Iterator[Finding]:
+        for call in ctx.calls():
+            if has_star_args(call):
+                continue
+            method = call.func.attr if isinstance(call.func, ast.Attribute) else None
+            name = ctx.qualname(call.func)
+            if name and name.startswith("torch.") and name[6:] in SOURCE_FIXES:
+                op, operands, rest = name[6:], call.args[:1], call.args[1:]
+                if op in ("maximum", "minimum") or (
+                    op in ("max", "min")
+                    and len(call.args) == 2
+                    and not isinstance(call.args[1], ast.Constant)
+                ):
+                    operands, rest = call.args[:2], []
+                    op = {"max": "maximum", "min": "minimum"}.get(op, op)
+            elif name is None and method in SOURCE_FIXES and isinstance(call.func, ast.Attribute):
+                op, operands, rest = method, [call.func.value], call.args
+            else:
+                continue
+            scope = enclosing_function(ctx, call)
+            if not operands or not all(is_bool(ctx, o, scope) for o in operands):
+                continue
+            replacement, fixable = SOURCE_FIXES[op]
+            if op in ("max", "min") and (rest or call.keywords):
+                fixable = False  # max(dim) returns (values, indices): no drop-in bool op
+            yield ctx.finding(
+                call,
+                f"{op} on a bool tensor: Core ML's reduce_max/maximum accept only fp16, fp32 "
+                "and int32, so lowering fails (`expects ... ['fp16', 'fp32', 'int32'] but got "
+                "tensor[...,bool]`)",
+                fix=f"use {replacement}" if fixable else "cast to int32 first: `m.int().max(dim)`",
+                edit=ctx.edit(call, "bool-op", safe=True, description=replacement, op=op)
+                if fixable
+                else None,
+            )
+
+    def transform(self, fix: SourceFix, call: Any, edits: Any) -> Any:
+        import libcst as cst
+
+        op = fix.get("op")
+        target = {
+            "amax": "any",
+            "max": "any",
+            "amin": "all",
+            "min": "all",
+            "maximum": "logical_or",
+            "minimum": "logical_and",
+        }[op]
+        func = call.func
+        if isinstance(func, cst.Attribute):
+            return call.with_changes(func=func.with_changes(attr=cst.Name(target)))
+        return call.with_changes(func=cst.parse_expression(f"{edits.torch()}.{target}"))
+
+
+SOURCE_FIXES = {
+    "amax": ("`.any(dim)` / `torch.any`", True),
+    "amin": ("`.all(dim)` / `torch.all`", True),
+    "max": ("`.any()`", True),
+    "min": ("`.all()`", True),
+    "maximum": ("`torch.logical_or`", True),
+    "minimum": ("`torch.logical_and`", True),
+}

@@ -33,11 +33,20 @@ Fix
 
 from __future__ import annotations
 
+import ast
 from collections.abc import Iterator
+from typing import Any
 
 from coreml_lint.checks.base import ProgramContext, Rule
 from coreml_lint.lint.findings import Finding, Outcome, Severity
 from coreml_lint.program.graph import DType, Node
+from coreml_lint.source.context import (
+    SourceContext,
+    SourceFix,
+    has_star_args,
+    int_literal,
+    keyword,
+)
 
 INTEGER_DTYPES = {"uint8", "int8", "int16", "int32", "int64"}
 
@@ -147,3 +156,78 @@ class FillDtypeIgnored(Rule):
         if node.target == "aten.zeros.default":
             return f"use torch.full(size, 0, dtype={torch_dtype}) instead of torch.zeros"
         return f"use torch.zeros_like(...) or torch.full(size, 0, dtype={torch_dtype})"
+
+    source_triggers = ("full", "zeros")
+
+    def check_source(self, ctx: SourceContext) -> Iterator[Finding]:
+        for call in ctx.calls():
+            name = ctx.qualname(call.func)
+            dtype = keyword(call, "dtype")
+            if has_star_args(call):
+                continue
+            if name == "torch.full" and dtype is None:
+                fill = call.args[1] if len(call.args) > 1 else keyword(call, "fill_value")
+                if int_literal(fill) is None or len(call.args) > 2:
+                    continue
+                yield ctx.finding(
+                    call,
+                    "torch.full with an integer fill and no dtype= is int64 in torch but fp32 "
+                    "in Core ML (coremltools reads no keyword dtype): integers above 2048 round",
+                    fix="pass dtype=torch.int64, the dtype torch infers",
+                    edit=ctx.edit(
+                        call, "full-dtype", safe=True, description="add dtype=torch.int64"
+                    ),
+                )
+            elif name == "torch.zeros" and ctx.is_torch_dtype(dtype, INTEGER_TORCH_NAMES):
+                yield ctx.finding(
+                    call,
+                    "torch.zeros(dtype=<int>) is made as fp32 in Core ML: coremltools ignores "
+                    "its keyword dtype",
+                    fix="use torch.full(size, 0, dtype=...)",
+                    edit=ctx.edit(
+                        call,
+                        "zeros-to-full",
+                        safe=True,
+                        description="torch.full(size, 0, dtype=...)",
+                    ),
+                )
+            elif (
+                name is None
+                and isinstance(call.func, ast.Attribute)
+                and call.func.attr == "new_zeros"
+                and ctx.is_torch_dtype(dtype, INTEGER_TORCH_NAMES)
+                and len(call.args) == 1
+            ):
+                yield ctx.finding(
+                    call,
+                    "new_zeros(dtype=<int>) is made as fp32 in Core ML: coremltools always "
+                    "fills 0.0",
+                    fix="use torch.full(size, 0, dtype=..., device=x.device)",
+                    edit=ctx.edit(
+                        call, "new-zeros-to-full", safe=True, description="torch.full(size, 0, ...)"
+                    ),
+                )
+
+    def transform(self, fix: SourceFix, call: Any, edits: Any) -> Any:
+        import libcst as cst
+
+        from coreml_lint.fixers.cst_helpers import append_kwarg, kwarg, with_args
+
+        torch = edits.torch()
+        if fix.kind == "full-dtype":
+            return append_kwarg(call, "dtype", f"{torch}.int64")
+        positional = [a for a in call.args if a.keyword is None]
+        keywords = [kwarg(a.keyword.value, a.value) for a in call.args if a.keyword is not None]
+        if fix.kind == "new-zeros-to-full":
+            size = positional[0].value
+            if not any(k.keyword.value == "device" for k in keywords):
+                keywords.append(kwarg("device", cst.Attribute(call.func.value, cst.Name("device"))))
+        elif len(positional) == 1:
+            size = positional[0].value
+        else:
+            size = cst.Tuple([cst.Element(a.value) for a in positional])
+        full = cst.Call(func=cst.parse_expression(f"{torch}.full"))
+        return with_args(full, [cst.Arg(size), cst.Arg(cst.Integer("0")), *keywords])
+
+
+INTEGER_TORCH_NAMES = {"int8", "uint8", "int16", "int32", "int64", "long", "int", "short"}

@@ -22,10 +22,13 @@ Fix
 
 from __future__ import annotations
 
+import ast
 from collections.abc import Iterator
+from typing import Any
 
 from coreml_lint.checks.base import ProgramContext, Rule
 from coreml_lint.lint.findings import Finding, Outcome
+from coreml_lint.source.context import SourceContext, SourceFix, has_star_args, keyword
 
 
 class RmsNormWithoutEps(Rule):
@@ -46,3 +49,45 @@ class RmsNormWithoutEps(Rule):
                 "torch.finfo(dtype).eps)",
                 partitioner=ctx.with_skip("rms_norm.default"),
             )
+
+    source_triggers = ("RMSNorm", "rms_norm")
+
+    def check_source(self, ctx: SourceContext) -> Iterator[Finding]:
+        for call in ctx.calls():
+            name = ctx.qualname(call.func)
+            if has_star_args(call):
+                continue
+            if name == "torch.nn.RMSNorm":
+                eps_position = 1
+            elif name == "torch.nn.functional.rms_norm":
+                eps_position = 3
+            else:
+                continue
+            eps = call.args[eps_position] if len(call.args) > eps_position else keyword(call, "eps")
+            if eps is not None and not (isinstance(eps, ast.Constant) and eps.value is None):
+                continue
+            yield ctx.finding(
+                call,
+                f"{name.rsplit('.', 1)[-1]} without eps: export drops eps=None and coremltools "
+                "needs it, so lowering fails with `got 3 input(s), expected [4]`",
+                fix="pass eps=torch.finfo(torch.float32).eps (torch's own default for float32)",
+                edit=ctx.edit(
+                    call,
+                    "add-eps",
+                    safe=True,
+                    description="eps=torch.finfo(torch.float32).eps, torch's default for fp32",
+                    replace=eps is not None,
+                ),
+                partitioner=None,
+            )
+
+    def transform(self, fix: SourceFix, call: Any, edits: Any) -> Any:
+        from coreml_lint.fixers.cst_helpers import kwarg, with_args
+
+        torch = edits.torch()
+        value = f"{torch}.finfo({torch}.float32).eps"
+        args = [a for a in call.args if not (a.keyword is not None and a.keyword.value == "eps")]
+        if fix.get("replace") and len(args) == len(call.args):  # eps=None passed positionally
+            position = 1 if fix.get("callee") == "RMSNorm" else 3
+            args = args[:position] + args[position + 1 :]
+        return with_args(call, [*args, kwarg("eps", value)])

@@ -24,10 +24,13 @@ Fix
 
 from __future__ import annotations
 
+import ast
 from collections.abc import Iterator
+from typing import Any
 
 from coreml_lint.checks.base import ProgramContext, Rule
 from coreml_lint.lint.findings import Finding, Outcome
+from coreml_lint.source.context import SourceContext, SourceFix, has_star_args, keyword
 
 
 class TanhGelu(Rule):
@@ -50,3 +53,56 @@ class TanhGelu(Rule):
                 "(x + 0.044715 * x.pow(3))))",
                 partitioner=ctx.skip_advice(node),
             )
+
+    source_triggers = ("gelu", "GELU")
+
+    def check_source(self, ctx: SourceContext) -> Iterator[Finding]:
+        for call in ctx.calls():
+            name = ctx.qualname(call.func)
+            if name not in ("torch.nn.functional.gelu", "torch.nn.GELU"):
+                continue
+            approximate = keyword(call, "approximate")
+            if not (isinstance(approximate, ast.Constant) and approximate.value == "tanh"):
+                continue
+            functional = name.endswith("gelu")
+            if functional and (len(call.args) != 1 or has_star_args(call)):
+                continue
+            yield ctx.finding(
+                call,
+                'gelu(approximate="tanh") lowers as exact GELU in Core ML: coremltools never '
+                "reads the keyword export records it as",
+                fix="write the tanh formula out (coremltools fuses it into TANH_APPROXIMATION)",
+                edit=ctx.edit(
+                    call,
+                    "gelu-formula" if functional else "gelu-module",
+                    safe=False,
+                    description="tanh GELU written out (same function; float rounding may differ)",
+                ),
+            )
+
+    def transform(self, fix: SourceFix, call: Any, edits: Any) -> Any:
+        import libcst as cst
+
+        torch = edits.torch()
+        if fix.kind == "gelu-module":
+            edits.need_import("torch")  # the helper class is written against `torch`
+            edits.need_helper("TanhGELU", TANH_GELU_HELPER)
+            return cst.parse_expression("TanhGELU()")
+        argument = call.args[0].value
+        code = cst.Module([]).code_for_node(argument)
+        if isinstance(argument, (cst.Name, cst.Attribute)):
+            return cst.parse_expression(f"({_formula(code, torch)})")
+        return cst.parse_expression(f"(lambda x: {_formula('x', torch)})({code})")
+
+
+TANH_GELU_HELPER = """
+class TanhGELU(torch.nn.Module):
+    \"\"\"tanh-approximate GELU written out, so Core ML runs TANH_APPROXIMATION (coreml-lint).\"\"\"
+
+    def forward(self, x):
+        return 0.5 * x * (1.0 + torch.tanh(0.7978845608028654 * (x + 0.044715 * x.pow(3))))
+"""
+
+
+def _formula(x: str, torch: str) -> str:
+    return f"0.5 * {x} * (1.0 + {torch}.tanh(0.7978845608028654 * ({x} + 0.044715 * {x}.pow(3))))"

@@ -19,10 +19,14 @@ Fix
 
 from __future__ import annotations
 
+import ast
 from collections.abc import Iterator
+from typing import Any
 
 from coreml_lint.checks.base import ProgramContext, Rule
 from coreml_lint.lint.findings import Finding, Outcome
+from coreml_lint.source.context import SourceContext, SourceFix, has_star_args, keyword
+from coreml_lint.source.patterns import is_simple
 
 POOLS = {"aten.max_pool1d.default", "aten.max_pool2d.default"}
 
@@ -46,3 +50,41 @@ class PoolWithoutStride(Rule):
                 f"{len(node.args)} input(s), expected minimum 3 inputs`",
                 fix=f"pass the stride explicitly: F.{node.op_base}(x, k, k)",
             )
+
+    source_triggers = ("max_pool",)
+
+    def check_source(self, ctx: SourceContext) -> Iterator[Finding]:
+        for call in ctx.calls():
+            name = ctx.qualname(call.func)
+            if name not in ("torch.nn.functional.max_pool1d", "torch.nn.functional.max_pool2d"):
+                continue
+            if has_star_args(call) or len(call.args) >= 3:
+                continue
+            stride = keyword(call, "stride")
+            if stride is not None and not (
+                isinstance(stride, ast.Constant) and stride.value is None
+            ):
+                continue
+            kernel = call.args[1] if len(call.args) > 1 else keyword(call, "kernel_size")
+            edit = None
+            if kernel is not None and is_simple(kernel):
+                edit = ctx.edit(
+                    call,
+                    "pool-stride",
+                    safe=True,
+                    description="stride=kernel_size, torch's default",
+                    kernel=ast.get_source_segment(ctx.text, kernel),
+                )
+            yield ctx.finding(
+                call,
+                f"{name.rsplit('.', 1)[-1]} without a stride: export omits the default and "
+                "coremltools needs it (`expected minimum 3 inputs`)",
+                fix="pass the stride explicitly (torch's default is the kernel size)",
+                edit=edit,
+            )
+
+    def transform(self, fix: SourceFix, call: Any, edits: Any) -> Any:
+        from coreml_lint.fixers.cst_helpers import kwarg, with_args
+
+        args = [a for a in call.args if not (a.keyword is not None and a.keyword.value == "stride")]
+        return with_args(call, [*args, kwarg("stride", fix.get("kernel"))])

@@ -1,0 +1,1 @@
+"""Source rewrites: libcst codemods that apply the rules' fixes at their findings."""

@@ -1,0 +1,89 @@
+"""Fix modes: apply, show as a diff, or leave; write atomically; never keep a broken file."""
+
+from __future__ import annotations
+
+import ast
+import difflib
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from coreml_lint.lint.findings import Finding
+from coreml_lint.source.context import SourceFix
+
+
+@dataclass
+class FixResult:
+    path: str
+    original: str
+    fixed: str
+    applied: list[SourceFix] = field(default_factory=list)
+    error: str | None = None
+
+    @property
+    def changed(self) -> bool:
+        return self.fixed != self.original
+
+    def diff(self) -> str:
+        return "".join(
+            difflib.unified_diff(
+                self.original.splitlines(keepends=True),
+                self.fixed.splitlines(keepends=True),
+                fromfile=f"a/{self.path}",
+                tofile=f"b/{self.path}",
+            )
+        )
+
+
+def selected_edits(findings: list[Finding], unsafe: bool) -> list[SourceFix]:
+    edits = []
+    for finding in findings:
+        edit = finding.extra.get("edit")
+        if edit is not None and (edit.safe or unsafe):
+            edits.append(edit)
+    return edits
+
+
+def compute_fix(path: str, text: str, edits: list[SourceFix]) -> FixResult:
+    """The file's text with ``edits`` applied; unchanged, with an error, if the result
+    would not parse."""
+    if not edits:
+        return FixResult(path, text, text)
+    import libcst as cst
+    from libcst.codemod import CodemodContext
+
+    from coreml_lint.fixers.codemod import ApplyFixes
+
+    try:
+        module = cst.parse_module(text)
+        command = ApplyFixes(CodemodContext(filename=path), edits)
+        fixed = command.transform_module(module).code
+    except Exception as exc:  # libcst parser limits, a transform that does not apply
+        return FixResult(
+            path, text, text, error=f"{path}: fix not applied: {type(exc).__name__}: {exc}"
+        )
+    try:
+        ast.parse(fixed)
+    except SyntaxError as exc:
+        return FixResult(
+            path, text, text, error=f"{path}: fix reverted: the result does not parse ({exc.msg})"
+        )
+    return FixResult(path, text, fixed, applied=list(command.applied))
+
+
+def write_atomically(path: str | Path, text: str) -> None:
+    """Replace the file in one rename, keeping its permissions: it is old or new, never half."""
+    path = Path(path)
+    mode = path.stat().st_mode & 0o7777
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".coreml-lint", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

@@ -1,0 +1,98 @@
+"""One libcst codemod that applies every selected fix of a file in a single pass.
+
+Each ``SourceFix`` names the call it rewrites by position (and callee, since ``a(b)(c)``
+starts two calls at one column); the rewrite itself is the owning rule's ``transform``.
+Imports go through libcst's ``AddImportsVisitor``; module-level helpers a fix needs (a
+small ``nn.Module``) are inserted once, after the imports.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+from libcst.codemod import CodemodContext, VisitorBasedCodemodCommand
+from libcst.codemod.visitors import AddImportsVisitor
+from libcst.metadata import PositionProvider
+
+from coreml_lint.checks import rule_by_code
+from coreml_lint.source.context import SourceFix
+
+
+def callee_name(func: cst.BaseExpression) -> str | None:
+    if isinstance(func, cst.Name):
+        return func.value
+    if isinstance(func, cst.Attribute):
+        return func.attr.value
+    return None
+
+
+class ApplyFixes(VisitorBasedCodemodCommand):
+    DESCRIPTION = "Apply coreml-lint fixes."
+    METADATA_DEPENDENCIES = (PositionProvider,)
+
+    def __init__(self, context: CodemodContext, fixes: list[SourceFix]) -> None:
+        super().__init__(context)
+        self.fixes = {(f.line, f.column, f.get("callee")): f for f in fixes}
+        self.applied: list[SourceFix] = []
+        self.helpers: dict[str, str] = {}
+        self.torch_alias: str | None = None
+
+    def need_import(self, module: str, name: str | None = None) -> None:
+        AddImportsVisitor.add_needed_import(self.context, module, name)
+
+    def torch(self) -> str:
+        """The name this file uses for the torch module, importing torch if it has none."""
+        if self.torch_alias is None:
+            self.need_import("torch")
+            return "torch"
+        return self.torch_alias
+
+    def visit_Module(self, node: cst.Module) -> None:
+        self.torch_alias = None
+        for stmt in node.body:
+            if not isinstance(stmt, cst.SimpleStatementLine):
+                continue
+            for small in stmt.body:
+                if isinstance(small, cst.Import):
+                    for alias in small.names:
+                        if cst.Module([]).code_for_node(alias.name) == "torch":
+                            self.torch_alias = alias.asname.name.value if alias.asname else "torch"
+
+    def need_helper(self, name: str, code: str) -> None:
+        self.helpers.setdefault(name, code)
+
+    def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
+        start = self.get_metadata(PositionProvider, original).start
+        fix = self.fixes.get((start.line, start.column, callee_name(original.func)))
+        if fix is None:
+            return updated
+        rule = rule_by_code(fix.rule)
+        assert rule is not None
+        replacement = rule().transform(fix, updated, self)
+        self.applied.append(fix)
+        return replacement
+
+    def leave_Module(self, original: cst.Module, updated: cst.Module) -> cst.Module:
+        if not self.helpers:
+            return updated
+        body = list(updated.body)
+        defined = {
+            stmt.name.value for stmt in body if isinstance(stmt, (cst.ClassDef, cst.FunctionDef))
+        }
+        new = [
+            cst.parse_statement(code) for name, code in self.helpers.items() if name not in defined
+        ]
+        index = 0
+        for i, stmt in enumerate(body):
+            if _is_import_or_docstring(stmt):
+                index = i + 1
+        return updated.with_changes(body=body[:index] + new + body[index:])
+
+
+def _is_import_or_docstring(stmt: cst.CSTNode) -> bool:
+    if not isinstance(stmt, cst.SimpleStatementLine):
+        return False
+    return all(
+        isinstance(s, (cst.Import, cst.ImportFrom))
+        or (isinstance(s, cst.Expr) and isinstance(s.value, cst.SimpleString))
+        for s in stmt.body
+    )

@@ -1,0 +1,1 @@
+"""Source rules: lint model code and export scripts without exporting anything."""

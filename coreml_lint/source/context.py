@@ -1,0 +1,180 @@
+"""What a source rule reads: one parsed Python file and Python's own name resolution.
+
+Detection uses the standard ``ast`` module (about 10x faster than libcst here); libcst is
+only used by the fixer, on files that have a fixable finding.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+from coreml_lint.lint.findings import Finding, Location, Outcome, Severity
+
+
+@dataclass(frozen=True)
+class SourceFix:
+    """A rewrite of the call at ``line``/``column`` (1-based line, 0-based character column).
+
+    ``kind`` names the transform in the rule module that owns it; ``safe`` fixes keep what
+    the model computes, unsafe ones may change numerics or behaviour (``--unsafe-fixes``).
+    """
+
+    rule: str
+    kind: str
+    line: int
+    column: int
+    safe: bool
+    description: str
+    data: tuple[tuple[str, Any], ...] = ()
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return dict(self.data).get(key, default)
+
+
+def _imports(tree: ast.Module) -> dict[str, str]:
+    """Local name -> the dotted name it stands for, from every import in the file."""
+    names: dict[str, str] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.asname:
+                    names[alias.asname] = alias.name
+                else:
+                    root = alias.name.split(".")[0]
+                    names[root] = root
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            for alias in node.names:
+                if alias.name != "*":
+                    names[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+    return names
+
+
+# Public aliases torch code uses for the same object.
+_CANONICAL = {
+    "torch.nn.modules.normalization.RMSNorm": "torch.nn.RMSNorm",
+    "torch.nn.modules.activation.GELU": "torch.nn.GELU",
+    "torch.nn.modules.activation.MultiheadAttention": "torch.nn.MultiheadAttention",
+    "torch.functional": "torch",
+}
+
+
+@dataclass
+class SourceContext:
+    path: str
+    text: str
+    tree: ast.Module
+    config: Any = None  # the LintConfig: source rules read the partitioner settings from it
+    rule: Any = None
+    findings: list[Finding] = field(default_factory=list)
+
+    @cached_property
+    def imports(self) -> dict[str, str]:
+        return _imports(self.tree)
+
+    @cached_property
+    def lines(self) -> list[str]:
+        return self.text.splitlines()
+
+    @cached_property
+    def parents(self) -> dict[ast.AST, ast.AST]:
+        parents: dict[ast.AST, ast.AST] = {}
+        for parent in ast.walk(self.tree):
+            for child in ast.iter_child_nodes(parent):
+                parents[child] = parent
+        return parents
+
+    def calls(self) -> Iterator[ast.Call]:
+        for node in ast.walk(self.tree):
+            if isinstance(node, ast.Call):
+                yield node
+
+    def qualname(self, expr: ast.AST) -> str | None:
+        """``F.gelu`` -> ``torch.nn.functional.gelu`` when ``F`` was imported as that."""
+        parts: list[str] = []
+        while isinstance(expr, ast.Attribute):
+            parts.append(expr.attr)
+            expr = expr.value
+        if not isinstance(expr, ast.Name) or expr.id not in self.imports:
+            return None
+        dotted = ".".join([self.imports[expr.id], *reversed(parts)])
+        for prefix, canonical in _CANONICAL.items():
+            if dotted == prefix or dotted.startswith(prefix + "."):
+                dotted = canonical + dotted[len(prefix) :]
+        return dotted
+
+    def is_torch_dtype(self, expr: ast.AST | None, names: set[str]) -> bool:
+        return expr is not None and self.qualname(expr) in {f"torch.{n}" for n in names}
+
+    def column(self, node: ast.AST) -> int:
+        """ast counts columns in UTF-8 bytes; editors and libcst count characters."""
+        line = self.lines[node.lineno - 1] if node.lineno <= len(self.lines) else ""
+        return len(line.encode("utf-8")[: node.col_offset].decode("utf-8", errors="replace"))
+
+    def finding(
+        self,
+        node: ast.AST,
+        message: str,
+        *,
+        fix: str | None = None,
+        edit: SourceFix | None = None,
+        severity: Severity | None = None,
+        outcome: Outcome | None = None,
+        partitioner: dict[str, Any] | None = None,
+    ) -> Finding:
+        rule = self.rule
+        line = node.lineno
+        source_line = self.lines[line - 1].strip() if line <= len(self.lines) else None
+        return Finding(
+            code=rule.code,
+            name=rule.name,
+            severity=severity or rule.severity,
+            outcome=outcome or rule.outcome,
+            message=message,
+            file=self.path,
+            location=Location(self.path, line, self.column(node) + 1, source_line),
+            fix=fix,
+            partitioner=partitioner,
+            lower_fixes=rule.lower_fixes,
+            extra={"edit": edit} if edit else {},
+        )
+
+    def edit(
+        self, node: ast.Call, kind: str, *, safe: bool, description: str, **data: Any
+    ) -> SourceFix:
+        func = node.func
+        data["callee"] = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
+        return SourceFix(
+            rule=self.rule.code,
+            kind=kind,
+            line=node.lineno,
+            column=self.column(node),
+            safe=safe,
+            description=description,
+            data=tuple(sorted(data.items())),
+        )
+
+
+def keyword(call: ast.Call, name: str) -> ast.expr | None:
+    for kw in call.keywords:
+        if kw.arg == name:
+            return kw.value
+    return None
+
+
+def has_star_args(call: ast.Call) -> bool:
+    return any(isinstance(a, ast.Starred) for a in call.args) or any(
+        kw.arg is None for kw in call.keywords
+    )
+
+
+def int_literal(expr: ast.AST | None) -> int | None:
+    if isinstance(expr, ast.UnaryOp) and isinstance(expr.op, ast.USub):
+        value = int_literal(expr.operand)
+        return -value if value is not None else None
+    if isinstance(expr, ast.Constant) and type(expr.value) is int:
+        return expr.value
+    return None

@@ -1,0 +1,119 @@
+"""Small static facts about expressions that several source rules share."""
+
+from __future__ import annotations
+
+import ast
+
+from coreml_lint.source.context import SourceContext, keyword
+
+_BOOL_FUNCTIONS = {
+    "torch.logical_and",
+    "torch.logical_or",
+    "torch.logical_not",
+    "torch.logical_xor",
+    "torch.isnan",
+    "torch.isinf",
+    "torch.isfinite",
+    "torch.eq",
+    "torch.ne",
+    "torch.gt",
+    "torch.ge",
+    "torch.lt",
+    "torch.le",
+}
+_BOOL_METHODS = {
+    "bool",
+    "logical_and",
+    "logical_or",
+    "logical_not",
+    "isnan",
+    "isinf",
+    "eq",
+    "ne",
+    "gt",
+    "ge",
+    "lt",
+    "le",
+}
+_FACTORIES = {
+    "torch.ones",
+    "torch.zeros",
+    "torch.full",
+    "torch.empty",
+    "torch.tensor",
+    "torch.ones_like",
+    "torch.zeros_like",
+    "torch.full_like",
+    "torch.empty_like",
+}
+
+
+def enclosing_function(ctx: SourceContext, node: ast.AST) -> ast.AST:
+    current = ctx.parents.get(node)
+    while current is not None and not isinstance(current, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        current = ctx.parents.get(current)
+    return current or ctx.tree
+
+
+def enclosing_class(ctx: SourceContext, node: ast.AST) -> ast.ClassDef | None:
+    current = ctx.parents.get(node)
+    while current is not None and not isinstance(current, ast.ClassDef):
+        current = ctx.parents.get(current)
+    return current
+
+
+def single_assignment(ctx: SourceContext, name: str, scope: ast.AST) -> ast.expr | None:
+    """The value of ``name`` when the scope assigns it exactly once, else None."""
+    values = []
+    for node in ast.walk(scope):
+        if isinstance(node, ast.Assign):
+            for target in node.targets:
+                if isinstance(target, ast.Name) and target.id == name:
+                    values.append(node.value)
+        elif isinstance(node, (ast.AugAssign, ast.AnnAssign)) and isinstance(node.target, ast.Name):
+            if node.target.id == name:
+                values.append(getattr(node, "value", None))
+        elif isinstance(node, (ast.For, ast.With, ast.comprehension)):
+            targets = ast.walk(getattr(node, "target", None) or ast.Pass())
+            if any(isinstance(t, ast.Name) and t.id == name for t in targets):
+                return None
+    return values[0] if len(values) == 1 and values[0] is not None else None
+
+
+def is_bool(ctx: SourceContext, expr: ast.AST | None, scope: ast.AST, depth: int = 0) -> bool:
+    """Whether ``expr`` is visibly a bool tensor: a comparison, a logical op, a bool factory,
+    or a local name assigned once from one of those."""
+    if expr is None or depth > 4:
+        return False
+    if isinstance(expr, ast.Compare):
+        return True
+    if isinstance(expr, ast.UnaryOp) and isinstance(expr.op, ast.Invert):
+        return is_bool(ctx, expr.operand, scope, depth + 1)
+    if isinstance(expr, ast.BinOp) and isinstance(expr.op, (ast.BitAnd, ast.BitOr, ast.BitXor)):
+        return is_bool(ctx, expr.left, scope, depth + 1) and is_bool(
+            ctx, expr.right, scope, depth + 1
+        )
+    if isinstance(expr, ast.Name):
+        value = single_assignment(ctx, expr.id, scope)
+        return value is not None and is_bool(ctx, value, scope, depth + 1)
+    if isinstance(expr, ast.Call):
+        name = ctx.qualname(expr.func)
+        if name in _BOOL_FUNCTIONS:
+            return True
+        if name in _FACTORIES:
+            return ctx.is_torch_dtype(keyword(expr, "dtype"), {"bool"})
+        if isinstance(expr.func, ast.Attribute):
+            if expr.func.attr in _BOOL_METHODS and name is None:
+                return True
+            if expr.func.attr == "to" and expr.args:
+                return ctx.is_torch_dtype(expr.args[0], {"bool"})
+    return False
+
+
+def is_simple(expr: ast.AST) -> bool:
+    """Safe to repeat in generated code: a name, an attribute chain or a constant."""
+    while isinstance(expr, ast.Attribute):
+        expr = expr.value
+    return isinstance(expr, (ast.Name, ast.Constant)) or (
+        isinstance(expr, ast.Tuple) and all(is_simple(e) for e in expr.elts)
+    )
