@@ -30,8 +30,8 @@ class FixResult:
             difflib.unified_diff(
                 self.original.splitlines(keepends=True),
                 self.fixed.splitlines(keepends=True),
-                fromfile=f"a/{self.path}",
-                tofile=f"b/{self.path}",
+                fromfile=self.path,
+                tofile=self.path,
             )
         )
 

@@ -16,11 +16,29 @@ import click
 
 from coreml_lint import __version__
 from coreml_lint.checks import all_rules, rule_by_code
+from coreml_lint.fixers.session import FixSession
 from coreml_lint.lint.config import LintConfig, find_pyproject, load_config
 from coreml_lint.lint.errors import InputError
 from coreml_lint.lint.findings import Finding
 
 PROGRAM_SUFFIXES = (".pt2",)
+SOURCE_SUFFIXES = (".py",)
+# Folders never searched when walking a directory (files named explicitly are always linted).
+EXCLUDED_DIRS = {
+    ".git",
+    ".hg",
+    ".venv",
+    "venv",
+    "__pycache__",
+    "node_modules",
+    "build",
+    "dist",
+    "site-packages",
+    ".tox",
+    ".mypy_cache",
+    ".ruff_cache",
+    ".pytest_cache",
+}
 
 
 class _DefaultToCheck(click.Group):
@@ -50,7 +68,13 @@ def collect_paths(paths: tuple[str, ...]) -> tuple[list[Path], list[str]]:
         path = Path(raw)
         if path.is_dir():
             files.extend(
-                sorted(p for p in path.rglob("*") if p.suffix in PROGRAM_SUFFIXES and p.is_file())
+                sorted(
+                    p
+                    for p in path.rglob("*")
+                    if p.suffix in (*PROGRAM_SUFFIXES, *SOURCE_SUFFIXES)
+                    and not EXCLUDED_DIRS.intersection(p.relative_to(path).parts[:-1])
+                    and p.is_file()
+                )
             )
         elif path.exists():
             files.append(path)
@@ -83,6 +107,12 @@ def collect_paths(paths: tuple[str, ...]) -> tuple[list[Path], list[str]]:
     help="pyproject.toml to read [tool.coreml-lint] from (default: the nearest one).",
 )
 @click.option("--isolated", is_flag=True, help="Ignore every configuration file.")
+@click.option("--fix", is_flag=True, help="Apply safe fixes to model source files.")
+@click.option("--unsafe-fixes", is_flag=True, help="Also apply fixes that may change numerics.")
+@click.option("--diff", is_flag=True, help="Print the fixes as unified diffs; write nothing.")
+@click.option(
+    "--exit-non-zero-on-fix", is_flag=True, help="Exit 1 when a fix was applied (for CI)."
+)
 @click.option("-v", "--verbose", is_flag=True, help="Show tracebacks of internal errors.")
 def check_command(
     paths: tuple[str, ...],
@@ -98,9 +128,13 @@ def check_command(
     lower_full_graph: bool | None,
     config_path: Path | None,
     isolated: bool,
+    fix: bool,
+    unsafe_fixes: bool,
+    diff: bool,
+    exit_non_zero_on_fix: bool,
     verbose: bool,
 ) -> None:
-    """Lint exported programs (.pt2 files, or folders holding them)."""
+    """Lint exported programs (.pt2) and model sources (.py), files or folders."""
     from coreml_lint.lint.engine import lint_pt2
     from coreml_lint.lint.reports import (
         render_concise,
@@ -130,7 +164,18 @@ def check_command(
     findings: list[Finding] = []
     summaries: list[dict[str, Any]] = []
     advice_lines: list[str] = []
+    fixer = FixSession(config, apply=fix or diff, unsafe=unsafe_fixes, write=not diff)
     for file in files:
+        if file.suffix in SOURCE_SUFFIXES:
+            try:
+                findings.extend(fixer.source_file(file))
+            except InputError as exc:
+                errors.append(str(exc))
+            except Exception as exc:
+                if verbose:
+                    traceback.print_exc()
+                errors.append(f"{file}: internal error: {type(exc).__name__}: {exc}")
+            continue
         try:
             reports = lint_pt2(file, config)
         except InputError as exc:
@@ -142,7 +187,7 @@ def check_command(
             errors.append(f"{file}: internal error: {type(exc).__name__}: {exc}")
             continue
         for report in reports:
-            findings.extend(report.findings)
+            findings.extend(fixer.program_findings(report.findings))
             summary = report.placement.summary()
             summary["source"] = str(file)
             summaries.append(summary)
@@ -151,6 +196,10 @@ def check_command(
             if report.advice:
                 advice_lines.append(_advice_text(str(file), report.advice))
 
+    errors.extend(fixer.errors)
+    if diff:
+        for result in fixer.results:
+            click.echo(result.diff(), nl=False)
     if statistics:
         text = render_statistics(findings)
     elif output_format == "json":
@@ -168,16 +217,29 @@ def check_command(
     if output_format in ("full", "concise") and not statistics:
         for line in advice_lines:
             click.echo(line)
+        fixed = sum(len(r.applied) for r in fixer.results)
+        if fixed and not diff:
+            click.echo(f"Fixed {fixed} finding(s) in {len(fixer.results)} file(s).")
         if findings:
-            fixable = sum(1 for f in findings if f.severity.value == "error")
+            n_errors = sum(1 for f in findings if f.severity.value == "error")
+            fixable = sum(1 for f in findings if f.extra.get("edit") is not None)
+            hint = ""
+            if fixable and not (fix or diff):
+                hint = f" {fixable} fixable with --fix (some need --unsafe-fixes)."
             click.echo(
-                f"Found {len(findings)} finding(s) ({fixable} error(s)) in {len(files)} file(s)."
+                f"Found {len(findings)} finding(s) ({n_errors} error(s)) in {len(files)} file(s)."
+                + hint
             )
         elif not errors:
             click.echo("All checks passed!")
     for message in errors:
         click.echo(f"error: {message}", err=True)
-    sys.exit(2 if errors else (1 if findings else 0))
+    changed = any(r.changed for r in fixer.results)
+    if errors:
+        sys.exit(2)
+    if findings or (diff and changed) or (exit_non_zero_on_fix and changed):
+        sys.exit(1)
+    sys.exit(0)
 
 
 def _advice_text(source: str, advice: dict[str, Any]) -> str:
@@ -270,4 +332,12 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except SystemExit as exc:
         return int(exc.code or 0) if not isinstance(exc.code, str) else 2
+    except KeyboardInterrupt:
+        click.echo("error: interrupted", err=True)
+        return 2
+    except Exception as exc:  # never a traceback for users; --verbose shows it
+        if "-v" in (argv or sys.argv) or "--verbose" in (argv or sys.argv):
+            traceback.print_exc()
+        click.echo(f"error: internal error: {type(exc).__name__}: {exc}", err=True)
+        return 2
     return 0

@@ -1,0 +1,80 @@
+"""A fixing run over many files: lint, apply the selected fixes, write, relint."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from coreml_lint.lint.config import LintConfig
+from coreml_lint.lint.errors import InputError
+from coreml_lint.lint.findings import Finding
+
+_BOM = b"\xef\xbb\xbf"
+
+
+class FixSession:
+    """Lints source files, applies the selected fixes, and relints what it changed.
+
+    ``apply`` turns fixing on (``--fix`` or ``--diff``), ``unsafe`` adds the unsafe fixes,
+    ``write`` is off for ``--diff``. Results and per-file errors are collected for the CLI.
+    """
+
+    def __init__(self, config: LintConfig, *, apply: bool, unsafe: bool, write: bool) -> None:
+        self.config, self.apply, self.unsafe, self.write = config, apply, unsafe, write
+        self.results: list[Any] = []
+        self.errors: list[str] = []
+
+    def source_file(self, path: Path, only: set[tuple[str, int]] | None = None) -> list[Finding]:
+        """Findings of one file after fixing it; ``only`` restricts the fixes to
+        (code, line) pairs (program findings drive fixes this way)."""
+        from coreml_lint.fixers.apply import compute_fix, selected_edits, write_atomically
+        from coreml_lint.source.engine import lint_source, read_source
+
+        text = read_source(path)
+        findings = lint_source(text, str(path), self.config)
+        if not self.apply:
+            return findings
+        chosen = [f for f in findings if only is None or (f.code, f.location.line) in only]
+        edits = selected_edits(chosen, self.unsafe)
+        if not edits:
+            return findings
+        result = compute_fix(str(path), text, edits)
+        if result.error:
+            self.errors.append(result.error)
+            return findings
+        if not result.changed:
+            return findings
+        self.results.append(result)
+        if not self.write:
+            return findings
+        bom = "\ufeff" if path.read_bytes().startswith(_BOM) else ""
+        write_atomically(path, bom + result.fixed)
+        return lint_source(result.fixed, str(path), self.config)
+
+    def program_findings(self, findings: list[Finding]) -> list[Finding]:
+        """Fix the model source a program finding points to, when that line still holds a
+        call the same rule recognises in source; otherwise keep the finding, never guess."""
+        if not self.apply:
+            return findings
+        targets: dict[str, set[tuple[str, int]]] = {}
+        for finding in findings:
+            loc = finding.location
+            if loc and loc.path.endswith(".py") and Path(loc.path).is_file():
+                targets.setdefault(loc.path, set()).add((finding.code, loc.line))
+        fixed: set[tuple[str, str, int]] = set()
+        for path, wanted in targets.items():
+            before = len(self.results)
+            try:
+                self.source_file(Path(path), only=wanted)
+            except InputError as exc:
+                self.errors.append(str(exc))
+                continue
+            for result in self.results[before:]:
+                fixed.update((path, fix.rule, fix.line) for fix in result.applied)
+        if not self.write:
+            return findings
+        return [
+            f
+            for f in findings
+            if f.location is None or (f.location.path, f.code, f.location.line) not in fixed
+        ]
