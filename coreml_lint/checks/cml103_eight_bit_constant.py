@@ -28,11 +28,15 @@ Fix
 
 from __future__ import annotations
 
+import ast
 from collections.abc import Iterator
+from typing import Any
 
 from coreml_lint.checks.base import ProgramContext, Rule
 from coreml_lint.lint.findings import Finding, Outcome
 from coreml_lint.program.graph import EIGHT_BIT_DTYPES
+from coreml_lint.source.context import SourceContext, SourceFix, keyword
+from coreml_lint.source.patterns import enclosing_class
 
 
 class EightBitConstant(Rule):
@@ -67,3 +71,146 @@ class EightBitConstant(Rule):
                     value=value,
                     dtype=dtype,
                 )
+
+    source_triggers = ("register_buffer",)
+
+    def check_source(self, ctx: SourceContext) -> Iterator[Finding]:
+        settings = ctx.config.partitioner if ctx.config else None
+        if (
+            settings
+            and settings.minimum_deployment_target >= 17
+            and settings.take_over_constant_data
+        ):
+            return
+        for call in ctx.calls():
+            func = call.func
+            if not (isinstance(func, ast.Attribute) and func.attr == "register_buffer"):
+                continue
+            if len(call.args) < 2 or not isinstance(call.args[0], ast.Constant):
+                continue
+            name, value = call.args[0].value, call.args[1]
+            dtype = eight_bit_dtype(ctx, value)
+            if dtype is None or not isinstance(name, str):
+                continue
+            cls = enclosing_class(ctx, call)
+            all_cast = cls is not None and _every_use_is_cast(ctx, cls, name)
+            yield ctx.finding(
+                call,
+                f"buffer '{name}' is stored as {dtype}: below iOS17 Core ML has no 8-bit type "
+                "for it and lowering fails (`expects ... ['fp16', 'fp32', 'int32', 'bool'] but "
+                f"got tensor[...,{dtype}]`; `KeyError: torch.{dtype}` with "
+                "take_over_constant_data=False)",
+                fix=f"store '{name}' as int32 (every {dtype} value fits)",
+                edit=ctx.edit(
+                    call, "buffer-int32", safe=True, description="store the buffer as int32"
+                )
+                if all_cast
+                else None,
+                partitioner={"minimum_deployment_target": 17},
+            )
+
+    def transform(self, fix: SourceFix, call: Any, edits: Any) -> Any:
+        import libcst as cst
+
+        from coreml_lint.fixers.cst_helpers import with_args
+
+        value = call.args[1].value
+        widened = cst.parse_expression(f"{edits.torch()}.int32")
+        new_value = _retype(value, widened)
+        args = list(call.args)
+        args[1] = args[1].with_changes(value=new_value)
+        return with_args(call, args)
+
+
+_EIGHT_BIT_METHODS = {"byte": "uint8", "char": "int8"}
+
+
+def eight_bit_dtype(ctx: SourceContext, expr: ast.AST) -> str | None:
+    """``uint8``/``int8`` when the expression visibly makes an 8-bit tensor."""
+    if not isinstance(expr, ast.Call):
+        return None
+    for name in ("uint8", "int8"):
+        if ctx.is_torch_dtype(keyword(expr, "dtype"), {name}):
+            return name
+    func = expr.func
+    if isinstance(func, ast.Attribute):
+        if func.attr in _EIGHT_BIT_METHODS and not expr.args:
+            return _EIGHT_BIT_METHODS[func.attr]
+        if func.attr in ("to", "type") and len(expr.args) == 1:
+            for name in ("uint8", "int8"):
+                if ctx.is_torch_dtype(expr.args[0], {name}):
+                    return name
+    return None
+
+
+_CASTS = {"float", "half", "double", "int", "long", "to", "type"}
+
+
+def _every_use_is_cast(ctx: SourceContext, cls: ast.ClassDef, name: str) -> bool:
+    """Every ``self.<name>`` read in the class is cast (maybe after slicing) right away, so
+    storing the buffer as int32 changes nothing the model computes."""
+    uses = 0
+    for node in ast.walk(cls):
+        if not (
+            isinstance(node, ast.Attribute)
+            and node.attr == name
+            and isinstance(node.value, ast.Name)
+            and node.value.id == "self"
+            and isinstance(node.ctx, ast.Load)
+        ):
+            continue
+        uses += 1
+        parent = ctx.parents.get(node)
+        if isinstance(parent, ast.Subscript) and parent.value is node:
+            node, parent = parent, ctx.parents.get(parent)
+        call = ctx.parents.get(parent)
+        if not (
+            isinstance(parent, ast.Attribute)
+            and parent.value is node
+            and parent.attr in _CASTS
+            and isinstance(call, ast.Call)
+            and call.func is parent
+        ):
+            return False
+        if parent.attr in ("to", "type") and (
+            not call.args or ctx.qualname(call.args[0]) not in _WIDE_DTYPES
+        ):
+            return False
+    return uses > 0
+
+
+_WIDE_DTYPES = {
+    f"torch.{n}"
+    for n in (
+        "float32",
+        "float",
+        "float16",
+        "half",
+        "float64",
+        "double",
+        "int32",
+        "int",
+        "int64",
+        "long",
+    )
+}
+
+
+def _retype(value: Any, widened: Any) -> Any:
+    """The same tensor expression, made as int32 instead of 8 bits."""
+    import libcst as cst
+
+    func = value.func
+    if isinstance(func, cst.Attribute) and func.attr.value in _EIGHT_BIT_METHODS:
+        return value.with_changes(func=func.with_changes(attr=cst.Name("int")))
+    if (
+        isinstance(func, cst.Attribute)
+        and func.attr.value in ("to", "type")
+        and len(value.args) == 1
+    ):
+        return value.with_changes(args=[value.args[0].with_changes(value=widened)])
+    args = [
+        a.with_changes(value=widened) if a.keyword is not None and a.keyword.value == "dtype" else a
+        for a in value.args
+    ]
+    return value.with_changes(args=args)

@@ -32,11 +32,15 @@ Fix
 
 from __future__ import annotations
 
+import ast
 from collections.abc import Iterator
+from typing import Any
 
 from coreml_lint.checks.base import ProgramContext, Rule
 from coreml_lint.lint.findings import Finding, Outcome
 from coreml_lint.program.graph import FLOAT_DTYPES, DType
+from coreml_lint.source.context import SourceContext, SourceFix, keyword
+from coreml_lint.source.patterns import enclosing_class, enclosing_function, is_bool, is_simple
 
 LIKE_OPS = {"zeros_like", "empty_like", "full_like"}
 # Ops that write values into their first argument: their result keeps its dtype, so a bool
@@ -94,3 +98,62 @@ class LikeDtypeIgnored(Rule):
                 partitioner=ctx.skip_advice(node),
                 dtype=wanted.name,
             )
+
+    source_triggers = ("MultiheadAttention",)
+
+    def check_source(self, ctx: SourceContext) -> Iterator[Finding]:
+        for call in ctx.calls():
+            func = call.func
+            if not (
+                isinstance(func, ast.Attribute)
+                and isinstance(func.value, ast.Name)
+                and func.value.id == "self"
+            ):
+                continue
+            cls = enclosing_class(ctx, call)
+            if cls is None or not _is_mha_attribute(ctx, cls, func.attr):
+                continue
+            scope = enclosing_function(ctx, call)
+            for name in ("attn_mask", "key_padding_mask"):
+                mask = keyword(call, name)
+                if mask is None or not is_bool(ctx, mask, scope):
+                    continue
+                yield ctx.finding(
+                    mask,
+                    f"nn.MultiheadAttention gets a bool {name}: it becomes "
+                    "zeros_like(mask, dtype=float).masked_fill(mask, -inf), coremltools keeps "
+                    "the zeros bool, and the Core ML mask ends up inverted",
+                    fix="pass a float additive mask: torch.zeros(mask.shape).masked_fill(mask, "
+                    "float('-inf'))",
+                    edit=ctx.edit_expression(
+                        mask, safe=True, description="float additive mask built in the model"
+                    )
+                    if is_simple(mask)
+                    else None,
+                )
+
+    def transform(self, fix: SourceFix, node: Any, edits: Any) -> Any:
+        import libcst as cst
+
+        from coreml_lint.fixers.cst_helpers import code
+
+        torch = edits.torch()
+        mask = code(node)
+        return cst.parse_expression(
+            f'{torch}.zeros({mask}.shape, device={mask}.device).masked_fill({mask}, float("-inf"))'
+        )
+
+
+def _is_mha_attribute(ctx: SourceContext, cls: ast.ClassDef, attribute: str) -> bool:
+    for node in ast.walk(cls):
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
+            for target in node.targets:
+                if (
+                    isinstance(target, ast.Attribute)
+                    and target.attr == attribute
+                    and isinstance(target.value, ast.Name)
+                    and target.value.id == "self"
+                    and ctx.qualname(node.value.func) == "torch.nn.MultiheadAttention"
+                ):
+                    return True
+    return False

@@ -23,10 +23,14 @@ Fix
 
 from __future__ import annotations
 
+import ast
 from collections.abc import Iterator
+from typing import Any
 
 from coreml_lint.checks.base import ProgramContext, Rule
 from coreml_lint.lint.findings import Finding, Outcome, Severity
+from coreml_lint.program.optable import load_optable
+from coreml_lint.source.context import SourceContext, SourceFix, keyword
 
 
 class SkipEntryIneffective(Rule):
@@ -70,3 +74,66 @@ class SkipEntryIneffective(Rule):
             if candidate in names:
                 return candidate
         return None
+
+    source_triggers = ("skip_ops_for_coreml_delegation",)
+
+    def check_source(self, ctx: SourceContext) -> Iterator[Finding]:
+        from coreml_lint.checks.cml603_op_without_kernel import OpLeftWithoutKernel
+
+        table = load_optable()
+        for call in ctx.calls():
+            value = keyword(call, "skip_ops_for_coreml_delegation")
+            if not isinstance(value, (ast.List, ast.Tuple)):
+                continue
+            for element in value.elts:
+                if not (isinstance(element, ast.Constant) and isinstance(element.value, str)):
+                    continue
+                verdict = judge_skip_entry(element.value, table)
+                if verdict is None:
+                    continue
+                code, message, replacement = verdict
+                edit = ctx.edit_string(
+                    element, safe=False, description=f"use {replacement!r}", value=replacement
+                )
+                # The G1 trap is CML603's consequence; this rule owns the rewrite.
+                ctx.rule = OpLeftWithoutKernel if code == "CML603" else SkipEntryIneffective
+                yield ctx.finding(element, message, fix=f"use {replacement!r}", edit=edit)
+                ctx.rule = SkipEntryIneffective
+
+    def transform(self, fix: SourceFix, node: Any, edits: Any) -> Any:
+        import libcst as cst
+
+        return cst.SimpleString(repr(fix.get("value")).replace("'", '"'))
+
+
+def judge_skip_entry(entry: str, table: Any) -> tuple[str, str, str | None] | None:
+    """What an entry does, from its spelling alone (pitfalls.md G1): None when it is fine."""
+    lowered = entry.lower()
+    if entry != lowered:
+        return (
+            "CML605",
+            f"skip entry {entry!r} never matches: the partitioner compares names in lower case",
+            lowered,
+        )
+    parts = lowered.split(".")
+    if len(parts) == 3 and parts[0] == "aten":
+        aten_real = next((n for n in table.cia_preserved if n.lower() == ".".join(parts[1:])), None)
+        if aten_real and aten_real not in table.with_out_variant:
+            return (
+                "CML603",
+                f"skip entry {entry!r} keeps {parts[1]} whole for Core ML and then leaves it on "
+                f"the CPU: to_executorch fails with `Missing out variants: "
+                f"{{'aten::{parts[1]}'}}`",
+                ".".join(parts[1:]),
+            )
+        return None
+    if len(parts) == 2:
+        core = next((n for n in table.core_aten if n.lower() == lowered), None)
+        if core is not None and core not in table.decomposed_by_default:
+            return (
+                "CML605",
+                f"skip entry {entry!r} is the ATen spelling of a core op that is never "
+                "decomposed: it changes nothing and the op stays on Core ML",
+                "aten." + lowered,
+            )
+    return None

@@ -71,6 +71,33 @@ class ApplyFixes(VisitorBasedCodemodCommand):
         self.applied.append(fix)
         return replacement
 
+    def leave_SimpleString(
+        self, original: cst.SimpleString, updated: cst.SimpleString
+    ) -> cst.BaseExpression:
+        return self._at(original, updated, "<str>")
+
+    def leave_Name(self, original: cst.Name, updated: cst.Name) -> cst.BaseExpression:
+        return self._at(original, updated, "<expr>")
+
+    def leave_Attribute(
+        self, original: cst.Attribute, updated: cst.Attribute
+    ) -> cst.BaseExpression:
+        return self._at(original, updated, "<expr>")
+
+    def _at(self, original: cst.CSTNode, updated: cst.CSTNode, kind: str) -> cst.CSTNode:
+        """Apply the non-call fix registered at this node's start, if any."""
+        try:
+            start = self.get_metadata(PositionProvider, original).start
+        except KeyError:
+            return updated
+        fix = self.fixes.get((start.line, start.column, kind))
+        if fix is None or fix in self.applied:
+            return updated
+        rule = rule_by_code(fix.rule)
+        assert rule is not None
+        self.applied.append(fix)
+        return rule().transform(fix, updated, self)
+
     def leave_Module(self, original: cst.Module, updated: cst.Module) -> cst.Module:
         if not self.helpers:
             return updated

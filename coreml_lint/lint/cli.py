@@ -200,7 +200,9 @@ def check_command(
     if diff:
         for result in fixer.results:
             click.echo(result.diff(), nl=False)
-    if statistics:
+    if diff:
+        text = ""  # --diff shows what --fix would change, nothing else
+    elif statistics:
         text = render_statistics(findings)
     elif output_format == "json":
         text = render_json(findings, summaries)
@@ -214,7 +216,10 @@ def check_command(
         text = render_full(findings)
     if text:
         click.echo(text)
-    if output_format in ("full", "concise") and not statistics:
+    if diff:
+        would = sum(len(r.applied) for r in fixer.results)
+        click.echo(f"Would fix {would} finding(s) in {len(fixer.results)} file(s).", err=True)
+    elif output_format in ("full", "concise") and not statistics:
         for line in advice_lines:
             click.echo(line)
         fixed = sum(len(r.applied) for r in fixer.results)

@@ -142,6 +142,35 @@ class SourceContext:
             extra={"edit": edit} if edit else {},
         )
 
+    def edit_expression(
+        self, node: ast.expr, *, safe: bool, description: str, **data: Any
+    ) -> SourceFix:
+        """A rewrite of a name or attribute expression (``leave_Name``/``leave_Attribute``)."""
+        return SourceFix(
+            rule=self.rule.code,
+            kind="expression",
+            line=node.lineno,
+            column=self.column(node),
+            safe=safe,
+            description=description,
+            data=tuple(sorted({**data, "callee": "<expr>"}.items())),
+        )
+
+    def edit_string(
+        self, node: ast.Constant, *, safe: bool, description: str, **data: Any
+    ) -> SourceFix:
+        """A rewrite of the string literal at ``node`` (matched by the codemod's
+        ``leave_SimpleString``)."""
+        return SourceFix(
+            rule=self.rule.code,
+            kind="string",
+            line=node.lineno,
+            column=self.column(node),
+            safe=safe,
+            description=description,
+            data=tuple(sorted({**data, "callee": "<str>"}.items())),
+        )
+
     def edit(
         self, node: ast.Call, kind: str, *, safe: bool, description: str, **data: Any
     ) -> SourceFix:

@@ -61,7 +61,7 @@ def lint_source(text: str, path: str, config: LintConfig | None = None) -> list[
     findings: list[Finding] = []
     for rule in rules:
         ctx.rule = rule
-        findings.extend(rule().check_source(ctx))
+        findings.extend(f for f in rule().check_source(ctx) if config.is_selected(f.code, path))
     if _FILE_NOQA in "\n".join(ctx.lines[:20]):
         return []
     kept = []

@@ -35,6 +35,37 @@ _BOOL_METHODS = {
     "lt",
     "le",
 }
+# Ops whose result has their first tensor argument's dtype.
+_SAME_DTYPE_FUNCTIONS = {
+    "torch.triu",
+    "torch.tril",
+    "torch.flip",
+    "torch.roll",
+    "torch.clone",
+    "torch.transpose",
+    "torch.permute",
+    "torch.reshape",
+    "torch.unsqueeze",
+    "torch.squeeze",
+}
+_SAME_DTYPE_METHODS = {
+    "triu",
+    "tril",
+    "flip",
+    "roll",
+    "clone",
+    "contiguous",
+    "transpose",
+    "permute",
+    "reshape",
+    "view",
+    "unsqueeze",
+    "squeeze",
+    "expand",
+    "expand_as",
+    "repeat",
+    "detach",
+}
 _FACTORIES = {
     "torch.ones",
     "torch.zeros",
@@ -100,6 +131,14 @@ def is_bool(ctx: SourceContext, expr: ast.AST | None, scope: ast.AST, depth: int
         name = ctx.qualname(expr.func)
         if name in _BOOL_FUNCTIONS:
             return True
+        if name in _SAME_DTYPE_FUNCTIONS and expr.args:
+            return is_bool(ctx, expr.args[0], scope, depth + 1)
+        if (
+            name is None
+            and isinstance(expr.func, ast.Attribute)
+            and expr.func.attr in _SAME_DTYPE_METHODS
+        ):
+            return is_bool(ctx, expr.func.value, scope, depth + 1)
         if name in _FACTORIES:
             return ctx.is_torch_dtype(keyword(expr, "dtype"), {"bool"})
         if isinstance(expr.func, ast.Attribute):
