@@ -74,7 +74,9 @@ def test_fixed_model_computes_the_same(name, fixed_copy):
     model_b.load_state_dict(model_a.state_dict(), strict=False)
     with torch.no_grad():
         out_a, out_b = model_a(*inputs), model_b(*inputs)
-    for a, b in zip(torch.utils._pytree.tree_leaves(out_a), torch.utils._pytree.tree_leaves(out_b)):
+    leaves_a = torch.utils._pytree.tree_leaves(out_a)
+    leaves_b = torch.utils._pytree.tree_leaves(out_b)
+    for a, b in zip(leaves_a, leaves_b, strict=True):
         assert torch.allclose(a.float(), b.float(), atol=TOLERANCE.get(name, 0.0)), name
     errors = {f.code for f in lint_program(ep_a).findings if f.severity is Severity.ERROR}
     assert errors == EXPECTED[name][0]
