@@ -179,6 +179,7 @@ class FillDtypeIgnored(Rule):
                     ),
                 )
             elif name == "torch.zeros" and ctx.is_torch_dtype(dtype, INTEGER_TORCH_NAMES):
+                size = _size_form(call.args)
                 yield ctx.finding(
                     call,
                     "torch.zeros(dtype=<int>) is made as fp32 in Core ML: coremltools ignores "
@@ -189,7 +190,10 @@ class FillDtypeIgnored(Rule):
                         "zeros-to-full",
                         safe=True,
                         description="torch.full(size, 0, dtype=...)",
-                    ),
+                        size=size,
+                    )
+                    if size
+                    else None,
                 )
             elif (
                 name is None
@@ -222,12 +226,33 @@ class FillDtypeIgnored(Rule):
             size = positional[0].value
             if not any(k.keyword.value == "device" for k in keywords):
                 keywords.append(kwarg("device", cst.Attribute(call.func.value, cst.Name("device"))))
-        elif len(positional) == 1:
+        elif fix.get("size") == "sequence":
             size = positional[0].value
         else:
             size = cst.Tuple([cst.Element(a.value) for a in positional])
         full = cst.Call(func=cst.parse_expression(f"{torch}.full"))
         return with_args(full, [cst.Arg(size), cst.Arg(cst.Integer("0")), *keywords])
+
+
+def _size_form(args: list[ast.expr]) -> str | None:
+    """How ``torch.zeros``'s positional size reads: ``"sequence"`` (one tuple, list or
+    shape), ``"ints"`` (one or more integers, made into a tuple), or None when a lone name
+    could be either and a rewrite would have to guess."""
+    if not args:
+        return None
+    if len(args) > 1:
+        return "ints"
+    (size,) = args
+    if isinstance(size, (ast.Tuple, ast.List)) or (
+        isinstance(size, ast.Attribute) and size.attr == "shape"
+    ):
+        return "sequence"
+    if isinstance(size, ast.Call) and isinstance(size.func, ast.Attribute):
+        if size.func.attr == "size":
+            return "ints" if size.args else "sequence"
+    if int_literal(size) is not None or isinstance(size, ast.BinOp):
+        return "ints"
+    return None
 
 
 INTEGER_TORCH_NAMES = {"int8", "uint8", "int16", "int32", "int64", "long", "int", "short"}

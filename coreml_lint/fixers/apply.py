@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ast
 import difflib
 import os
 import tempfile
@@ -64,7 +63,7 @@ def compute_fix(path: str, text: str, edits: list[SourceFix]) -> FixResult:
             path, text, text, error=f"{path}: fix not applied: {type(exc).__name__}: {exc}"
         )
     try:
-        ast.parse(fixed)
+        compile(fixed, path, "exec", dont_inherit=True)
     except SyntaxError as exc:
         return FixResult(
             path, text, text, error=f"{path}: fix reverted: the result does not parse ({exc.msg})"
