@@ -39,7 +39,12 @@ def test_findings_carry_exact_line_and_column():
 
 
 def test_partitioner_settings_apply_to_source_rules():
-    text = 'import torch\nclass M(torch.nn.Module):\n    def __init__(self):\n        self.register_buffer("b", torch.tensor([1, 2], dtype=torch.uint8))\n'
+    text = (
+        "import torch\n"
+        "class M(torch.nn.Module):\n"
+        "    def __init__(self):\n"
+        '        self.register_buffer("b", torch.tensor([1, 2], dtype=torch.uint8))\n'
+    )
     assert lint_source(text, "m.py")
     ios17 = LintConfig().with_partitioner(minimum_deployment_target=17)
     assert not lint_source(text, "m.py", ios17)

@@ -247,9 +247,12 @@ def _size_form(args: list[ast.expr]) -> str | None:
         isinstance(size, ast.Attribute) and size.attr == "shape"
     ):
         return "sequence"
-    if isinstance(size, ast.Call) and isinstance(size.func, ast.Attribute):
-        if size.func.attr == "size":
-            return "ints" if size.args else "sequence"
+    if (
+        isinstance(size, ast.Call)
+        and isinstance(size.func, ast.Attribute)
+        and size.func.attr == "size"
+    ):
+        return "ints" if size.args else "sequence"
     if int_literal(size) is not None or isinstance(size, ast.BinOp):
         return "ints"
     return None
