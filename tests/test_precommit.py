@@ -37,7 +37,12 @@ def test_hooks_flag_and_fix_from_another_repository(tmp_path):
 
     flagged = subprocess.run(
         [str(pre_commit), "try-repo", str(ROOT), "coreml-lint", "--all-files"],
-        cwd=repo, env=env, capture_output=True, text=True, check=False, timeout=600,
+        cwd=repo,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=600,
     )
     assert flagged.returncode == 1, flagged.stdout + flagged.stderr
     assert "CML306" in flagged.stdout and "CML301" in flagged.stdout
@@ -52,13 +57,23 @@ def test_hooks_flag_and_fix_from_another_repository(tmp_path):
     _git(repo, "add", ".pre-commit-config.yaml")
     fixed = subprocess.run(
         [str(pre_commit), "run", "--all-files"],
-        cwd=repo, env=env, capture_output=True, text=True, check=False, timeout=600,
+        cwd=repo,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=600,
     )
     assert fixed.returncode == 1  # pre-commit fails a run whose hook modified files
     text = (repo / "model.py").read_text()
     assert "F.max_pool2d(x, 2, stride=2)" in text and "dtype=torch.int64" in text
     again = subprocess.run(
         [str(pre_commit), "run", "--all-files"],
-        cwd=repo, env=env, capture_output=True, text=True, check=False, timeout=600,
+        cwd=repo,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=600,
     )
     assert again.returncode == 0, again.stdout

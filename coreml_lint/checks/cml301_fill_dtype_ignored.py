@@ -15,6 +15,8 @@ Why it breaks
     got tensor[4,16,fp32]``.
 
 Severity
+    In source, where the use is not visible: ``error`` for a fill value above 2048,
+    ``warning`` otherwise (lint the exported program for the precise verdict). In a program:
     ``error`` when lowering crashes (index of gather/index_select), when the float value
     leaves the partition (the program gets float where it declares an integer), or when the
     fill value is above 2048 (fp16 rounds it). A small fill used only inside the partition
@@ -167,13 +169,15 @@ class FillDtypeIgnored(Rule):
                 continue
             if name == "torch.full" and dtype is None:
                 fill = call.args[1] if len(call.args) > 1 else keyword(call, "fill_value")
-                if int_literal(fill) is None or len(call.args) > 2:
+                value = int_literal(fill)
+                if value is None or len(call.args) > 2:
                     continue
                 yield ctx.finding(
                     call,
                     "torch.full with an integer fill and no dtype= is int64 in torch but fp32 "
                     "in Core ML (coremltools reads no keyword dtype): integers above 2048 round",
                     fix="pass dtype=torch.int64, the dtype torch infers",
+                    severity=Severity.ERROR if abs(value) > 2048 else Severity.WARNING,
                     edit=ctx.edit(
                         call, "full-dtype", safe=True, description="add dtype=torch.int64"
                     ),
@@ -184,6 +188,7 @@ class FillDtypeIgnored(Rule):
                     call,
                     "torch.zeros(dtype=<int>) is made as fp32 in Core ML: coremltools ignores "
                     "its keyword dtype",
+                    severity=Severity.WARNING,
                     fix="use torch.full(size, 0, dtype=...)",
                     edit=ctx.edit(
                         call,
@@ -206,6 +211,7 @@ class FillDtypeIgnored(Rule):
                     call,
                     "new_zeros(dtype=<int>) is made as fp32 in Core ML: coremltools always "
                     "fills 0.0",
+                    severity=Severity.WARNING,
                     fix="use torch.full(size, 0, dtype=..., device=x.device)",
                     edit=ctx.edit(
                         call, "new-zeros-to-full", safe=True, description="torch.full(size, 0, ...)"

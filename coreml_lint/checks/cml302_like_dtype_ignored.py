@@ -111,7 +111,7 @@ class LikeDtypeIgnored(Rule):
             ):
                 continue
             cls = enclosing_class(ctx, call)
-            if cls is None or not _is_mha_attribute(ctx, cls, func.attr):
+            if cls is None or func.attr not in _mha_attributes(ctx, cls):
                 continue
             scope = enclosing_function(ctx, call)
             for name in ("attn_mask", "key_padding_mask"):
@@ -144,16 +144,19 @@ class LikeDtypeIgnored(Rule):
         )
 
 
-def _is_mha_attribute(ctx: SourceContext, cls: ast.ClassDef, attribute: str) -> bool:
-    for node in ast.walk(cls):
-        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
-            for target in node.targets:
-                if (
-                    isinstance(target, ast.Attribute)
-                    and target.attr == attribute
-                    and isinstance(target.value, ast.Name)
-                    and target.value.id == "self"
-                    and ctx.qualname(node.value.func) == "torch.nn.MultiheadAttention"
-                ):
-                    return True
-    return False
+def _mha_attributes(ctx: SourceContext, cls: ast.ClassDef) -> set[str]:
+    """``self.<name>`` attributes the class assigns an ``nn.MultiheadAttention`` to."""
+    cache = ctx.memo.setdefault("mha_attributes", {})
+    if cls not in cache:
+        cache[cls] = {
+            target.attr
+            for node in ast.walk(cls)
+            if isinstance(node, ast.Assign)
+            and isinstance(node.value, ast.Call)
+            and ctx.qualname(node.value.func) == "torch.nn.MultiheadAttention"
+            for target in node.targets
+            if isinstance(target, ast.Attribute)
+            and isinstance(target.value, ast.Name)
+            and target.value.id == "self"
+        }
+    return cache[cls]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -10,6 +12,7 @@ from coreml_lint.lint.errors import InputError
 from coreml_lint.lint.findings import Finding
 
 _BOM = b"\xef\xbb\xbf"
+PARALLEL_THRESHOLD = 64  # files; below this, starting worker processes costs more than it saves
 
 
 class FixSession:
@@ -51,6 +54,24 @@ class FixSession:
         write_atomically(path, bom + result.fixed)
         return lint_source(result.fixed, str(path), self.config)
 
+    def source_files(self, paths: list[Path]) -> list[Finding]:
+        """Lint (and fix) many files, on every core when there are enough to pay for it."""
+        findings: list[Finding] = []
+        workers = min(os.cpu_count() or 1, 8)
+        if len(paths) < PARALLEL_THRESHOLD or workers < 2:
+            outcomes = [_one_file(self, path) for path in paths]
+        else:
+            chunks = [paths[i::workers] for i in range(workers)]
+            with ProcessPoolExecutor(max_workers=workers) as pool:
+                parts = list(pool.map(_many_files, [self] * workers, chunks))
+            order = {path: i for i, path in enumerate(paths)}
+            outcomes = sorted((o for part in parts for o in part), key=lambda o: order[Path(o[0])])
+        for _path, found, results, errors in outcomes:
+            findings.extend(found)
+            self.results.extend(results)
+            self.errors.extend(errors)
+        return findings
+
     def program_findings(self, findings: list[Finding]) -> list[Finding]:
         """Fix the model source a program finding points to, when that line still holds a
         call the same rule recognises in source; otherwise keep the finding, never guess."""
@@ -78,3 +99,23 @@ class FixSession:
             for f in findings
             if f.location is None or (f.location.path, f.code, f.location.line) not in fixed
         ]
+
+
+def _one_file(session: FixSession, path: Path) -> tuple[str, list[Finding], list[Any], list[str]]:
+    """Lint/fix one file in a fresh session, returning what the caller merges."""
+    local = FixSession(
+        session.config, apply=session.apply, unsafe=session.unsafe, write=session.write
+    )
+    try:
+        found = local.source_file(path)
+    except InputError as exc:
+        return str(path), [], [], [str(exc)]
+    except Exception as exc:  # one bad file must not stop the run
+        return str(path), [], [], [f"{path}: internal error: {type(exc).__name__}: {exc}"]
+    return str(path), found, local.results, local.errors
+
+
+def _many_files(
+    session: FixSession, paths: list[Path]
+) -> list[tuple[str, list[Finding], list[Any], list[str]]]:
+    return [_one_file(session, path) for path in paths]

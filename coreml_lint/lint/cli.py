@@ -165,16 +165,9 @@ def check_command(
     summaries: list[dict[str, Any]] = []
     advice_lines: list[str] = []
     fixer = FixSession(config, apply=fix or diff, unsafe=unsafe_fixes, write=not diff)
+    findings.extend(fixer.source_files([f for f in files if f.suffix in SOURCE_SUFFIXES]))
     for file in files:
         if file.suffix in SOURCE_SUFFIXES:
-            try:
-                findings.extend(fixer.source_file(file))
-            except InputError as exc:
-                errors.append(str(exc))
-            except Exception as exc:
-                if verbose:
-                    traceback.print_exc()
-                errors.append(f"{file}: internal error: {type(exc).__name__}: {exc}")
             continue
         try:
             reports = lint_pt2(file, config)

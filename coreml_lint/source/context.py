@@ -7,7 +7,6 @@ only used by the fixer, on files that have a fixable finding.
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -35,10 +34,10 @@ class SourceFix:
         return dict(self.data).get(key, default)
 
 
-def _imports(tree: ast.Module) -> dict[str, str]:
+def _imports(nodes: list[ast.AST]) -> dict[str, str]:
     """Local name -> the dotted name it stands for, from every import in the file."""
     names: dict[str, str] = {}
-    for node in ast.walk(tree):
+    for node in nodes:
         if isinstance(node, ast.Import):
             for alias in node.names:
                 if alias.asname:
@@ -69,31 +68,52 @@ class SourceContext:
     tree: ast.Module
     config: Any = None  # the LintConfig: source rules read the partitioner settings from it
     rule: Any = None
-    findings: list[Finding] = field(default_factory=list)
+    _qualnames: dict[int, str | None] = field(default_factory=dict)
+    memo: dict[str, Any] = field(default_factory=dict)  # per-file caches rules may keep
+
+    @cached_property
+    def _index(self) -> tuple[list[ast.Call], dict[ast.AST, ast.AST], list[ast.AST]]:
+        """One walk over the tree for everything rules ask about: calls, parents, imports
+        (walking once per rule dominated the run time on large trees)."""
+        calls: list[ast.Call] = []
+        parents: dict[ast.AST, ast.AST] = {}
+        imports: list[ast.AST] = []
+        stack: list[ast.AST] = [self.tree]
+        while stack:
+            node = stack.pop()
+            if isinstance(node, ast.Call):
+                calls.append(node)
+            elif isinstance(node, (ast.Import, ast.ImportFrom)):
+                imports.append(node)
+            for child in ast.iter_child_nodes(node):
+                parents[child] = node
+                stack.append(child)
+        calls.sort(key=lambda c: (c.lineno, c.col_offset))
+        return calls, parents, imports
 
     @cached_property
     def imports(self) -> dict[str, str]:
-        return _imports(self.tree)
+        return _imports(self._index[2])
 
     @cached_property
     def lines(self) -> list[str]:
         return self.text.splitlines()
 
-    @cached_property
+    @property
     def parents(self) -> dict[ast.AST, ast.AST]:
-        parents: dict[ast.AST, ast.AST] = {}
-        for parent in ast.walk(self.tree):
-            for child in ast.iter_child_nodes(parent):
-                parents[child] = parent
-        return parents
+        return self._index[1]
 
-    def calls(self) -> Iterator[ast.Call]:
-        for node in ast.walk(self.tree):
-            if isinstance(node, ast.Call):
-                yield node
+    def calls(self) -> list[ast.Call]:
+        return self._index[0]
 
     def qualname(self, expr: ast.AST) -> str | None:
         """``F.gelu`` -> ``torch.nn.functional.gelu`` when ``F`` was imported as that."""
+        key = id(expr)
+        if key not in self._qualnames:
+            self._qualnames[key] = self._qualname(expr)
+        return self._qualnames[key]
+
+    def _qualname(self, expr: ast.AST) -> str | None:
         parts: list[str] = []
         while isinstance(expr, ast.Attribute):
             parts.append(expr.attr)

@@ -95,20 +95,31 @@ def enclosing_class(ctx: SourceContext, node: ast.AST) -> ast.ClassDef | None:
 
 def single_assignment(ctx: SourceContext, name: str, scope: ast.AST) -> ast.expr | None:
     """The value of ``name`` when the scope assigns it exactly once, else None."""
-    values = []
+    values = _assignments(ctx, scope).get(name, [])
+    return values[0] if len(values) == 1 else None
+
+
+def _assignments(ctx: SourceContext, scope: ast.AST) -> dict[str, list[ast.expr | None]]:
+    """Every value each plain name is bound to in a scope (loops and ``with`` count as
+    unknown bindings), computed once per scope."""
+    cache = ctx.memo.setdefault("assignments", {})
+    if scope in cache:
+        return cache[scope]
+    bound: dict[str, list[ast.expr | None]] = {}
     for node in ast.walk(scope):
         if isinstance(node, ast.Assign):
             for target in node.targets:
-                if isinstance(target, ast.Name) and target.id == name:
-                    values.append(node.value)
+                if isinstance(target, ast.Name):
+                    bound.setdefault(target.id, []).append(node.value)
         elif isinstance(node, (ast.AugAssign, ast.AnnAssign)) and isinstance(node.target, ast.Name):
-            if node.target.id == name:
-                values.append(getattr(node, "value", None))
-        elif isinstance(node, (ast.For, ast.With, ast.comprehension)):
-            targets = ast.walk(getattr(node, "target", None) or ast.Pass())
-            if any(isinstance(t, ast.Name) and t.id == name for t in targets):
-                return None
-    return values[0] if len(values) == 1 and values[0] is not None else None
+            bound.setdefault(node.target.id, []).extend([None, None])
+        elif isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension, ast.withitem)):
+            target = getattr(node, "target", None) or getattr(node, "optional_vars", None)
+            for t in ast.walk(target) if target is not None else ():
+                if isinstance(t, ast.Name):
+                    bound.setdefault(t.id, []).extend([None, None])
+    cache[scope] = bound
+    return bound
 
 
 def is_bool(ctx: SourceContext, expr: ast.AST | None, scope: ast.AST, depth: int = 0) -> bool:
