@@ -1,4 +1,5 @@
-"""Codemod fixtures: ``<name>.in.py`` fixed with ``--fix --unsafe-fixes`` is ``<name>.out.py``;
+"""Codemod fixtures: ``fixtures/source/<name>.py`` fixed with ``--fix --unsafe-fixes`` is
+``fixtures/fix/<name>.py``;
 formatting and comments survive, fixing twice changes nothing, safe mode leaves unsafe
 rewrites alone, and a fix that would not compile is reverted and reported."""
 
@@ -15,27 +16,28 @@ from coreml_lint.fixers.apply import compute_fix, selected_edits
 from coreml_lint.lint.cli import main
 from coreml_lint.source.engine import lint_source_file
 
-FIXTURES = Path(__file__).parent / "fixtures" / "fix"
-NAMES = sorted(p.name[: -len(".in.py")] for p in FIXTURES.glob("*.in.py"))
+SOURCES = Path(__file__).parent / "fixtures" / "source"
+FIXED = Path(__file__).parent / "fixtures" / "fix"
+NAMES = sorted(p.stem for p in FIXED.glob("*.py"))
 
 
 @pytest.mark.parametrize("name", NAMES)
 def test_fix_output_matches_fixture(name, tmp_path, capsys):
     target = tmp_path / f"{name}.py"
-    shutil.copy(FIXTURES / f"{name}.in.py", target)
+    shutil.copy(SOURCES / f"{name}.py", target)
     main([str(target), "--fix", "--unsafe-fixes"])
     capsys.readouterr()
-    assert target.read_text() == (FIXTURES / f"{name}.out.py").read_text()
+    assert target.read_text() == (FIXED / f"{name}.py").read_text()
     compile(target.read_text(), str(target), "exec")
     main([str(target), "--fix", "--unsafe-fixes"])
     capsys.readouterr()
-    assert target.read_text() == (FIXTURES / f"{name}.out.py").read_text()
+    assert target.read_text() == (FIXED / f"{name}.py").read_text()
 
 
 @pytest.mark.parametrize("name", NAMES)
 def test_safe_mode_applies_only_safe_fixes(name, tmp_path, capsys):
     target = tmp_path / f"{name}.py"
-    shutil.copy(FIXTURES / f"{name}.in.py", target)
+    shutil.copy(SOURCES / f"{name}.py", target)
     before = lint_source_file(target)
     main([str(target), "--fix"])
     capsys.readouterr()
@@ -49,7 +51,7 @@ def test_safe_mode_applies_only_safe_fixes(name, tmp_path, capsys):
 
 def test_diff_writes_nothing_and_exits_one(tmp_path, capsys):
     target = tmp_path / "m.py"
-    shutil.copy(FIXTURES / "names.in.py", target)
+    shutil.copy(SOURCES / "names.py", target)
     original = target.read_text()
     code = main([str(target), "--diff", "--unsafe-fixes"])
     out, _ = capsys.readouterr()

@@ -165,37 +165,19 @@ class SourceContext:
     def edit_expression(
         self, node: ast.expr, *, safe: bool, description: str, **data: Any
     ) -> SourceFix:
-        """A rewrite of a name or attribute expression (``leave_Name``/``leave_Attribute``)."""
-        return SourceFix(
-            rule=self.rule.code,
-            kind="expression",
-            line=node.lineno,
-            column=self.column(node),
-            safe=safe,
-            description=description,
-            data=tuple(sorted({**data, "callee": "<expr>"}.items())),
-        )
+        """A rewrite of a name or attribute expression (the codemod's ``leave_Name`` /
+        ``leave_Attribute``)."""
+        return self._edit_at(node, "expression", "<expr>", safe, description, data)
 
     def edit_string(
         self, node: ast.Constant, *, safe: bool, description: str, **data: Any
     ) -> SourceFix:
-        """A rewrite of the string literal at ``node`` (matched by the codemod's
-        ``leave_SimpleString``)."""
-        return SourceFix(
-            rule=self.rule.code,
-            kind="string",
-            line=node.lineno,
-            column=self.column(node),
-            safe=safe,
-            description=description,
-            data=tuple(sorted({**data, "callee": "<str>"}.items())),
-        )
+        """A rewrite of the string literal at ``node`` (the codemod's ``leave_SimpleString``)."""
+        return self._edit_at(node, "string", "<str>", safe, description, data)
 
-    def edit(
-        self, node: ast.Call, kind: str, *, safe: bool, description: str, **data: Any
+    def _edit_at(
+        self, node: ast.AST, kind: str, callee: str, safe: bool, description: str, data: dict
     ) -> SourceFix:
-        func = node.func
-        data["callee"] = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
         return SourceFix(
             rule=self.rule.code,
             kind=kind,
@@ -203,8 +185,17 @@ class SourceContext:
             column=self.column(node),
             safe=safe,
             description=description,
-            data=tuple(sorted(data.items())),
+            data=tuple(sorted({**data, "callee": callee}.items())),
         )
+
+    def edit(
+        self, node: ast.Call, kind: str, *, safe: bool, description: str, **data: Any
+    ) -> SourceFix:
+        """A rewrite of the call at ``node``; the callee's name tells apart calls that start
+        at the same column (``a(b)(c)``)."""
+        func = node.func
+        callee = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
+        return self._edit_at(node, kind, callee, safe, description, data)
 
 
 def keyword(call: ast.Call, name: str) -> ast.expr | None:
