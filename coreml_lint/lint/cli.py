@@ -339,3 +339,83 @@ def main(argv: list[str] | None = None) -> int:
         click.echo(f"error: internal error: {type(exc).__name__}: {exc}", err=True)
         return 2
     return 0
+
+
+@main_group.command("lower")
+@click.argument("program", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), required=True)
+@click.option("--ios", type=click.IntRange(15, 18), help="minimum_deployment_target (iOS major).")
+@click.option("--skip-op", "skip_ops", multiple=True, help="skip_ops_for_coreml_delegation entry.")
+@click.option("--take-over-mutable-buffer/--no-take-over-mutable-buffer", default=True)
+@click.option("--take-over-constant-data/--no-take-over-constant-data", default=True)
+@click.option("--lower-full-graph", is_flag=True)
+@click.option("--compute-precision", type=click.Choice(["float16", "float32"]), default="float16")
+@click.option(
+    "--compute-units",
+    type=click.Choice(["all", "cpu_only", "cpu_and_gpu", "cpu_and_ne"]),
+    default="all",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@click.option("-q", "--quiet", is_flag=True, help="No progress on stderr.")
+def lower_command(
+    program: Path,
+    output: Path,
+    ios: int | None,
+    skip_ops: tuple[str, ...],
+    take_over_mutable_buffer: bool,
+    take_over_constant_data: bool,
+    lower_full_graph: bool,
+    compute_precision: str,
+    compute_units: str,
+    as_json: bool,
+    quiet: bool,
+) -> None:
+    """Lower a .pt2 to a .pte with the fixes applied, and prove the result."""
+    import json
+    import logging
+    import os
+    import time
+    import warnings
+
+    # The libraries below log warnings (some with tracebacks) and progress bars of their own;
+    # this command reports in its own words.
+    os.environ.setdefault("TQDM_DISABLE", "1")
+    logging.disable(logging.CRITICAL)
+    warnings.filterwarnings("ignore")
+
+    from coreml_lint.lower.cli_support import load_program, render_report, write_pte
+
+    start = time.perf_counter()
+
+    def progress(message: str) -> None:
+        if not quiet:
+            click.echo(f"[{time.perf_counter() - start:6.1f}s] {message}", err=True)
+
+    try:
+        progress(f"loading {program}")
+        exported = load_program(program)
+        from coreml_lint.lower.run import LoweringError, lower
+
+        try:
+            result = lower(
+                exported,
+                minimum_deployment_target=ios,
+                skip_ops_for_coreml_delegation=list(_split(skip_ops)),
+                take_over_mutable_buffer=take_over_mutable_buffer,
+                take_over_constant_data=take_over_constant_data,
+                lower_full_graph=lower_full_graph,
+                compute_precision=compute_precision,
+                compute_units=compute_units,
+                progress=progress,
+            )
+        except LoweringError as exc:
+            _fail(f"{program}: {exc}")
+        progress(f"writing {output}")
+        write_pte(output, result.buffer)
+    except InputError as exc:
+        _fail(str(exc))
+    if as_json:
+        click.echo(json.dumps(result.report.to_json(), indent=2, default=str))
+    else:
+        click.echo(render_report(result.report, str(output)))
+    sys.exit(1 if result.report.mil_problems else 0)

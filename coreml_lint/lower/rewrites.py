@@ -1,0 +1,285 @@
+"""Graph rewrites applied to the functional ExportedProgram before lowering.
+
+Each rewrite answers one rule's finding with the catalogue's verified "(c)" workaround and
+reports what it changed; ``apply_checked`` keeps a rewrite only when the rewritten program
+computes what the original computed on random inputs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch.export import ExportedProgram
+from torch.export.graph_signature import TensorArgument
+
+aten = torch.ops.aten
+FLOATS = {torch.float16, torch.float32, torch.float64, torch.bfloat16}
+EIGHT_BIT = {torch.uint8, torch.int8}
+
+
+@dataclass
+class Rewrite:
+    code: str  # the rule whose finding it answers
+    name: str
+    apply: Callable[[ExportedProgram], tuple[ExportedProgram, list[str]]]
+    tolerance: float = 0.0  # allowed max abs difference to the original program in eager
+
+
+def _val(node: Any) -> Any:
+    return node.meta.get("val") if isinstance(node, torch.fx.Node) else None
+
+
+def _finish(ep: ExportedProgram) -> ExportedProgram:
+    ep.graph.eliminate_dead_code()
+    ep.graph_module.recompile()
+    return ep
+
+
+def tanh_gelu(ep: ExportedProgram) -> tuple[ExportedProgram, list[str]]:
+    nodes = [
+        n
+        for n in ep.graph.nodes
+        if n.target == aten.gelu.default and n.kwargs.get("approximate") == "tanh"
+    ]
+    if not nodes:
+        return ep, []
+    table = {aten.gelu.default: torch._decomp.decomposition_table[aten.gelu.default]}
+    return ep.run_decompositions(table), [f"{n.name}: tanh GELU decomposed" for n in nodes]
+
+
+def rms_norm_eps(ep: ExportedProgram) -> tuple[ExportedProgram, list[str]]:
+    done = []
+    for node in ep.graph.nodes:
+        if node.target == aten.rms_norm.default and len(node.args) < 4:
+            x = _val(node.args[0])
+            eps = torch.finfo(x.dtype if x is not None else torch.float32).eps
+            weight = node.args[2] if len(node.args) > 2 else node.kwargs.get("weight")
+            node.args = (node.args[0], node.args[1], weight, eps)
+            node.kwargs = {}
+            done.append(f"{node.name}: eps={eps:g} passed positionally")
+    return _finish(ep), done
+
+
+def pool_stride(ep: ExportedProgram) -> tuple[ExportedProgram, list[str]]:
+    done = []
+    for node in ep.graph.nodes:
+        pool = node.target in (aten.max_pool2d.default, aten.max_pool1d.default)
+        if pool and len(node.args) < 3 and not node.kwargs.get("stride"):
+            node.args = (*node.args[:2], node.args[1])
+            done.append(f"{node.name}: stride=kernel_size passed")
+    return _finish(ep), done
+
+
+_BOOL_REPLACEMENTS = {
+    aten.amax.default: aten.any.dims,
+    aten.amin.default: aten.all.dims,
+    aten.max.default: aten.any.default,
+    aten.min.default: aten.all.default,
+    aten.maximum.default: aten.logical_or.default,
+    aten.minimum.default: aten.logical_and.default,
+    aten.max.other: aten.logical_or.default,
+    aten.min.other: aten.logical_and.default,
+}
+
+
+def bool_min_max(ep: ExportedProgram) -> tuple[ExportedProgram, list[str]]:
+    done = []
+    for node in ep.graph.nodes:
+        replacement = _BOOL_REPLACEMENTS.get(node.target)
+        if replacement is None:
+            continue
+        inputs = [_val(a) for a in node.args if isinstance(a, torch.fx.Node)]
+        if not inputs or not all(v is not None and v.dtype == torch.bool for v in inputs):
+            continue
+        if replacement in (aten.any.dims, aten.all.dims):
+            dim = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim", [])
+            keepdim = node.args[2] if len(node.args) > 2 else node.kwargs.get("keepdim", False)
+            node.args, node.kwargs = (node.args[0], list(dim) or None, keepdim), {}
+        node.target = replacement
+        done.append(f"{node.name}: bool {node.name.split('_')[0]} -> {replacement.__name__}")
+    return _finish(ep), done
+
+
+_ZERO_FILLS = (aten.zeros.default, aten.new_zeros.default, aten.new_empty.default)
+
+
+def integer_fills(ep: ExportedProgram) -> tuple[ExportedProgram, list[str]]:
+    """Integer fills and ``*_like(dtype=...)`` that coremltools would make as float, and the
+    like ops whose dtype differs from their input: ``aten.full(size, value, dtype=...)``."""
+    done = []
+    for node in list(ep.graph.nodes):
+        val = _val(node)
+        if not isinstance(val, torch.Tensor) or not all(isinstance(d, int) for d in val.shape):
+            continue
+        target, value = node.target, None
+        if target == aten.full.default and "dtype" not in node.kwargs and val.dtype not in FLOATS:
+            value = node.args[1]
+        elif target in _ZERO_FILLS and val.dtype not in FLOATS:
+            value = 0
+        elif target in (aten.zeros_like.default, aten.empty_like.default, aten.full_like.default):
+            source = _val(node.args[0])
+            if "dtype" in node.kwargs and source is not None and source.dtype != val.dtype:
+                value = node.args[1] if target == aten.full_like.default else 0
+        if value is None:
+            continue
+        with ep.graph.inserting_before(node):
+            full = ep.graph.call_function(
+                aten.full.default, (list(val.shape), value), {"dtype": val.dtype}
+            )
+        full.meta = dict(node.meta)
+        node.replace_all_uses_with(full)
+        ep.graph.erase_node(node)
+        done.append(f"{node.name}: made as aten.full(..., dtype={val.dtype})")
+    return _finish(ep), done
+
+
+def internal_clones(ep: ExportedProgram) -> tuple[ExportedProgram, list[str]]:
+    """In a functional graph a clone that is not an output copies nothing anyone could tell
+    apart; ExecuTorch's Core ML clone is a no-op anyway, and a delegate that ends up holding
+    only such a clone returns its input var (pitfalls.md §10)."""
+    output = next(n for n in ep.graph.nodes if n.op == "output")
+    done = []
+    for node in list(ep.graph.nodes):
+        if node.target != aten.clone.default or output in node.users:
+            continue
+        node.replace_all_uses_with(node.args[0])
+        ep.graph.erase_node(node)
+        done.append(f"{node.name}: internal clone dropped")
+    return _finish(ep), done
+
+
+def output_clones(ep: ExportedProgram) -> tuple[ExportedProgram, list[str]]:
+    """An output that is a clone of an input or of another output returns its source."""
+    output = next(n for n in ep.graph.nodes if n.op == "output")
+    values = list(output.args[0])
+    user_outputs = {
+        spec.arg.name for spec in ep.graph_signature.output_specs if spec.kind.name == "USER_OUTPUT"
+    }
+    names = [getattr(v, "name", None) for v in values]
+    done = []
+    for i, value in enumerate(values):
+        if not (
+            isinstance(value, torch.fx.Node)
+            and value.target == aten.clone.default
+            and value.name in user_outputs
+        ):
+            continue
+        source = value.args[0]
+        if source.op == "placeholder" or source.name in names[:i] + names[i + 1 :]:
+            values[i] = source
+            for spec in ep.graph_signature.output_specs:
+                if spec.arg.name == value.name:
+                    spec.arg = TensorArgument(name=source.name)
+            done.append(f"{value.name}: output returns {source.name} itself")
+    output.args = (tuple(values),)
+    return _finish(ep), done
+
+
+def widen_eight_bit_buffers(ep: ExportedProgram) -> tuple[ExportedProgram, list[str]]:
+    """uint8/int8 parameters and buffers stored as int32, their dtype guards dropped."""
+    done = []
+    targets = {**ep.graph_signature.inputs_to_buffers, **ep.graph_signature.inputs_to_parameters}
+    for node in list(ep.graph.nodes):
+        if node.op != "placeholder" or node.name not in targets:
+            continue
+        val = _val(node)
+        if val is None or val.dtype not in EIGHT_BIT:
+            continue
+        key = targets[node.name]
+        if key not in ep.state_dict:
+            continue
+        ep.state_dict[key] = ep.state_dict[key].to(torch.int32)
+        with val.fake_mode:
+            node.meta["val"] = torch.empty_strided(val.shape, val.stride(), dtype=torch.int32)
+        done.append(f"{key}: {val.dtype} stored as int32")
+    if not done:
+        return ep, []
+    # The dtype guards export inserted would fail on the widened buffers (pitfalls.md §2).
+    for node in list(ep.graph.nodes):
+        if node.target == aten._assert_tensor_metadata.default:
+            ep.graph.erase_node(node)
+    _finish(ep)
+    return ep.run_decompositions({}), done  # re-derives every node's metadata
+
+
+def constant_prop(ep: ExportedProgram) -> tuple[ExportedProgram, list[str]]:
+    from executorch.exir.passes.constant_prop_pass import constant_prop_pass
+
+    before = sum(1 for n in ep.graph.nodes if n.op == "call_function")
+    ep = constant_prop_pass(ep)
+    after = sum(1 for n in ep.graph.nodes if n.op == "call_function")
+    return ep, [
+        f"constant_prop_pass folded {before - after} constant op(s)"
+    ] if after < before else []
+
+
+REWRITES = {
+    "CML305": Rewrite("CML305", "decompose tanh GELU", tanh_gelu, tolerance=1e-5),
+    "CML303": Rewrite("CML303", "rms_norm eps", rms_norm_eps),
+    "CML306": Rewrite("CML306", "max_pool stride", pool_stride),
+    "CML105": Rewrite("CML105", "bool min/max to any/all/logical ops", bool_min_max),
+    "CML301": Rewrite("CML301", "integer fills to aten.full(dtype=)", integer_fills),
+    "CML302": Rewrite("CML302", "*_like(dtype=) to aten.full(dtype=)", integer_fills),
+    "CML501": Rewrite("CML501", "output clones to their source", output_clones),
+    "CML103": Rewrite("CML103", "widen 8-bit buffers", widen_eight_bit_buffers),
+    "CML602": Rewrite("CML602", "fold input-less constant subgraphs", constant_prop),
+    "CML401": Rewrite("CML401", "drop internal clones before CPU index_put", internal_clones),
+}
+
+
+def random_inputs(ep: ExportedProgram, seed: int = 0) -> tuple[Any, ...] | None:
+    """Inputs shaped like the program's: its example inputs, else random ones."""
+    examples = getattr(ep, "example_inputs", None)
+    if examples:
+        args, kwargs = examples
+        if not kwargs:
+            return tuple(args)
+    generator = torch.Generator().manual_seed(seed)
+    inputs = []
+    for spec in ep.graph_signature.input_specs:
+        if spec.kind.name != "USER_INPUT":
+            continue
+        node = next(n for n in ep.graph.nodes if n.name == spec.arg.name)
+        val = _val(node)
+        if not isinstance(val, torch.Tensor) or not all(isinstance(d, int) for d in val.shape):
+            return None
+        if val.dtype in FLOATS:
+            inputs.append(torch.randn(val.shape, generator=generator).to(val.dtype))
+        elif val.dtype == torch.bool:
+            inputs.append(torch.randint(0, 2, val.shape, generator=generator).bool())
+        else:
+            inputs.append(torch.randint(0, 4, val.shape, generator=generator).to(val.dtype))
+    return tuple(inputs)
+
+
+_UNDEFINED_VALUES = {aten.empty_like.default, aten.empty.memory_format, aten.new_empty.default}
+
+
+def outputs_match(
+    a: ExportedProgram, b: ExportedProgram, inputs: tuple[Any, ...], tol: float
+) -> bool:
+    """Same outputs in eager. A program that reads ``empty*`` memory has undefined values,
+    so for it only shapes and dtypes are compared."""
+    shapes_only = any(n.target in _UNDEFINED_VALUES for n in a.graph.nodes)
+    with torch.no_grad():
+        left = torch.utils._pytree.tree_leaves(a.module()(*inputs))
+        right = torch.utils._pytree.tree_leaves(b.module()(*inputs))
+    if len(left) != len(right):
+        return False
+    for x, y in zip(left, right, strict=True):
+        if not isinstance(x, torch.Tensor):
+            if x != y:
+                return False
+            continue
+        if x.shape != y.shape:
+            return False
+        if x.dtype != y.dtype and not (x.dtype in FLOATS and y.dtype in FLOATS):
+            return False
+        if shapes_only:
+            continue
+        if not torch.allclose(x.double(), y.double(), atol=tol, rtol=0, equal_nan=True):
+            return False
+    return True

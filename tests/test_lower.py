@@ -1,0 +1,128 @@
+"""``coreml-lint lower`` against the stock partitioner, on every case of the catalogue.
+
+A model that crashes or mislowers with the stock partitioner must lower with ``lower`` to a
+program whose Core ML MIL carries none of the wrong-value signatures; a model the stock
+partitioner lowers correctly must keep the same placement.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from cases import BY_ID, CASE_IDS
+from conftest import _archive, exported
+
+pytestmark = pytest.mark.oracle
+
+# Known limit: int8 weights read by dequantize_per_channel need iOS17; no rewrite or
+# refusal below it gives a program ExecuTorch can build (the refused op has no out variant).
+NEEDS_IOS17 = {"int8-weight-dequantize"}
+
+
+def _lower(case_id):
+    from oracle import Lowered, _capture
+
+    from coreml_lint.lower.run import lower
+
+    settings = BY_ID[case_id].settings
+    delegates: list = []
+    with _capture(delegates):
+        result = lower(
+            exported(case_id),
+            minimum_deployment_target=settings.get("ios"),
+            skip_ops_for_coreml_delegation=settings.get("skip"),
+            take_over_mutable_buffer=settings.get("take_over_mutable_buffer", True),
+            take_over_constant_data=settings.get("take_over_constant_data", True),
+            lower_full_graph=settings.get("lower_full_graph", False),
+        )
+    return result, Lowered(delegates=delegates)
+
+
+FAILING = [c for c in CASE_IDS if BY_ID[c].crash or BY_ID[c].silent]
+CLEAN = [c for c in CASE_IDS if not BY_ID[c].expect]
+
+
+@pytest.mark.parametrize("case_id", FAILING)
+def test_lower_fixes_what_the_stock_partitioner_breaks(case_id):
+    from coreml_lint.lower.run import LoweringError
+
+    if case_id in NEEDS_IOS17:
+        with pytest.raises(LoweringError, match="CML103"):
+            _lower(case_id)
+        return
+    result, lowered = _lower(case_id)
+    assert result.buffer[4:8] == b"ET12", "not an ExecuTorch program"
+    assert not result.report.mil_problems, result.report.mil_problems
+    assert not result.report.findings_after, [f.message for f in result.report.findings_after]
+    case = BY_ID[case_id]
+    if case.silent:
+        assert not case.silent(lowered), "the wrong-value signature is still in the MIL"
+
+
+@pytest.mark.parametrize("case_id", CLEAN)
+def test_lower_keeps_the_stock_placement_of_clean_models(case_id):
+    from oracle import lower as stock_lower
+
+    stock = stock_lower(exported(case_id), **BY_ID[case_id].settings)
+    assert stock.ok
+    result, lowered = _lower(case_id)
+    report = result.report
+    assert not report.rewrites and not report.refused
+    assert report.partitions_after == stock.delegate_calls
+    assert sorted(report.cpu_ops_after) == sorted(stock.edge_cpu_ops)
+    if BY_ID[case_id].clean:
+        assert BY_ID[case_id].clean(lowered)
+
+
+def test_cli_lower_writes_a_program(tmp_path):
+    program = tmp_path / "gelu.pt2"
+    program.write_bytes(_archive("gelu-tanh"))
+    out = tmp_path / "gelu.pte"
+    exe = Path(sys.executable).with_name("coreml-lint")
+    result = subprocess.run(
+        [str(exe), "lower", str(program), "-o", str(out), "--quiet"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert out.read_bytes()[4:8] == b"ET12"
+    assert "tanh GELU decomposed" in result.stdout
+
+
+def test_cli_lower_failure_is_one_line_and_writes_nothing(tmp_path):
+    program = tmp_path / "q.pt2"
+    program.write_bytes(_archive("int8-weight-dequantize"))
+    out = tmp_path / "q.pte"
+    exe = Path(sys.executable).with_name("coreml-lint")
+    result = subprocess.run(
+        [str(exe), "lower", str(program), "-o", str(out), "--quiet"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 2
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"error: {program}: lowering failed:") and "CML103" in last
+    assert "Traceback" not in result.stderr
+    assert not out.exists() and not list(tmp_path.glob(".q.pte*"))
+
+
+def test_cli_lower_rejects_a_corrupt_archive(tmp_path):
+    program = tmp_path / "bad.pt2"
+    program.write_bytes(b"nope")
+    exe = Path(sys.executable).with_name("coreml-lint")
+    result = subprocess.run(
+        [str(exe), "lower", str(program), "-o", str(tmp_path / "x.pte"), "--quiet"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 2
+    assert (
+        result.stderr.strip().splitlines()[-1]
+        == f"error: {program}: not a .pt2 archive (not a zip file)"
+    )
