@@ -3,7 +3,9 @@
 The public Python API:
 
 - :func:`lint_program` lints an in-memory ``torch.export.ExportedProgram`` (needs torch);
-- :func:`lint_pt2` lints a ``.pt2`` archive without importing torch.
+- :func:`lint_pt2` lints a ``.pt2`` archive without importing torch;
+- :func:`lower` lowers to an ExecuTorch program with every fix applied (needs torch,
+  executorch, coremltools).
 """
 
 from __future__ import annotations
@@ -23,6 +25,15 @@ def lint_program(exported_program: Any, config: Any = None, **partitioner: Any) 
     return lint_exported_program(exported_program, config, **partitioner)
 
 
+def lower(exported_program: Any, **settings: Any) -> Any:
+    """Lower with the fixes applied; use instead of ``to_edge_transform_and_lower(ep,
+    partitioner=[CoreMLPartitioner(...)]).to_executorch()``. Keyword arguments are the
+    partitioner's settings (see :func:`coreml_lint.lowering.run.lower`)."""
+    from coreml_lint.lowering.run import lower as _lower
+
+    return _lower(exported_program, **settings)
+
+
 def lint_pt2(path: Any, config: Any = None) -> list[ProgramReport]:
     """Lint every method of a ``.pt2`` archive (torch-free)."""
     from coreml_lint.lint.engine import lint_pt2 as _lint_pt2
@@ -30,4 +41,4 @@ def lint_pt2(path: Any, config: Any = None) -> list[ProgramReport]:
     return _lint_pt2(path, config)
 
 
-__all__ = ["__version__", "lint_program", "lint_pt2"]
+__all__ = ["__version__", "lint_program", "lint_pt2", "lower"]

@@ -25,7 +25,7 @@ NEEDS_IOS17 = {"int8-weight-dequantize"}
 def _lower(case_id):
     from oracle import Lowered, _capture
 
-    from coreml_lint.lower.run import lower
+    from coreml_lint.lowering.run import lower
 
     settings = BY_ID[case_id].settings
     delegates: list = []
@@ -47,7 +47,7 @@ CLEAN = [c for c in CASE_IDS if not BY_ID[c].expect]
 
 @pytest.mark.parametrize("case_id", FAILING)
 def test_lower_fixes_what_the_stock_partitioner_breaks(case_id):
-    from coreml_lint.lower.run import LoweringError
+    from coreml_lint.lowering.run import LoweringError
 
     if case_id in NEEDS_IOS17:
         with pytest.raises(LoweringError, match="CML103"):

@@ -119,3 +119,20 @@ def test_architecture_lowers_as_predicted(name):
     exact_gelu = 'mode="EXACT"' in lowered.mil
     if "CML305" in ARCHITECTURES[name][1]:
         assert exact_gelu, "Gemma's tanh GELU should come out EXACT in the stock MIL"
+
+
+@pytest.mark.oracle
+@pytest.mark.parametrize("name", sorted(ARCHITECTURES))
+def test_architecture_lowers_with_coreml_lint(name):
+    from oracle import Lowered, _capture
+
+    from coreml_lint import lower
+
+    delegates: list = []
+    with _capture(delegates):
+        result = lower(_export(name))
+    lowered = Lowered(delegates=delegates)
+    assert not result.report.mil_problems
+    assert result.report.partitions_after == 1 and not result.report.cpu_ops_after
+    if "CML305" in ARCHITECTURES[name][1]:
+        assert 'mode="EXACT"' not in lowered.mil and "tanh" in lowered.mil

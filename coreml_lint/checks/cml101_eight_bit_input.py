@@ -35,6 +35,7 @@ class EightBitPartitionInput(Rule):
     name = "eight-bit-partition-input"
     outcome = Outcome.CRASH
     summary = "uint8/int8 tensor is an input of a Core ML partition: KeyError at lowering"
+    lower_fixes = True  # `coreml-lint lower` rewrites or refuses it
 
     def check(self, ctx: ProgramContext) -> Iterator[Finding]:
         for part in ctx.placement.partitions:

@@ -32,6 +32,7 @@ class EightBitPartitionOutput(Rule):
     name = "eight-bit-partition-output"
     outcome = Outcome.SILENT
     summary = "Core ML partition returns uint8/int8: the delegate gives int32 instead"
+    lower_fixes = True  # `coreml-lint lower` rewrites or refuses it
 
     def check(self, ctx: ProgramContext) -> Iterator[Finding]:
         for part in ctx.placement.partitions:

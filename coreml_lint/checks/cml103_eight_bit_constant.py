@@ -44,6 +44,7 @@ class EightBitConstant(Rule):
     name = "eight-bit-constant"
     outcome = Outcome.CRASH
     summary = "uint8/int8 buffer owned by a Core ML partition below iOS17: MIL type error"
+    lower_fixes = True  # `coreml-lint lower` rewrites or refuses it
 
     def check(self, ctx: ProgramContext) -> Iterator[Finding]:
         if ctx.settings.minimum_deployment_target >= 17:

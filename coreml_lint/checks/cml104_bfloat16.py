@@ -34,6 +34,7 @@ class Bfloat16OnCoreML(Rule):
     name = "bfloat16-on-coreml"
     outcome = Outcome.CRASH
     summary = "bfloat16 tensor on a Core ML op: KeyError: torch.bfloat16 at lowering"
+    lower_fixes = True  # `coreml-lint lower` rewrites or refuses it
 
     def check(self, ctx: ProgramContext) -> Iterator[Finding]:
         for node in ctx.coreml_nodes(include_decomposed=True):

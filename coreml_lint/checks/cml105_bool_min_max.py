@@ -56,6 +56,7 @@ class BoolMinMax(Rule):
     name = "bool-min-max"
     outcome = Outcome.CRASH
     summary = "min/max family on a bool tensor in Core ML: MIL rejects bool"
+    lower_fixes = True  # `coreml-lint lower` rewrites or refuses it
 
     def check(self, ctx: ProgramContext) -> Iterator[Finding]:
         for node in ctx.coreml_nodes():

@@ -36,6 +36,7 @@ class StateBelowIOS18(Rule):
     summary = (
         "mutable buffer becomes Core ML state below iOS18: State model is supported only >= iOS18"
     )
+    lower_fixes = True  # `coreml-lint lower` rewrites or refuses it
 
     def check(self, ctx: ProgramContext) -> Iterator[Finding]:
         settings = ctx.settings

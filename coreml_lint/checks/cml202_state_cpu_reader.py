@@ -34,6 +34,7 @@ class StateCpuReader(Rule):
     name = "state-cpu-reader"
     outcome = Outcome.CRASH
     summary = "Core ML state buffer also read on the CPU: lowering fails"
+    lower_fixes = True  # `coreml-lint lower` rewrites or refuses it
 
     def check(self, ctx: ProgramContext) -> Iterator[Finding]:
         settings = ctx.settings

@@ -33,6 +33,7 @@ class IntegerStateFp16(Rule):
     name = "integer-state-fp16"
     outcome = Outcome.SILENT
     summary = "integer/bool mutable buffer held as fp16 Core ML state: exact only to 2048"
+    lower_fixes = True  # `coreml-lint lower` rewrites or refuses it
 
     def check(self, ctx: ProgramContext) -> Iterator[Finding]:
         settings = ctx.settings

@@ -65,6 +65,7 @@ class FillDtypeIgnored(Rule):
     name = "fill-dtype-ignored"
     outcome = Outcome.SILENT
     summary = "integer fill made as float by coremltools: values rounded in fp16"
+    lower_fixes = True  # `coreml-lint lower` rewrites or refuses it
 
     def check(self, ctx: ProgramContext) -> Iterator[Finding]:
         for node in ctx.coreml_nodes():

@@ -53,6 +53,7 @@ class LikeDtypeIgnored(Rule):
     name = "like-dtype-ignored"
     outcome = Outcome.SILENT
     summary = "*_like(x, dtype=other) keeps x's dtype in Core ML (MHA bool mask inverted)"
+    lower_fixes = True  # `coreml-lint lower` rewrites or refuses it
 
     def check(self, ctx: ProgramContext) -> Iterator[Finding]:
         for node in ctx.coreml_nodes():

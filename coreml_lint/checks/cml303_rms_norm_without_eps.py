@@ -36,6 +36,7 @@ class RmsNormWithoutEps(Rule):
     name = "rms-norm-without-eps"
     outcome = Outcome.CRASH
     summary = "rms_norm without eps: coremltools expects 4 inputs"
+    lower_fixes = True  # `coreml-lint lower` rewrites or refuses it
 
     def check(self, ctx: ProgramContext) -> Iterator[Finding]:
         for node in ctx.coreml_nodes():

@@ -33,6 +33,7 @@ class RmsNormFp16(Rule):
     name = "rms-norm-fp16"
     outcome = Outcome.CRASH
     summary = "float16 rms_norm in Core ML: fp32 eps added to an fp16 tensor"
+    lower_fixes = True  # `coreml-lint lower` rewrites or refuses it
 
     def check(self, ctx: ProgramContext) -> Iterator[Finding]:
         for node in ctx.coreml_nodes():

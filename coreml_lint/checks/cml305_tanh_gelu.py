@@ -38,6 +38,7 @@ class TanhGelu(Rule):
     name = "tanh-gelu"
     outcome = Outcome.SILENT
     summary = 'gelu(approximate="tanh") lowers as exact GELU'
+    lower_fixes = True  # `coreml-lint lower` rewrites or refuses it
 
     def check(self, ctx: ProgramContext) -> Iterator[Finding]:
         for node in ctx.coreml_nodes():

@@ -36,6 +36,7 @@ class PoolWithoutStride(Rule):
     name = "pool-without-stride"
     outcome = Outcome.CRASH
     summary = "max_pool without stride: coremltools expects at least 3 inputs"
+    lower_fixes = True  # `coreml-lint lower` rewrites or refuses it
 
     def check(self, ctx: ProgramContext) -> Iterator[Finding]:
         for node in ctx.coreml_nodes():

@@ -42,6 +42,7 @@ class IndexPutForm(Rule):
     name = "index-put-form"
     outcome = Outcome.CRASH
     summary = "index_put with ':' and a multi-entry index, accumulate, or broadcast indices"
+    lower_fixes = True  # `coreml-lint lower` rewrites or refuses it
 
     def check(self, ctx: ProgramContext) -> Iterator[Finding]:
         for node in ctx.coreml_nodes():

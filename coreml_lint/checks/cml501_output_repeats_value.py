@@ -39,6 +39,7 @@ class OutputRepeatsValue(Rule):
     name = "output-repeats-value"
     outcome = Outcome.SILENT
     summary = "returned clone of an input/output becomes the same Core ML var"
+    lower_fixes = True  # `coreml-lint lower` rewrites or refuses it
 
     def check(self, ctx: ProgramContext) -> Iterator[Finding]:
         outputs = ctx.user_outputs

@@ -36,6 +36,7 @@ class RankAboveFive(Rule):
     name = "rank-above-five"
     outcome = Outcome.CRASH
     summary = "tensor of rank > 5 used by a Core ML op other than reshape/permute"
+    lower_fixes = True  # `coreml-lint lower` rewrites or refuses it
 
     def check(self, ctx: ProgramContext) -> Iterator[Finding]:
         reported: set[str] = set()

@@ -34,6 +34,7 @@ class InputLessPartition(Rule):
     name = "input-less-partition"
     outcome = Outcome.CRASH
     summary = "Core ML partition without inputs below iOS18: AssertionError at lowering"
+    lower_fixes = True  # `coreml-lint lower` rewrites or refuses it
 
     def check(self, ctx: ProgramContext) -> Iterator[Finding]:
         if ctx.settings.minimum_deployment_target >= 18:

@@ -41,6 +41,7 @@ class OpLeftWithoutKernel(Rule):
     name = "op-left-without-kernel"
     outcome = Outcome.CRASH
     summary = "op kept whole then left on the CPU, or without a CPU kernel"
+    lower_fixes = True  # `coreml-lint lower` rewrites or refuses it
 
     def check(self, ctx: ProgramContext) -> Iterator[Finding]:
         table = ctx.table

@@ -31,6 +31,7 @@ class FullGraphUnsupportedOp(Rule):
     name = "full-graph-unsupported-op"
     outcome = Outcome.CRASH
     summary = "lower_full_graph=True with an op that cannot be delegated"
+    lower_fixes = True  # `coreml-lint lower` rewrites or refuses it
 
     def check(self, ctx: ProgramContext) -> Iterator[Finding]:
         if not ctx.settings.lower_full_graph:

@@ -383,7 +383,7 @@ def lower_command(
     logging.disable(logging.CRITICAL)
     warnings.filterwarnings("ignore")
 
-    from coreml_lint.lower.cli_support import load_program, render_report, write_pte
+    from coreml_lint.lowering.cli_support import load_program, render_report, write_pte
 
     start = time.perf_counter()
 
@@ -394,7 +394,7 @@ def lower_command(
     try:
         progress(f"loading {program}")
         exported = load_program(program)
-        from coreml_lint.lower.run import LoweringError, lower
+        from coreml_lint.lowering.run import LoweringError, lower
 
         try:
             result = lower(

@@ -18,7 +18,7 @@ from torch.export import ExportedProgram
 
 from coreml_lint.lint.config import LintConfig
 from coreml_lint.lint.findings import Finding, Severity
-from coreml_lint.lower.rewrites import REWRITES, outputs_match, random_inputs
+from coreml_lint.lowering.rewrites import REWRITES, outputs_match, random_inputs
 
 # Node-level refusals, by the finding that calls for them: the node touches such a tensor.
 EIGHT_BIT = {torch.uint8, torch.int8}
@@ -113,7 +113,7 @@ def lower(
     from executorch.exir import to_edge_transform_and_lower
 
     from coreml_lint import lint_program
-    from coreml_lint.lower.partitioner import Refusals, SafeCoreMLPartitioner
+    from coreml_lint.lowering.partitioner import Refusals, SafeCoreMLPartitioner
 
     say = progress or (lambda message: None)
     ios = minimum_deployment_target or 15
@@ -289,7 +289,7 @@ def _expand(codes: set[str]) -> set[str]:
 
 
 def _tensors(node: torch.fx.Node) -> list[torch.Tensor]:
-    from coreml_lint.lower.partitioner import tensors_of
+    from coreml_lint.lowering.partitioner import tensors_of
 
     return tensors_of(node)
 
