@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,7 @@ from coreml_lint.lint.findings import Finding
 
 _BOM = b"\xef\xbb\xbf"
 PARALLEL_THRESHOLD = 64  # files; below this, starting worker processes costs more than it saves
+CHUNK = 16  # files per task: small enough that an interrupt stops the run quickly
 
 
 class FixSession:
@@ -61,16 +63,27 @@ class FixSession:
         if len(paths) < PARALLEL_THRESHOLD or workers < 2:
             outcomes = [_one_file(self, path) for path in paths]
         else:
-            chunks = [paths[i::workers] for i in range(workers)]
-            with ProcessPoolExecutor(max_workers=workers) as pool:
-                parts = list(pool.map(_many_files, [self] * workers, chunks))
-            order = {path: i for i, path in enumerate(paths)}
-            outcomes = sorted((o for part in parts for o in part), key=lambda o: order[Path(o[0])])
+            outcomes = self._in_parallel(paths, workers)
         for _path, found, results, errors in outcomes:
             findings.extend(found)
             self.results.extend(results)
             self.errors.extend(errors)
         return findings
+
+    def _in_parallel(self, paths: list[Path], workers: int) -> list[Any]:
+        """Small chunks on a worker pool. Workers ignore SIGINT, so on Ctrl-C each finishes
+        the file it is writing (writes are atomic anyway), pending chunks are cancelled, and
+        the interrupt reaches the caller."""
+        chunks = [paths[i : i + CHUNK] for i in range(0, len(paths), CHUNK)]
+        pool = ProcessPoolExecutor(max_workers=workers, initializer=_ignore_sigint)
+        try:
+            futures = [pool.submit(_many_files, self, chunk) for chunk in chunks]
+            return [outcome for future in futures for outcome in future.result()]
+        except KeyboardInterrupt:
+            pool.shutdown(wait=True, cancel_futures=True)
+            raise
+        finally:
+            pool.shutdown(wait=True)
 
     def program_findings(self, findings: list[Finding]) -> list[Finding]:
         """Fix the model source a program finding points to, when that line still holds a
@@ -119,3 +132,7 @@ def _many_files(
     session: FixSession, paths: list[Path]
 ) -> list[tuple[str, list[Finding], list[Any], list[str]]]:
     return [_one_file(session, path) for path in paths]
+
+
+def _ignore_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)

@@ -54,7 +54,8 @@ def lint_source(text: str, path: str, config: LintConfig | None = None) -> list[
             warnings.simplefilter("ignore")  # SyntaxWarning for odd escapes is not ours to tell
             tree = ast.parse(text, filename=path)
     except SyntaxError as exc:
-        raise InputError(f"{path}:{exc.lineno}: syntax error: {exc.msg}") from None
+        where = f"{path}:{exc.lineno}" if exc.lineno else path
+        raise InputError(f"{where}: syntax error: {exc.msg}") from None
     except (ValueError, RecursionError, MemoryError) as exc:
         raise InputError(f"{path}: cannot parse: {type(exc).__name__}") from None
     ctx = SourceContext(path, text, tree, config=config)

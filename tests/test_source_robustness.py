@@ -1,0 +1,98 @@
+"""Files nobody checked: every bad file gets its own one-line diagnostic, the run goes on
+with the other files, the exit code says an error happened, and no file is half-written."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from coreml_lint.lint.cli import main
+
+GOOD = "import torch\n\ny = torch.full((2,), 3)\n"
+
+
+@pytest.mark.parametrize(
+    "name, data, message",
+    [
+        ("syntax.py", b"import torch\ndef f(:\n    torch.full((1,), 2)\n", "syntax error"),
+        ("latin1.py", b"import torch\nx = '\xe9'\n", "not UTF-8"),
+        ("nul.py", b"import torch\x00\ntorch.full((1,), 2)\n", "nul.py: syntax error"),
+    ],
+)
+def test_bad_file_does_not_stop_the_run(tmp_path, capsys, name, data, message):
+    (tmp_path / name).write_bytes(data)
+    (tmp_path / "good.py").write_text(GOOD)
+    code = main([str(tmp_path), "--output-format", "concise"])
+    out, err = capsys.readouterr()
+    assert code == 2
+    assert "good.py:3" in out and "CML301" in out
+    assert err.count("\n") == 1 and message in err and name in err
+
+
+def test_bom_crlf_and_tabs_survive_a_fix(tmp_path, capsys):
+    path = tmp_path / "m.py"
+    path.write_bytes(b"\xef\xbb\xbfimport torch\r\n\r\nif True:\r\n\ty = torch.full((2,), 3)\r\n")
+    assert main([str(path), "--fix"]) == 0
+    capsys.readouterr()
+    assert path.read_bytes() == (
+        b"\xef\xbb\xbfimport torch\r\n\r\nif True:\r\n"
+        b"\ty = torch.full((2,), 3, dtype=torch.int64)\r\n"
+    )
+
+
+def test_symlinks_and_huge_files(tmp_path, capsys):
+    target = tmp_path / "real.py"
+    target.write_text(GOOD)
+    (tmp_path / "link.py").symlink_to(target)
+    (tmp_path / "loop").symlink_to(tmp_path, target_is_directory=True)  # not followed
+    huge = tmp_path / "huge.py"
+    huge.write_bytes(b"import torch\n" + b"x = 1\n" * (3 * 1024 * 1024))
+    code = main([str(tmp_path), "--output-format", "concise"])
+    out, err = capsys.readouterr()
+    assert code == 2 and "huge.py: larger than" in err
+    assert out.count("CML301") == 2  # the file and the link to it
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads unreadable files")
+def test_unreadable_file(tmp_path, capsys):
+    path = tmp_path / "secret.py"
+    path.write_text(GOOD)
+    path.chmod(0)
+    assert main([str(path)]) == 2
+    assert "cannot read" in capsys.readouterr().err
+
+
+def test_interrupted_fix_leaves_every_file_old_or_new(tmp_path):
+    """SIGINT in the middle of a large --fix run: each file is whole, old or new."""
+    folder = tmp_path / "models"
+    folder.mkdir()
+    original = GOOD + "".join(
+        f"\ndef f{i}(x):\n    return torch.zeros(3, dtype=torch.long) + x\n" for i in range(300)
+    )
+    for i in range(400):
+        (folder / f"m{i}.py").write_text(original)
+    exe = Path(sys.executable).with_name("coreml-lint")
+    process = subprocess.Popen(
+        [str(exe), str(folder), "--fix", "--output-format", "concise"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    time.sleep(1.5)
+    process.send_signal(signal.SIGINT)
+    _, err = process.communicate(timeout=120)
+    states = {"old": 0, "new": 0}
+    for path in folder.iterdir():
+        assert path.suffix == ".py", f"left a temporary file: {path.name}"
+        text = path.read_text()
+        compile(text, str(path), "exec")
+        states["old" if text == original else "new"] += 1
+        if text != original:
+            assert "torch.full((3,), 0, dtype=torch.long)" in text
+    assert sum(states.values()) == 400
+    assert process.returncode != 0 or states["new"] == 400, err
