@@ -13,7 +13,7 @@ and the peak memory of the whole run.
 
 from __future__ import annotations
 
-import importlib
+import importlib.util
 import resource
 import shutil
 import sys
@@ -30,7 +30,8 @@ def snapshot(root: Path) -> dict[Path, bytes]:
 
 
 def run(package: str) -> dict[str, object]:
-    source = Path(importlib.import_module(package).__file__).parent
+    spec = importlib.util.find_spec(package)  # a namespace package (executorch) has no __file__
+    source = Path(next(iter(spec.submodule_search_locations)))
     with tempfile.TemporaryDirectory() as tmp:
         copy = Path(tmp) / package
         shutil.copytree(source, copy, symlinks=True, ignore=shutil.ignore_patterns("*.so", "*.pyc"))

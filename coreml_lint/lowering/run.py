@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import io
 import logging
+import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -178,9 +179,7 @@ def lower(
         )
     if "CML302" in codes:  # a like-op the rewrite could not replace: zeros_like on the CPU
         refusals.predicates["*_like with a dtype coremltools ignores (CML302)"] = lambda n: (
-            getattr(n.target, "__name__", "").split(".")[-2:][0]
-            in ("zeros_like", "empty_like", "full_like")
-            and "dtype" in n.kwargs
+            _op_base(n) in ("zeros_like", "empty_like", "full_like") and "dtype" in n.kwargs
         )
     if "CML601" in codes:
         refusals.predicates["touches a tensor of rank > 5 (CML601)"] = lambda n: any(
@@ -191,10 +190,9 @@ def lower(
             getattr(n.target, "__name__", "").endswith(("max.dim", "min.dim"))
             and any(t.dtype == torch.bool for t in _tensors(n))
         )
-    if "CML401" in codes:
-        flagged = {f.node for f in second.findings if f.code == "CML401"}
+    if "CML401" in codes:  # every index_put then runs on the CPU (portable index_put.out)
         refusals.predicates["index_put form coremltools cannot convert (CML401)"] = lambda n: (
-            n.name in flagged or "index_put" in getattr(n.target, "__name__", "")
+            _op_base(n) in ("index_put", "_unsafe_index_put")
         )
     mutable = take_over_mutable_buffer
     if "CML201" in codes:
@@ -254,9 +252,7 @@ def lower(
     report.refused = dict(refusals.refused)
     report.returned_buffers = dict(partitioner.returned_buffers)
     report.mil_problems = _inspect_mil(models, exported_program)
-    handled = set(refusals.predicates) and {
-        code for why in refusals.predicates for code in _CODES_IN.findall(why)
-    }
+    handled = {code for why in refusals.predicates for code in _CODES_IN.findall(why)}
     handled |= {"CML201"} if not mutable and take_over_mutable_buffer else set()
     handled |= {"CML202", "CML203"} if report.returned_buffers else set()
     handled |= {"CML604"} if "lower_full_graph" in report.settings else set()
@@ -273,7 +269,13 @@ def lower(
     return LowerResult(program, report)
 
 
-_CODES_IN = __import__("re").compile(r"CML\d{3}(?:-\d{3})?")
+_CODES_IN = re.compile(r"CML\d{3}(?:-\d{3})?")
+
+
+def _op_base(node: torch.fx.Node) -> str:
+    """``aten.zeros_like.default`` or ``zeros_like.default`` -> ``zeros_like``."""
+    parts = getattr(node.target, "__name__", "").split(".")
+    return parts[-2] if len(parts) >= 2 else parts[0]
 
 
 def _expand(codes: set[str]) -> set[str]:
@@ -340,8 +342,4 @@ def _describe_failure(exc: BaseException, findings: list[Finding]) -> str:
     return f"lowering failed: {type(exc).__name__}: {first_line[:300]}{explained}"
 
 
-def settings_dict(**kwargs: Any) -> dict[str, Any]:
-    return {k: v for k, v in kwargs.items() if v is not None}
-
-
-__all__ = ["LowerReport", "LowerResult", "LoweringError", "lower", "replace"]
+__all__ = ["LowerReport", "LowerResult", "LoweringError", "lower"]
