@@ -30,6 +30,7 @@ class Case:
     silent: Callable[[Any], bool] | None = None  # MIL evidence of a wrong-value lowering
     clean: Callable[[Any], bool] | None = None  # extra evidence that the fixed form is right
     runs_on_portable: bool | None = None  # load+run the .pte on the pip portable runtime
+    warnings: frozenset[str] | None = None  # warning codes, when the case is about one
 
 
 CASES: list[Case] = []
@@ -714,6 +715,17 @@ def _():
 )
 def _():
     return module(lambda s, x: torch.acosh(x + 2)), (torch.rand(4),)
+
+
+@case(
+    "skip-entry-without-effect",
+    expect=set(),
+    settings={"skip": ["gelu.default", "aten.div.Tensor"]},
+    warnings=frozenset({"CML605"}),
+    # The oracle's placement check sees gelu and div still delegated: the entries did nothing.
+)
+def _():
+    return module(lambda s, x: F.gelu(x) / 3), (torch.randn(2, 8),)
 
 
 @case("acosh-on-cpu", expect=set())

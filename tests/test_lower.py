@@ -77,17 +77,16 @@ def test_lower_keeps_the_stock_placement_of_clean_models(case_id):
         assert BY_ID[case_id].clean(lowered)
 
 
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    exe = Path(sys.executable).with_name("coreml-lint")
+    return subprocess.run([str(exe), *args], capture_output=True, text=True, check=False)
+
+
 def test_cli_lower_writes_a_program(tmp_path):
     program = tmp_path / "gelu.pt2"
     program.write_bytes(_archive("gelu-tanh"))
     out = tmp_path / "gelu.pte"
-    exe = Path(sys.executable).with_name("coreml-lint")
-    result = subprocess.run(
-        [str(exe), "lower", str(program), "-o", str(out), "--quiet"],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    result = _cli("lower", str(program), "-o", str(out), "--quiet")
     assert result.returncode == 0, result.stderr[-2000:]
     assert out.read_bytes()[4:8] == b"ET12"
     assert "tanh GELU decomposed" in result.stdout
@@ -97,13 +96,7 @@ def test_cli_lower_failure_is_one_line_and_writes_nothing(tmp_path):
     program = tmp_path / "q.pt2"
     program.write_bytes(_archive("int8-weight-dequantize"))
     out = tmp_path / "q.pte"
-    exe = Path(sys.executable).with_name("coreml-lint")
-    result = subprocess.run(
-        [str(exe), "lower", str(program), "-o", str(out), "--quiet"],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    result = _cli("lower", str(program), "-o", str(out), "--quiet")
     assert result.returncode == 2
     last = result.stderr.strip().splitlines()[-1]
     assert last.startswith(f"error: {program}: lowering failed:") and "CML103" in last
@@ -114,13 +107,7 @@ def test_cli_lower_failure_is_one_line_and_writes_nothing(tmp_path):
 def test_cli_lower_rejects_a_corrupt_archive(tmp_path):
     program = tmp_path / "bad.pt2"
     program.write_bytes(b"nope")
-    exe = Path(sys.executable).with_name("coreml-lint")
-    result = subprocess.run(
-        [str(exe), "lower", str(program), "-o", str(tmp_path / "x.pte"), "--quiet"],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    result = _cli("lower", str(program), "-o", str(tmp_path / "x.pte"), "--quiet")
     assert result.returncode == 2
     assert (
         result.stderr.strip().splitlines()[-1]

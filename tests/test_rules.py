@@ -17,6 +17,9 @@ def test_error_codes_match_the_catalogue(case_id, export_case, case_settings):
     report = lint_program(export_case(case_id), LintConfig(partitioner=case_settings(case_id)))
     errors = {f.code for f in report.findings if f.severity is Severity.ERROR}
     assert errors == case.expect, [f.message for f in report.findings]
+    if case.warnings is not None:
+        warnings = {f.code for f in report.findings if f.severity is Severity.WARNING}
+        assert warnings == case.warnings
 
 
 @pytest.mark.parametrize("case_id", [c for c in CASE_IDS if BY_ID[c].expect])
