@@ -192,6 +192,45 @@ def _():
     return int8_weight_linear()
 
 
+# ---------------------------------------------------------------- CML106 (pitfalls 2, 7)
+@case("fp16-input", expect={"CML106"}, crash=r"To use fp16 input, please set minimum deployment")
+def _():
+    return module(lambda s, x: x * 2 + 1), (torch.randn(2, 8).half(),)
+
+
+@case("fp16-input-ios16", expect=set(), settings={"ios": 16})
+def _():
+    return module(lambda s, x: x * 2 + 1), (torch.randn(2, 8).half(),)
+
+
+@case(
+    "layernorm-fp16-ios16",
+    expect={"CML304"},
+    settings={"ios": 16},
+    crash=r"epsilon has dtype fp32 whereas x has dtype fp16",
+)
+def _():
+    return module(lambda s, x: F.layer_norm(x, (8,)) * 2), (torch.randn(2, 8).half(),)
+
+
+@case("fp16-model-fp32-input", expect=set())
+def _():
+    class M(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.lin = nn.Linear(8, 8).half()
+
+        def forward(self, x):
+            return self.lin(x.half()).float()
+
+    return M(), (torch.randn(2, 8),)
+
+
+@case("unfold-on-cpu", expect=set())
+def _():
+    return module(lambda s, x: x.unfold(1, 2, 2) * 2), (torch.randn(2, 8),)
+
+
 # ---------------------------------------------------------------- CML104 (pitfall 5)
 @case("bfloat16-cast", expect={"CML104"}, crash=r"KeyError: torch\.bfloat16")
 def _():

@@ -1,14 +1,16 @@
-"""CML304 rms-norm-fp16: a float16 ``rms_norm`` in Core ML.
+"""CML304 fp16-norm-eps: a float16 ``rms_norm`` or ``layer_norm`` in Core ML.
 
 What it does
-    Flags a delegated ``aten.rms_norm`` whose input is float16.
+    Flags a delegated ``aten.rms_norm`` or ``aten.layer_norm`` whose input is float16.
 
 Why it breaks
-    coremltools builds the eps constant as fp32 and adds it to the fp16 tensor:
+    coremltools builds the eps constant as fp32 and pairs it with the fp16 tensor:
     ``ValueError: In op, of type add, named aten_rms_norm_default_add_eps, the named input y
     must have the same data type as the named input x. However, y has dtype fp32 whereas x
-    has dtype fp16.`` Without eps it fails on the input count first (CML303); an fp16 program
-    input also needs iOS16+ (pitfalls.md §7, 7g-7i).
+    has dtype fp16.`` (pitfalls.md §7, 7h). ``layer_norm`` fails the same way, measured here
+    with iOS16: ``In op, of type layer_norm ... epsilon has dtype fp32 whereas x has dtype
+    fp16``. Without eps rms_norm fails on the input count first (CML303); an fp16 program
+    input also needs iOS16+ (CML106).
 
 Example
     ``nn.RMSNorm(16, eps=1e-6).half()`` on an fp16 input.
@@ -30,24 +32,24 @@ from coreml_lint.lint.findings import Finding, Outcome
 
 class RmsNormFp16(Rule):
     code = "CML304"
-    name = "rms-norm-fp16"
+    name = "fp16-norm-eps"
     outcome = Outcome.CRASH
-    summary = "float16 rms_norm in Core ML: fp32 eps added to an fp16 tensor"
+    summary = "float16 rms_norm/layer_norm in Core ML: fp32 eps paired with an fp16 tensor"
     lower_fixes = True  # `coreml-lint lower` rewrites or refuses it
 
     def check(self, ctx: ProgramContext) -> Iterator[Finding]:
         for node in ctx.coreml_nodes():
-            if node.target != "aten.rms_norm.default" or len(node.args) < 4:
+            rms = node.target == "aten.rms_norm.default" and len(node.args) >= 4
+            if not rms and node.target != "aten.layer_norm.default":
                 continue
             source = node.tensor_inputs()[0]
             if ctx.dtype(source) != "float16":
                 continue
             yield ctx.finding(
                 node,
-                "float16 rms_norm is delegated: lowering fails with `ValueError: In op, of "
-                "type add, named aten_rms_norm_default_add_eps ... y has dtype fp32 whereas x "
-                "has dtype fp16`",
+                f"float16 {node.op_base} is delegated: lowering fails with `ValueError: In op "
+                "... has dtype fp32 whereas x has dtype fp16` (coremltools makes eps fp32)",
                 fix="hand-write RMSNorm: x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)"
                 " * weight, or keep the norm in float32",
-                partitioner=ctx.with_skip("rms_norm.default"),
+                partitioner=ctx.with_skip("rms_norm.default") if rms else ctx.skip_advice(node),
             )

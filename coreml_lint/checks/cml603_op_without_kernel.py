@@ -51,7 +51,12 @@ class OpLeftWithoutKernel(Rule):
                 continue
             if not node.outputs:
                 continue
-            core = p.aten_name in table.core_aten or node.namespace == "dim_order_ops"
+            # A view op becomes its core ``*_copy`` variant in the edge graph.
+            core = (
+                p.aten_name in table.core_aten
+                or p.aten_name in table.view
+                or node.namespace == "dim_order_ops"
+            )
             aten_form = p.aten_name.split(".")[0]
             if p.kept_whole and not core:
                 if p.aten_name not in table.with_out_variant:

@@ -172,9 +172,10 @@ def lower(
         refusals.predicates["touches a bfloat16 tensor (CML104)"] = lambda n: any(
             t.dtype == torch.bfloat16 for t in _tensors(n)
         )
-    if "CML304" in codes:  # refused in the ATen graph: torch decomposes it, Core ML runs that
-        refusals.predicates["float16 rms_norm, decomposed instead (CML304)"] = lambda n: (
-            getattr(n.target, "__name__", "") == "rms_norm.default"
+    if "CML304" in codes:  # rms_norm: refused in the ATen graph, so torch decomposes it;
+        # layer_norm decomposes to native_layer_norm, which fails alike: both on the CPU.
+        refusals.predicates["float16 norm with an fp32 eps in Core ML (CML304)"] = lambda n: (
+            _op_base(n) in ("rms_norm", "layer_norm", "native_layer_norm")
             and any(t.dtype == torch.float16 for t in _tensors(n))
         )
     if "CML302" in codes:  # a like-op the rewrite could not replace: zeros_like on the CPU
