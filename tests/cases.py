@@ -438,6 +438,20 @@ def _():
     return mha(CAUSAL, need_weights=True), (torch.randn(1, 5, 16),)
 
 
+@case(
+    "mha-bool-key-padding-mask",
+    expect={"CML302"},
+    silent=returns(r"\(1, 5, bool\)\(Tensor\) = select"),
+)
+def _():
+    attention = nn.MultiheadAttention(16, 2, batch_first=True).eval()
+    forward = lambda s, q, pad: attention(q, q, q, key_padding_mask=pad, need_weights=False)[0]  # noqa: E731
+    return module(forward), (
+        torch.randn(1, 5, 16),
+        torch.tensor([[False, False, False, True, True]]),
+    )
+
+
 @case("mha-float-mask", expect=set(), clean=causal_row0)
 def _():
     return mha(torch.zeros(5, 5).masked_fill(CAUSAL, float("-inf"))), (torch.randn(1, 5, 16),)
