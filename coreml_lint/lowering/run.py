@@ -157,7 +157,8 @@ def lower(
                 "not applied"
             )
             continue
-        report.rewrites.extend(f"{code}: {c}" for c in changes)
+        unchecked = " (not checked in eager: no concrete inputs)" if inputs is None else ""
+        report.rewrites.extend(f"{code}: {c}{unchecked}" for c in changes)
         ep = candidate
 
     say("linting the rewritten program")
