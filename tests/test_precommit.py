@@ -27,7 +27,7 @@ def _git(cwd: Path, *args: str) -> None:
 
 @pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
 def test_hooks_flag_and_fix_from_another_repository(tmp_path):
-    pre_commit = Path(sys.executable).with_name("pre-commit")
+    executable = Path(sys.executable).with_name("pre-commit")
     repo = tmp_path / "user-project"
     repo.mkdir()
     _git(repo, "init", "-q")
@@ -35,15 +35,18 @@ def test_hooks_flag_and_fix_from_another_repository(tmp_path):
     _git(repo, "add", "model.py")
     env = {**os.environ, "PRE_COMMIT_HOME": str(tmp_path / "cache"), "PIP_NO_INPUT": "1"}
 
-    flagged = subprocess.run(
-        [str(pre_commit), "try-repo", str(ROOT), "coreml-lint", "--all-files"],
-        cwd=repo,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=600,
-    )
+    def pre_commit(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [str(executable), *args],
+            cwd=repo,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=600,
+        )
+
+    flagged = pre_commit("try-repo", str(ROOT), "coreml-lint", "--all-files")
     assert flagged.returncode == 1, flagged.stdout + flagged.stderr
     assert "CML306" in flagged.stdout and "CML301" in flagged.stdout
 
@@ -55,25 +58,9 @@ def test_hooks_flag_and_fix_from_another_repository(tmp_path):
         "      - id: coreml-lint\n        args: [--fix]\n"
     )
     _git(repo, "add", ".pre-commit-config.yaml")
-    fixed = subprocess.run(
-        [str(pre_commit), "run", "--all-files"],
-        cwd=repo,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=600,
-    )
+    fixed = pre_commit("run", "--all-files")
     assert fixed.returncode == 1  # pre-commit fails a run whose hook modified files
     text = (repo / "model.py").read_text()
     assert "F.max_pool2d(x, 2, stride=2)" in text and "dtype=torch.int64" in text
-    again = subprocess.run(
-        [str(pre_commit), "run", "--all-files"],
-        cwd=repo,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=600,
-    )
+    again = pre_commit("run", "--all-files")
     assert again.returncode == 0, again.stdout

@@ -38,6 +38,26 @@ class Rule:
     source_triggers: ClassVar[tuple[str, ...]] = ()
 
     @classmethod
+    def make_finding(
+        cls,
+        message: str,
+        *,
+        severity: Severity | None = None,
+        outcome: Outcome | None = None,
+        **fields: Any,
+    ) -> Finding:
+        """A finding of this rule: code, name, default severity and outcome filled in."""
+        return Finding(
+            code=cls.code,
+            name=cls.name,
+            severity=severity or cls.severity,
+            outcome=outcome or cls.outcome,
+            message=message,
+            lower_fixes=cls.lower_fixes,
+            **fields,
+        )
+
+    @classmethod
     def documentation(cls) -> str:
         return sys.modules[cls.__module__].__doc__ or cls.summary
 
@@ -165,21 +185,17 @@ class ProgramContext:
         outcome: Outcome | None = None,
         **extra: Any,
     ) -> Finding:
-        rule = self.rule
-        assert rule is not None, "finding() is called from inside a rule's check()"
-        return Finding(
-            code=rule.code,
-            name=rule.name,
-            severity=severity or rule.severity,
-            outcome=outcome or rule.outcome,
-            message=message,
+        assert self.rule is not None, "finding() is called from inside a rule's check()"
+        return self.rule.make_finding(
+            message,
+            severity=severity,
+            outcome=outcome,
             file=self.graph.source,
             node=node.name if node else None,
             op=self.edge_name(node) if node else None,
             location=source_location(node.stack_trace) if node else None,
             fix=fix,
             partitioner=partitioner,
-            lower_fixes=rule.lower_fixes,
             extra=extra,
         )
 

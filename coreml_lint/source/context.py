@@ -145,20 +145,16 @@ class SourceContext:
         outcome: Outcome | None = None,
         partitioner: dict[str, Any] | None = None,
     ) -> Finding:
-        rule = self.rule
         line = node.lineno
         source_line = self.lines[line - 1].strip() if line <= len(self.lines) else None
-        return Finding(
-            code=rule.code,
-            name=rule.name,
-            severity=severity or rule.severity,
-            outcome=outcome or rule.outcome,
-            message=message,
+        return self.rule.make_finding(
+            message,
+            severity=severity,
+            outcome=outcome,
             file=self.path,
             location=Location(self.path, line, self.column(node) + 1, source_line),
             fix=fix,
             partitioner=partitioner,
-            lower_fixes=rule.lower_fixes,
             extra={"edit": edit} if edit else {},
         )
 
