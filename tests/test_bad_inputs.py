@@ -13,8 +13,8 @@ import pytest
 from conftest import _archive
 
 from coreml_lint.lint.cli import main
+from coreml_lint.lint.engine import lint_pt2
 from coreml_lint.lint.errors import InputError
-from coreml_lint.program.pt2 import read_pt2
 
 
 def _rewrite(case_id: str, edit) -> bytes:
@@ -53,6 +53,21 @@ def _drop_graph(document):
     del document["graph_module"]["graph"]
 
 
+def _zip_version_too_new(data: bytes) -> bytes:
+    """The central directory says a newer zip version is needed than Python reads."""
+    start = zipfile.ZipFile(io.BytesIO(data)).start_dir
+    damaged = bytearray(data)
+    damaged[start + 6] = 84  # "version needed to extract" = 8.4
+    return bytes(damaged)
+
+
+def _shift_index_put_arguments(document):
+    """Drop index_put's first input, so its tensor arguments are no longer where the schema
+    puts them (a damaged archive; torch.export never writes this)."""
+    node = next(n for n in document["graph_module"]["graph"]["nodes"] if "index_put" in n["target"])
+    node["inputs"].pop(0)
+
+
 BAD = {
     "not-a-zip": (b"this is not an archive", "not a .pt2 archive"),
     "empty": (b"", "not a .pt2 archive"),
@@ -78,16 +93,21 @@ BAD = {
     ),
     "undefined-value": (_rewrite("gelu-tanh", _edit_json(_undefined_reference)), "never_defined"),
     "missing-field": (_rewrite("gelu-tanh", _edit_json(_drop_graph)), "malformed exported program"),
+    "zip-version": (_zip_version_too_new(_archive("gelu-tanh")), "damaged .pt2 archive"),
+    "shifted-arguments": (
+        _rewrite("index-put-slice-multi", _edit_json(_shift_index_put_arguments)),
+        "malformed exported program: CML401 cannot read it",
+    ),
 }
 
 
 @pytest.mark.parametrize("name", sorted(BAD))
-def test_reader_raises_one_clear_error(name, tmp_path):
+def test_api_raises_one_clear_error(name, tmp_path):
     data, expected = BAD[name]
     path = tmp_path / f"{name}.pt2"
     path.write_bytes(data)
     with pytest.raises(InputError) as info:
-        read_pt2(path)
+        lint_pt2(path)
     message = str(info.value)
     assert message.startswith(str(path)) and expected in message and "\n" not in message
 

@@ -12,8 +12,9 @@ from pathlib import Path
 from typing import Any
 
 from coreml_lint.checks import all_rules
-from coreml_lint.checks.base import ProgramContext
+from coreml_lint.checks.base import ProgramContext, Rule
 from coreml_lint.lint.config import LintConfig
+from coreml_lint.lint.errors import InputError
 from coreml_lint.lint.findings import Finding, Severity
 from coreml_lint.program.canonical import canonicalize
 from coreml_lint.program.graph import Graph
@@ -51,12 +52,26 @@ def lint_graph(
         if not config.is_selected(rule.code, graph.source):
             continue
         ctx.rule = rule
-        raw.extend(rule().check(ctx))
+        raw.extend(_checked(rule, ctx, graph))
     findings, suppressed = _suppress(_merge(raw))
     report = ProgramReport(canonical, placement, findings, suppressed)
     if advise:
         report.advice = combined_advice(canonical, config, findings)
     return report
+
+
+def _checked(rule: type[Rule], ctx: ProgramContext, graph: Graph) -> list[Finding]:
+    """A rule reads arguments where the op's schema puts them. A graph whose arguments are
+    not where the schema says (a hand-edited or damaged archive) must end in one line naming
+    the file, not a traceback; the rule is named so a real bug can be reported."""
+    try:
+        return list(rule().check(ctx))
+    except Exception as exc:
+        detail = " ".join(f"{type(exc).__name__}: {exc}".split())
+        raise InputError(
+            f"{graph.source}: malformed exported program: {rule.code} cannot read it ({detail}); "
+            "if torch.export wrote this file, please report it"
+        ) from None
 
 
 def _merge(findings: list[Finding]) -> list[Finding]:
@@ -91,7 +106,7 @@ def is_suppressed(code: str, line: str | None) -> bool:
         return False
     codes = match.group("codes")
     if not codes:
-        return True  # a bare `# noqa` silences every rule on that line
+        return True  # a bare noqa comment silences every rule on that line
     return code.upper() in {c.upper() for c in re.split(r"[\s,]+", codes) if c}
 
 

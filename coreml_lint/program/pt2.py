@@ -75,7 +75,10 @@ def read_pt2_stream(stream: IO[bytes], label: str) -> list[Graph]:
     try:
         archive = zipfile.ZipFile(stream)
     except (zipfile.BadZipFile, OSError, ValueError, EOFError):
+        # OSError too: a damaged end record makes zipfile seek before the start of the file.
         raise InputError(f"{label}: not a .pt2 archive (not a zip file)") from None
+    except Exception as exc:  # NotImplementedError("zip file version 8.4"), struct.error, ...
+        raise InputError(f"{label}: damaged .pt2 archive: {exc}") from None
     with archive:
         try:
             members = archive.infolist()
