@@ -21,7 +21,9 @@ Severity
     leaves the partition (the program gets float where it declares an integer), or when the
     fill value is above 2048 (fp16 rounds it). A small fill used only inside the partition
     (``torch.full(..., 3) + arange`` feeding ``embedding``, which casts its indices) computes
-    the right values while they stay at or below 2048: ``warning``.
+    the right values while they stay at or below 2048: ``warning``. No finding when every
+    use is float arithmetic (``torch.full(size, 2) * x``): torch promotes the integer to float
+    there too, so the float fill computes the same values.
 
 Example
     ``pos = torch.full((1, 4), 3001) + xi``
@@ -41,7 +43,7 @@ from typing import Any
 
 from coreml_lint.checks.base import ProgramContext, Rule
 from coreml_lint.lint.findings import Finding, Outcome, Severity
-from coreml_lint.program.graph import DType, Node
+from coreml_lint.program.graph import FLOAT_DTYPES, DType, Node
 from coreml_lint.source.context import (
     SourceContext,
     SourceFix,
@@ -54,6 +56,7 @@ INTEGER_DTYPES = {"uint8", "int8", "int16", "int32", "int64"}
 
 PASS_THROUGH = {"add", "sub", "mul", "remainder", "clamp", "view", "expand", "unsqueeze", "repeat"}
 INDEX_CONSUMERS = {"gather": 2, "index_select": 2}
+FLOAT_PROMOTING = {"add", "sub", "rsub", "mul", "div", "true_divide", "pow", "where", "lerp"}
 
 
 def _has_dtype(node: Node) -> bool:
@@ -77,9 +80,11 @@ class FillDtypeIgnored(Rule):
             why = self._why(ctx, node)
             if why is None:
                 continue
-            index_user, reached = self._follow(ctx, node)
+            index_user, reached, integer_use = self._follow(ctx, node)
             part = ctx.placement.partition_of(node)
             leaves = part is not None and any(v in part.outputs for v in reached)
+            if not (index_user or leaves or integer_use):
+                continue  # only ever promoted to float, as torch promotes it: same values
             value = node.arg(1, "fill_value") if node.target == "aten.full.default" else 0
             large = isinstance(value, (int, float)) and abs(value) > 2048
             severity = Severity.ERROR
@@ -130,10 +135,14 @@ class FillDtypeIgnored(Rule):
         return None
 
     @staticmethod
-    def _follow(ctx: ProgramContext, node: Node) -> tuple[Node | None, set[str]]:
-        """The gather/index_select the fill feeds as indices, if any, and every value it
-        reaches through integer-preserving Core ML ops."""
+    def _follow(ctx: ProgramContext, node: Node) -> tuple[Node | None, set[str], bool]:
+        """The gather/index_select the fill feeds as indices, if any; every value it
+        reaches through integer-preserving Core ML ops; and whether any Core ML op uses it
+        as an integer. Arithmetic whose result torch types as float (``full(.., 2) * x``)
+        promotes the fill exactly as Core ML's float fill does, so it is not an integer use;
+        an index (embedding), a comparison or an integer result is."""
         frontier, seen, reached = [node.outputs[0]], set(), {node.outputs[0]}
+        integer_use = False
         for _ in range(8):
             following = []
             for value in frontier:
@@ -144,12 +153,16 @@ class FillDtypeIgnored(Rule):
                     position = INDEX_CONSUMERS.get(user.op_base)
                     arg = user.arg(position, "index") if position is not None else None
                     if position is not None and getattr(arg, "name", None) == value:
-                        return user, reached
-                    if user.op_base in PASS_THROUGH:
+                        return user, reached, True
+                    result = ctx.dtype(user.outputs[0]) if user.outputs else None
+                    if user.op_base in FLOAT_PROMOTING and result in FLOAT_DTYPES:
+                        continue
+                    integer_use = True
+                    if user.op_base in PASS_THROUGH and result in INTEGER_DTYPES:
                         following.extend(user.outputs)
                         reached.update(user.outputs)
             frontier = following
-        return None, reached
+        return None, reached, integer_use
 
     @staticmethod
     def _fix(node: Node, dtype: str) -> str:
