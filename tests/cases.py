@@ -345,6 +345,45 @@ def _():
     return counter(torch.int32), (torch.randn(1, 4),)
 
 
+def position_counters(count: int, then_add: bool) -> nn.Module:
+    """transformers' static cache: each layer sets an int64 0-d ``cumulative_length`` from
+    ``cache_position[0]`` and then adds the new tokens' length."""
+
+    def forward(s, x, cache_position):
+        for i in range(count):
+            length = getattr(s, f"length{i}")
+            length.copy_(cache_position[0])
+            if then_add:
+                length += x.shape[0]
+        return x * 2
+
+    buffers = {f"length{i}": torch.zeros((), dtype=torch.int64) for i in range(count)}
+    return module(forward, **buffers)
+
+
+@case(
+    "int-states-same-value-ios18",
+    expect={"CML203"},
+    settings={"ios": 18},
+    crash=r"KeyError:.*coreml_update_state",
+)
+def _():
+    return position_counters(2, then_add=True), (torch.randn(2, 3), torch.tensor([5]))
+
+
+@case("int-state-one-value-ios18", expect={"CML203"}, settings={"ios": 18})
+def _():
+    return position_counters(1, then_add=True), (torch.randn(2, 3), torch.tensor([5]))
+
+
+@case("buffer-only-copied-into", expect=set())
+def _():
+    """``copy_`` into a buffer nothing reads: torch's run_decompositions writes the source
+    straight back (``_remove_unnecessary_copy_op_pass``), so there is no Core ML state and
+    even the default target lowers."""
+    return position_counters(2, then_add=False), (torch.randn(2, 3), torch.tensor([5]))
+
+
 # ---------------------------------------------------------------- CML301 (pitfall 6)
 XI = (torch.full((1, 4), 1, dtype=torch.int32),)
 
@@ -372,6 +411,12 @@ def _():
 @case("zeros-like-int", expect=set(), clean=returns(r"3001"))
 def _():
     return module(lambda s, xi: torch.zeros_like(xi) + xi + 3001), XI
+
+
+@case("full-int-float-use", expect=set(), clean=returns(r"mul\(x=\[\[2\.0"))
+def _():
+    """An integer fill only used in float arithmetic: torch promotes it to float as well."""
+    return module(lambda s, x: torch.full((1, 4), 2) * x), (torch.randn(1, 4),)
 
 
 @case("float-zeros", expect=set())

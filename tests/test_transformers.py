@@ -136,3 +136,62 @@ def test_architecture_lowers_with_coreml_lint(name):
     assert result.report.partitions_after == 1 and not result.report.cpu_ops_after
     if "CML305" in ARCHITECTURES[name][1]:
         assert 'mode="EXACT"' not in lowered.mil and "tanh" in lowered.mil
+
+
+def _static_cache_export(ios: int):
+    """Llama exported the way ExecuTorch users export LLMs: transformers' own static-cache
+    wrapper, with the KV cache and per-layer ``cumulative_length`` counters as buffers."""
+    from transformers.integrations.executorch import TorchExportableModuleForDecoderOnlyLM
+
+    torch.manual_seed(0)
+    model, _, _ = _decoder(transformers.LlamaConfig, transformers.LlamaForCausalLM)
+    model.generation_config = transformers.GenerationConfig(
+        use_cache=True,
+        cache_implementation="static",
+        max_length=32,
+        cache_config={"batch_size": 1, "max_cache_len": 32},
+    )
+    wrapper = TorchExportableModuleForDecoderOnlyLM(model.eval(), batch_size=1, max_cache_len=32)
+    return wrapper.export(
+        input_ids=torch.tensor([[1]], dtype=torch.long),
+        cache_position=torch.tensor([0], dtype=torch.long),
+    )
+
+
+# iOS18: the two layers' int64 counters get the same value, and coremltools' merged writes
+# crash `canonicalize_inplace_pattern`. Below iOS18: any Core ML state is refused.
+STATIC_CACHE = {18: ("CML203", r"KeyError:.*coreml_update_state"), 15: ("CML201", r"iOS18")}
+
+
+@pytest.mark.parametrize("ios", sorted(STATIC_CACHE))
+def test_static_cache_llama_errors(ios):
+    from coreml_lint.lint.config import LintConfig
+    from coreml_lint.program.placement import PartitionerSettings
+
+    settings = PartitionerSettings(minimum_deployment_target=ios)
+    report = lint_program(_static_cache_export(ios), LintConfig(partitioner=settings))
+    errors = {f.code for f in report.findings if f.severity is Severity.ERROR}
+    assert errors == {STATIC_CACHE[ios][0]}, [f.message for f in report.findings]
+
+
+@pytest.mark.oracle
+@pytest.mark.parametrize("ios", sorted(STATIC_CACHE))
+def test_static_cache_llama_stock_crash_and_lower_fix(ios):
+    import re
+
+    from oracle import Lowered, _capture
+    from oracle import lower as stock_lower
+
+    from coreml_lint import lower
+
+    stock = stock_lower(_static_cache_export(ios), ios=ios)
+    assert not stock.ok and re.search(STATIC_CACHE[ios][1], stock.message), stock.message
+    delegates: list = []
+    with _capture(delegates):
+        result = lower(_static_cache_export(ios), minimum_deployment_target=ios)
+    assert not result.report.mil_problems and result.report.partitions_after == 1
+    states = re.findall(r"%(\w+): \([^)]*\)\(State\)", Lowered(delegates=delegates).mil)
+    if ios >= 18:  # the fp16 KV cache stays Core ML state; only the counters go back
+        assert sorted(states) == ["key_cache_0", "key_cache_1", "value_cache_0", "value_cache_1"]
+    else:
+        assert not states

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from coreml_lint.checks.base import ProgramContext
-from coreml_lint.program.graph import Node
+from coreml_lint.program.graph import Node, TensorRef
 from coreml_lint.program.placement import mutated_buffers
 
 
@@ -44,3 +45,28 @@ def mutable_buffers(ctx: ProgramContext) -> list[MutableBuffer]:
             )
         )
     return found
+
+
+def value_key(ctx: ProgramContext, name: str, depth: int = 16) -> Any:
+    """A value's expression, structurally: two values with the same key compute the same
+    thing from the same inputs, as coremltools' common-subexpression pass sees them.
+    ``copy(buffer, src)`` is ``src`` (coremltools writes ``src`` to the state)."""
+    node = ctx.producers.get(name)
+    if node is None or depth == 0:
+        return ("value", name)
+    if node.target == "aten.copy.default" and len(node.args) > 1:
+        return _arg_key(ctx, node.args[1], depth - 1)
+    return (
+        node.target,
+        node.outputs.index(name),
+        tuple(_arg_key(ctx, a, depth - 1) for a in node.args),
+        tuple(sorted((k, _arg_key(ctx, v, depth - 1)) for k, v in node.kwargs.items())),
+    )
+
+
+def _arg_key(ctx: ProgramContext, value: Any, depth: int) -> Any:
+    if isinstance(value, TensorRef):
+        return value_key(ctx, value.name, depth)
+    if isinstance(value, (list, tuple)):
+        return tuple(_arg_key(ctx, v, depth) for v in value)
+    return repr(value)

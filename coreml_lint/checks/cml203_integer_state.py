@@ -10,6 +10,12 @@ Why it breaks
     and int64 counters included. An integer in fp16 is exact only up to 2048, so a counter
     or a cache position silently goes wrong after 2048 steps (pitfalls.md §3, 3g/3h).
 
+    Two or more integer states written the same value crash instead (found on transformers'
+    static cache, whose every layer sets ``cumulative_length.copy_(cache_position[0])`` and
+    then adds the new length): coremltools' common-subexpression pass merges the writes into
+    one fp16 cast feeding several ``coreml_update_state`` ops, and
+    ``canonicalize_inplace_pattern`` fails with ``KeyError: %coreml_update_state_0 ...``.
+
 Example
     ``self.register_buffer("step", torch.zeros(1, dtype=torch.int64))``; ``self.step.add_(1)``.
 
@@ -20,9 +26,10 @@ Fix
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterator
 
-from coreml_lint.checks._state import mutable_buffers
+from coreml_lint.checks._state import mutable_buffers, value_key
 from coreml_lint.checks.base import ProgramContext, Rule
 from coreml_lint.lint.findings import Finding, Outcome
 from coreml_lint.program.graph import FLOAT_DTYPES
@@ -39,15 +46,31 @@ class IntegerStateFp16(Rule):
         settings = ctx.settings
         if not settings.take_over_mutable_buffer or settings.minimum_deployment_target < 18:
             return
+        integer_states = []
         for buf in mutable_buffers(ctx):
             dtype = ctx.dtype(buf.placeholder)
-            if not buf.becomes_state or dtype is None or dtype in FLOAT_DTYPES:
-                continue
+            if buf.becomes_state and dtype is not None and dtype not in FLOAT_DTYPES:
+                integer_states.append((buf, dtype))
+        keys = Counter(value_key(ctx, buf.written) for buf, _ in integer_states)
+        for buf, dtype in integer_states:
+            shared = keys[value_key(ctx, buf.written)] > 1
+            if shared:
+                message = (
+                    f"{dtype} buffer '{buf.target}' becomes Core ML state, and another integer "
+                    "state is written the same value: coremltools merges the two writes, and "
+                    "lowering fails with `KeyError: %coreml_update_state_0 ...` in "
+                    "canonicalize_inplace_pattern"
+                )
+            else:
+                message = (
+                    f"{dtype} buffer '{buf.target}' becomes Core ML state, and Core ML states "
+                    "are fp16: coremltools casts it (`Core ML only supports fp16 states`), so "
+                    "integer values above 2048 are rounded"
+                )
             yield ctx.finding(
                 buf.writer or buf.coreml_readers[0],
-                f"{dtype} buffer '{buf.target}' becomes Core ML state, and Core ML states are "
-                "fp16: coremltools casts it (`Core ML only supports fp16 states`), so integer "
-                "values above 2048 are rounded",
+                message,
+                outcome=Outcome.CRASH if shared else Outcome.SILENT,
                 fix="pass the counter in as a program input, or set take_over_mutable_buffer=False",
                 partitioner={"take_over_mutable_buffer": False},
                 buffer=buf.target,

@@ -75,15 +75,18 @@ class _Canonicalizer:
         self.rename: dict[str, str] = {}  # a value that torch elides -> the value it stands for
         self.view_of: dict[str, tuple[str, str]] = {}  # view value -> (base value, view op)
         self.current: dict[str, str] = {}  # mutated base value -> its latest value
+        self.alias_of: dict[str, str] = {}  # whole new value of a mutated base -> the base
         self.nodes: list[Node] = []
         self.mutated: dict[str, str] = {}  # base value name -> latest value (for outputs)
 
     def resolve(self, name: str) -> str:
+        """The value a name reads now: an in-place op's result aliases its base, so a later
+        read of it (``buf.copy_(v).add_(1)``) sees the base's latest value."""
         seen = 0
         while name in self.rename and seen < 10_000:
             name = self.rename[name]
             seen += 1
-        return self.current.get(name, name)
+        return self.current.get(self.alias_of.get(name, name), name)
 
     def _map_args(self, value: Any) -> Any:
         if isinstance(value, TensorRef):
@@ -214,9 +217,9 @@ class _Canonicalizer:
         new = self._emit(node, target=target)
         if mutated is None or not new.outputs:
             return
-        base, view_op = self.view_of.get(mutated, (mutated, ""))
+        base, view_op = self.view_of.get(mutated, (self.alias_of.get(mutated, mutated), ""))
         result = new.outputs[0]
-        if base != mutated:
+        if mutated in self.view_of:
             scatter = {
                 "slice": "aten.slice_scatter.default",
                 "select": "aten.select_scatter.default",
@@ -237,6 +240,40 @@ class _Canonicalizer:
             result = name
         self.current[base] = result
         self.mutated[base] = result
+        self.alias_of[result] = base
+
+    def _remove_unnecessary_copies(
+        self, mutation_outputs: list[OutputSpec], kept: list[OutputSpec]
+    ) -> tuple[list[OutputSpec], list[OutputSpec]]:
+        """torch's ``_remove_unnecessary_copy_op_pass``: a buffer or parameter whose new value
+        is ``copy(buffer, src)`` gets ``src`` itself, and every use of the copy reads ``src``.
+        The buffer is then no longer read by the graph, so the partitioner never makes it
+        Core ML state (``buf.copy_(pos[0])`` alone is written by ExecuTorch)."""
+        producers = {out: node for node in self.nodes for out in node.outputs}
+        swap: dict[str, str] = {}
+        for spec in mutation_outputs:
+            node = producers.get(spec.name or "")
+            if spec.kind not in ("buffer_mutation", "parameter_mutation") or node is None:
+                continue
+            source = node.args[1] if len(node.args) > 1 else None
+            if node.target == "aten.copy.default" and isinstance(source, TensorRef):
+                swap[node.outputs[0]] = swap.get(source.name, source.name)
+        if not swap:
+            return mutation_outputs, kept
+        self.nodes = [
+            replace(
+                node,
+                args=_swap_refs(node.args, swap),
+                kwargs={k: _swap_refs(v, swap) for k, v in node.kwargs.items()},
+            )
+            for node in self.nodes
+            if not (node.outputs and node.outputs[0] in swap)
+        ]
+
+        def renamed(specs: list[OutputSpec]) -> list[OutputSpec]:
+            return [replace(o, name=swap.get(o.name, o.name)) if o.name else o for o in specs]
+
+        return renamed(mutation_outputs), renamed(kept)
 
     def _eliminate_dead_code(self, keep: set[str]) -> None:
         """Drop nodes nothing reads, as torch's functionalization does."""
@@ -268,6 +305,7 @@ class _Canonicalizer:
         ]
         already = {(o.kind, o.target) for o in kept}
         mutation_outputs = [o for o in mutation_outputs if (o.kind, o.target) not in already]
+        mutation_outputs, kept = self._remove_unnecessary_copies(mutation_outputs, kept)
         self._eliminate_dead_code({o.name for o in [*mutation_outputs, *kept] if o.name})
         return Graph(
             inputs=list(self.graph.inputs),
@@ -278,6 +316,14 @@ class _Canonicalizer:
             method=self.graph.method,
             meta={**self.graph.meta, "canonical": True},
         )
+
+
+def _swap_refs(value: Any, swap: dict[str, str]) -> Any:
+    if isinstance(value, TensorRef) and value.name in swap:
+        return TensorRef(swap[value.name])
+    if isinstance(value, list):
+        return [_swap_refs(v, swap) for v in value]
+    return value
 
 
 def _viewable(info: TensorInfo, shape: list[int | str]) -> bool:
