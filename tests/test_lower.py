@@ -114,3 +114,35 @@ def test_cli_lower_rejects_a_corrupt_archive(tmp_path):
         result.stderr.strip().splitlines()[-1]
         == f"error: {program}: not a .pt2 archive (not a zip file)"
     )
+
+
+@pytest.mark.parametrize("examples", ["kept", "dropped"])
+def test_lower_checks_keyword_programs_and_leaves_their_state_alone(examples):
+    """A program exported with keyword inputs (as transformers' static-cache wrapper is) gets
+    its rewrites checked and applied, and the eager check does not change the caller's
+    mutable buffers (``ep.module()`` runs on the program's own tensors)."""
+    import torch
+    import torch.nn.functional as F
+    from oracle import Lowered, _capture
+
+    from coreml_lint.lowering.run import lower
+
+    class Stateful(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.register_buffer("seen", torch.zeros(1, 4))
+
+        def forward(self, *, x):
+            self.seen.add_(x)
+            return F.gelu(x + self.seen, approximate="tanh")
+
+    ep = torch.export.export(Stateful(), (), {"x": torch.randn(1, 4)})
+    if examples == "dropped":
+        ep._example_inputs = None
+    delegates: list = []
+    with _capture(delegates):
+        result = lower(ep, minimum_deployment_target=18)
+    assert not result.report.rejected_rewrites, result.report.rejected_rewrites
+    assert any(r.startswith("CML305") for r in result.report.rewrites), result.report.rewrites
+    assert 'mode="EXACT"' not in Lowered(delegates=delegates).mil
+    assert torch.equal(ep.state_dict["seen"], torch.zeros(1, 4))

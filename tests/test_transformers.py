@@ -138,13 +138,14 @@ def test_architecture_lowers_with_coreml_lint(name):
         assert 'mode="EXACT"' not in lowered.mil and "tanh" in lowered.mil
 
 
-def _static_cache_export(ios: int):
-    """Llama exported the way ExecuTorch users export LLMs: transformers' own static-cache
-    wrapper, with the KV cache and per-layer ``cumulative_length`` counters as buffers."""
+def _static_cache_export(arch: str):
+    """A decoder exported the way ExecuTorch users export LLMs: transformers' own
+    static-cache wrapper, with the KV cache and per-layer ``cumulative_length`` counters as
+    buffers and keyword inputs."""
     from transformers.integrations.executorch import TorchExportableModuleForDecoderOnlyLM
 
     torch.manual_seed(0)
-    model, _, _ = _decoder(transformers.LlamaConfig, transformers.LlamaForCausalLM)
+    model, _, _ = ARCHITECTURES[arch][0]()
     model.generation_config = transformers.GenerationConfig(
         use_cache=True,
         cache_implementation="static",
@@ -158,25 +159,29 @@ def _static_cache_export(ios: int):
     )
 
 
-# iOS18: the two layers' int64 counters get the same value, and coremltools' merged writes
-# crash `canonicalize_inplace_pattern`. Below iOS18: any Core ML state is refused.
-STATIC_CACHE = {18: ("CML203", r"KeyError:.*coreml_update_state"), 15: ("CML201", r"iOS18")}
+# iOS18: the layers' int64 counters get the same value, and coremltools' merged writes crash
+# `canonicalize_inplace_pattern`. Below iOS18: any Core ML state is refused.
+STATIC_CACHE = {
+    ("llama", 15): ({"CML201"}, r"iOS18"),
+    ("llama", 18): ({"CML203"}, r"KeyError:.*coreml_update_state"),
+    ("gemma", 18): ({"CML203", "CML305"}, r"KeyError:.*coreml_update_state"),
+}
 
 
-@pytest.mark.parametrize("ios", sorted(STATIC_CACHE))
-def test_static_cache_llama_errors(ios):
+@pytest.mark.parametrize("arch,ios", sorted(STATIC_CACHE))
+def test_static_cache_errors(arch, ios):
     from coreml_lint.lint.config import LintConfig
     from coreml_lint.program.placement import PartitionerSettings
 
     settings = PartitionerSettings(minimum_deployment_target=ios)
-    report = lint_program(_static_cache_export(ios), LintConfig(partitioner=settings))
+    report = lint_program(_static_cache_export(arch), LintConfig(partitioner=settings))
     errors = {f.code for f in report.findings if f.severity is Severity.ERROR}
-    assert errors == {STATIC_CACHE[ios][0]}, [f.message for f in report.findings]
+    assert errors == STATIC_CACHE[arch, ios][0], [f.message for f in report.findings]
 
 
 @pytest.mark.oracle
-@pytest.mark.parametrize("ios", sorted(STATIC_CACHE))
-def test_static_cache_llama_stock_crash_and_lower_fix(ios):
+@pytest.mark.parametrize("arch,ios", sorted(STATIC_CACHE))
+def test_static_cache_stock_crash_and_lower_fix(arch, ios):
     import re
 
     from oracle import Lowered, _capture
@@ -184,14 +189,18 @@ def test_static_cache_llama_stock_crash_and_lower_fix(ios):
 
     from coreml_lint import lower
 
-    stock = stock_lower(_static_cache_export(ios), ios=ios)
-    assert not stock.ok and re.search(STATIC_CACHE[ios][1], stock.message), stock.message
+    stock = stock_lower(_static_cache_export(arch), ios=ios)
+    assert not stock.ok and re.search(STATIC_CACHE[arch, ios][1], stock.message), stock.message
     delegates: list = []
     with _capture(delegates):
-        result = lower(_static_cache_export(ios), minimum_deployment_target=ios)
-    assert not result.report.mil_problems and result.report.partitions_after == 1
-    states = re.findall(r"%(\w+): \([^)]*\)\(State\)", Lowered(delegates=delegates).mil)
+        result = lower(_static_cache_export(arch), minimum_deployment_target=ios)
+    report = result.report
+    assert not report.mil_problems and not report.rejected_rewrites and report.partitions_after == 1
+    mil = Lowered(delegates=delegates).mil
+    states = re.findall(r"%(\w+): \([^)]*\)\(State\)", mil)
     if ios >= 18:  # the fp16 KV cache stays Core ML state; only the counters go back
         assert sorted(states) == ["key_cache_0", "key_cache_1", "value_cache_0", "value_cache_1"]
     else:
         assert not states
+    if "CML305" in STATIC_CACHE[arch, ios][0]:
+        assert 'mode="EXACT"' not in mil and "tanh" in mil

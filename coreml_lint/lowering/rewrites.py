@@ -7,7 +7,8 @@ computes what the original computed on random inputs.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -230,13 +231,17 @@ REWRITES = {
 }
 
 
-def random_inputs(ep: ExportedProgram, seed: int = 0) -> tuple[Any, ...] | None:
-    """Inputs shaped like the program's: its example inputs, else random ones."""
+Inputs = tuple[tuple[Any, ...], dict[str, Any]]
+
+
+def random_inputs(ep: ExportedProgram, seed: int = 0) -> Inputs | None:
+    """Positional and keyword inputs shaped like the program's: its example inputs, else
+    random ones arranged by the program's own input spec (a program exported with keyword
+    inputs, such as transformers' static-cache wrapper, is called with keywords)."""
     examples = getattr(ep, "example_inputs", None)
     if examples:
         args, kwargs = examples
-        if not kwargs:
-            return tuple(args)
+        return tuple(args), dict(kwargs)
     generator = torch.Generator().manual_seed(seed)
     inputs = []
     for spec in ep.graph_signature.input_specs:
@@ -252,21 +257,43 @@ def random_inputs(ep: ExportedProgram, seed: int = 0) -> tuple[Any, ...] | None:
             inputs.append(torch.randint(0, 2, val.shape, generator=generator).bool())
         else:
             inputs.append(torch.randint(0, 4, val.shape, generator=generator).to(val.dtype))
-    return tuple(inputs)
+    in_spec = ep.call_spec.in_spec if ep.call_spec else None
+    if in_spec is None:
+        return tuple(inputs), {}
+    args, kwargs = torch.utils._pytree.tree_unflatten(inputs, in_spec)
+    return tuple(args), dict(kwargs)
+
+
+@contextmanager
+def _mutable_buffers_restored(*programs: ExportedProgram) -> Iterator[None]:
+    """``ep.module()`` runs on the program's own buffer tensors, so an eager run would leave
+    a KV cache or a counter changed in the caller's program; put every mutated buffer back."""
+    saved = []
+    for ep in programs:
+        for name in set(ep.graph_signature.buffers_to_mutate.values()):
+            tensor = ep.state_dict.get(name, ep.constants.get(name))
+            if isinstance(tensor, torch.Tensor):
+                saved.append((tensor, tensor.clone()))
+    try:
+        yield
+    finally:
+        with torch.no_grad():
+            for tensor, before in saved:
+                tensor.copy_(before)
 
 
 _UNDEFINED_VALUES = {aten.empty_like.default, aten.empty.memory_format, aten.new_empty.default}
 
 
-def outputs_match(
-    a: ExportedProgram, b: ExportedProgram, inputs: tuple[Any, ...], tol: float
-) -> bool:
-    """Same outputs in eager. A program that reads ``empty*`` memory has undefined values,
-    so for it only shapes and dtypes are compared."""
+def outputs_match(a: ExportedProgram, b: ExportedProgram, inputs: Inputs, tol: float) -> bool:
+    """Same outputs in eager, from the same buffer state, which is restored afterwards. A
+    program that reads ``empty*`` memory has undefined values, so for it only shapes and
+    dtypes are compared."""
     shapes_only = any(n.target in _UNDEFINED_VALUES for n in a.graph.nodes)
-    with torch.no_grad():
-        left = torch.utils._pytree.tree_leaves(a.module()(*inputs))
-        right = torch.utils._pytree.tree_leaves(b.module()(*inputs))
+    args, kwargs = inputs
+    with torch.no_grad(), _mutable_buffers_restored(a, b):
+        left = torch.utils._pytree.tree_leaves(a.module()(*args, **kwargs))
+        right = torch.utils._pytree.tree_leaves(b.module()(*args, **kwargs))
     if len(left) != len(right):
         return False
     for x, y in zip(left, right, strict=True):
