@@ -105,8 +105,11 @@ class ApplyFixes(VisitorBasedCodemodCommand):
         defined = {
             stmt.name.value for stmt in body if isinstance(stmt, (cst.ClassDef, cst.FunctionDef))
         }
+        two_blank_lines = [cst.EmptyLine(), cst.EmptyLine()]  # PEP 8, as ruff format writes
         new = [
-            cst.parse_statement(code) for name, code in self.helpers.items() if name not in defined
+            cst.parse_statement(code).with_changes(leading_lines=two_blank_lines)
+            for name, code in self.helpers.items()
+            if name not in defined
         ]
         index = 0
         for i, stmt in enumerate(body):
