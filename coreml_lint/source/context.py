@@ -12,6 +12,7 @@ from functools import cached_property
 from typing import Any
 
 from coreml_lint.lint.findings import Finding, Location, Outcome, Severity
+from coreml_lint.source.scopes import Scopes
 
 
 @dataclass(frozen=True)
@@ -72,28 +73,43 @@ class SourceContext:
     memo: dict[str, Any] = field(default_factory=dict)  # per-file caches rules may keep
 
     @cached_property
-    def _index(self) -> tuple[list[ast.Call], dict[ast.AST, ast.AST], list[ast.AST]]:
-        """One walk over the tree for everything rules ask about: calls, parents, imports
-        (walking once per rule dominated the run time on large trees)."""
+    def _index(
+        self,
+    ) -> tuple[list[ast.Call], dict[ast.AST, ast.AST], list[ast.AST], set[str]]:
+        """One walk over the tree for everything rules ask about: calls, parents, imports,
+        and every name bound other than by an import (walking once per rule dominated the
+        run time on large trees)."""
         calls: list[ast.Call] = []
         parents: dict[ast.AST, ast.AST] = {}
         imports: list[ast.AST] = []
+        bound: set[str] = set()
         stack: list[ast.AST] = [self.tree]
         while stack:
             node = stack.pop()
             if isinstance(node, ast.Call):
                 calls.append(node)
+            elif isinstance(node, ast.Name):
+                if not isinstance(node.ctx, ast.Load):
+                    bound.add(node.id)
+            elif isinstance(node, ast.arg):
+                bound.add(node.arg)
+            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                bound.add(node.name)
             elif isinstance(node, (ast.Import, ast.ImportFrom)):
                 imports.append(node)
             for child in ast.iter_child_nodes(node):
                 parents[child] = node
                 stack.append(child)
         calls.sort(key=lambda c: (c.lineno, c.col_offset))
-        return calls, parents, imports
+        return calls, parents, imports, bound
 
     @cached_property
     def imports(self) -> dict[str, str]:
         return _imports(self._index[2])
+
+    @cached_property
+    def scopes(self) -> Scopes:
+        return Scopes(self.tree, self.parents)
 
     @cached_property
     def lines(self) -> list[str]:
@@ -119,6 +135,8 @@ class SourceContext:
             parts.append(expr.attr)
             expr = expr.value
         if not isinstance(expr, ast.Name) or expr.id not in self.imports:
+            return None
+        if expr.id in self._index[3] and self.scopes.rebinds_import(expr):
             return None
         dotted = ".".join([self.imports[expr.id], *reversed(parts)])
         for prefix, canonical in _CANONICAL.items():
