@@ -24,7 +24,6 @@ Fix
 
 from __future__ import annotations
 
-import ast
 from collections.abc import Iterator
 from typing import Any
 
@@ -62,10 +61,12 @@ class TanhGelu(Rule):
             name = ctx.qualname(call.func)
             if name not in ("torch.nn.functional.gelu", "torch.nn.GELU"):
                 continue
-            approximate = keyword(call, "approximate")
-            if not (isinstance(approximate, ast.Constant) and approximate.value == "tanh"):
-                continue
             functional = name.endswith("gelu")
+            approximate = keyword(call, "approximate")
+            if approximate is None and not functional and call.args:
+                approximate = call.args[0]  # nn.GELU("tanh"); F.gelu's is keyword-only
+            if ctx.constant(approximate) != "tanh":
+                continue
             if functional and (len(call.args) != 1 or has_star_args(call)):
                 continue
             yield ctx.finding(

@@ -2,7 +2,8 @@
 
 What it does
     Flags a delegated ``max_pool1d``/``max_pool2d`` with fewer than three positional
-    arguments: ``F.max_pool2d(x, 2)``.
+    arguments: ``F.max_pool2d(x, 2)``. In source, a stride of ``None`` or ``[]`` (positional
+    or keyword) is the same call: torch turns it into the default, and export omits it.
 
 Why it breaks
     Export omits an argument left at its default (the stride), and coremltools' handler
@@ -59,12 +60,10 @@ class PoolWithoutStride(Rule):
             name = ctx.qualname(call.func)
             if name not in ("torch.nn.functional.max_pool1d", "torch.nn.functional.max_pool2d"):
                 continue
-            if has_star_args(call) or len(call.args) >= 3:
+            if has_star_args(call):
                 continue
-            stride = keyword(call, "stride")
-            if stride is not None and not (
-                isinstance(stride, ast.Constant) and stride.value is None
-            ):
+            stride = call.args[2] if len(call.args) >= 3 else keyword(call, "stride")
+            if stride is not None and not _means_default(stride):
                 continue
             kernel = call.args[1] if len(call.args) > 1 else keyword(call, "kernel_size")
             edit = None
@@ -85,7 +84,23 @@ class PoolWithoutStride(Rule):
             )
 
     def transform(self, fix: SourceFix, call: Any, edits: Any) -> Any:
+        import libcst as cst
+
         from coreml_lint.fixers.cst_helpers import kwarg, with_args
 
+        positional = [i for i, a in enumerate(call.args) if a.keyword is None]
+        if len(positional) >= 3:  # max_pool2d(x, 2, None, 1): replace the positional stride
+            args = list(call.args)
+            index = positional[2]
+            args[index] = args[index].with_changes(value=cst.parse_expression(fix.get("kernel")))
+            return call.with_changes(args=args)
         args = [a for a in call.args if not (a.keyword is not None and a.keyword.value == "stride")]
         return with_args(call, [*args, kwarg("stride", fix.get("kernel"))])
+
+
+def _means_default(stride: ast.expr) -> bool:
+    """``None`` and an empty sequence both mean "the kernel size" to torch, and both export
+    as an omitted stride."""
+    if isinstance(stride, ast.Constant):
+        return stride.value is None
+    return isinstance(stride, (ast.List, ast.Tuple)) and not stride.elts

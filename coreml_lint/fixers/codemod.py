@@ -115,7 +115,21 @@ class ApplyFixes(VisitorBasedCodemodCommand):
         for i, stmt in enumerate(body):
             if _is_import_or_docstring(stmt):
                 index = i + 1
-        return updated.with_changes(body=body[:index] + new + body[index:])
+        following = body[index:]
+        if new and following:
+            following[0] = _after_blank_lines(following[0], 2)
+        return updated.with_changes(body=body[:index] + new + following)
+
+
+def _after_blank_lines(stmt: cst.CSTNode, count: int) -> cst.CSTNode:
+    """``stmt`` with at least ``count`` blank lines before it (and before its comments)."""
+    lines = list(getattr(stmt, "leading_lines", ()))
+    blank = 0
+    while blank < len(lines) and lines[blank].comment is None:
+        blank += 1
+    if blank >= count:
+        return stmt
+    return stmt.with_changes(leading_lines=[cst.EmptyLine()] * (count - blank) + lines)
 
 
 def _is_import_or_docstring(stmt: cst.CSTNode) -> bool:

@@ -144,6 +144,13 @@ class SourceContext:
                 dotted = canonical + dotted[len(prefix) :]
         return dotted
 
+    def constant(self, expr: ast.AST | None) -> Any:
+        """The literal value of ``expr``, or of the module-level constant it names; else
+        ``None``."""
+        if isinstance(expr, ast.Name) and expr.id in self._index[3]:
+            expr = self.scopes.module_constant(expr)
+        return expr.value if isinstance(expr, ast.Constant) else None
+
     def is_torch_dtype(self, expr: ast.AST | None, names: set[str]) -> bool:
         return expr is not None and self.qualname(expr) in {f"torch.{n}" for n in names}
 

@@ -25,6 +25,7 @@ class Scopes:
         self.parents = parents
         self._locals: dict[int, frozenset[str]] = {}
         self._module: dict[str, bool] | None = None
+        self._constants: dict[str, ast.Constant] | None = None
 
     def rebinds_import(self, name: ast.Name) -> bool:
         """Whether ``name`` (a use of an imported name) resolves to some other binding."""
@@ -34,6 +35,31 @@ class Scopes:
                 return True
             scope = self._enclosing_function(scope)
         return self._module_bindings().get(name.id, False)
+
+    def module_constant(self, name: ast.Name) -> ast.Constant | None:
+        """The literal a module-level name holds (``APPROX = "tanh"``), when the module binds
+        it exactly once, to a literal, and no enclosing function rebinds it."""
+        scope = self._enclosing_function(name)
+        while scope is not None:
+            if name.id in self._function_locals(scope):
+                return None
+            scope = self._enclosing_function(scope)
+        return self._module_constants().get(name.id)
+
+    def _module_constants(self) -> dict[str, ast.Constant]:
+        if self._constants is None:
+            values: dict[str, ast.Constant | None] = {}
+            for node in _walk_scope(self.tree.body):
+                for bound in _bound_names(node):
+                    parent = self.parents.get(node)
+                    single = (
+                        isinstance(parent, (ast.Assign, ast.AnnAssign))
+                        and isinstance(parent.value, ast.Constant)
+                        and (isinstance(parent, ast.AnnAssign) or len(parent.targets) == 1)
+                    )
+                    values[bound] = None if bound in values or not single else parent.value
+            self._constants = {k: v for k, v in values.items() if v is not None}
+        return self._constants
 
     def _enclosing_function(self, node: ast.AST) -> ast.AST | None:
         node = self.parents.get(node)
