@@ -13,6 +13,7 @@ and the peak memory of the whole run.
 
 from __future__ import annotations
 
+import argparse
 import importlib.util
 import resource
 import shutil
@@ -66,7 +67,13 @@ def run(package: str) -> dict[str, object]:
 
 
 def main() -> None:
-    for package in sys.argv[1:] or ["torch", "executorch", "coremltools", "transformers"]:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "packages", nargs="*", default=["torch", "executorch", "coremltools", "transformers"]
+    )
+    for package in parser.parse_args().packages:
+        if importlib.util.find_spec(package) is None:
+            sys.exit(f"error: package {package!r} is not installed")
         print(run(package), flush=True)
     peak = (
         resource.getrusage(resource.RUSAGE_SELF).ru_maxrss

@@ -29,6 +29,7 @@ from typing import Any
 from coreml_lint.checks.base import Rule
 from coreml_lint.lint.findings import Finding, Outcome, Severity
 from coreml_lint.source.context import SourceContext, SourceFix, has_star_args
+from coreml_lint.source.patterns import enclosing_function, single_assignment
 
 TO_EDGE = {
     "executorch.exir.to_edge",
@@ -51,7 +52,13 @@ class DeprecatedToBackend(Rule):
             func = call.func
             if not (isinstance(func, ast.Attribute) and func.attr == "to_backend"):
                 continue
-            if len(call.args) != 1 or call.keywords or not _is_coreml_partitioner(call.args[0]):
+            if len(call.args) != 1 or call.keywords:
+                continue
+            partitioner = call.args[0]
+            if isinstance(partitioner, ast.Name):  # partitioner = CoreMLPartitioner(...)
+                scope = enclosing_function(ctx, call)
+                partitioner = single_assignment(ctx, partitioner.id, scope)
+            if not _is_coreml_partitioner(partitioner):
                 continue
             inner = func.value
             chained = (
