@@ -96,9 +96,13 @@ class SkipEntryIneffective(Rule):
                     element, safe=False, description=f"use {replacement!r}", value=replacement
                 )
                 # The G1 trap is CML603's consequence; this rule owns the rewrite.
-                ctx.rule = OpLeftWithoutKernel if code == "CML603" else SkipEntryIneffective
-                yield ctx.finding(element, message, fix=f"use {replacement!r}", edit=edit)
-                ctx.rule = SkipEntryIneffective
+                yield ctx.finding(
+                    element,
+                    message,
+                    fix=f"use {replacement!r}",
+                    edit=edit,
+                    rule=OpLeftWithoutKernel if code == "CML603" else None,
+                )
 
     def transform(self, fix: SourceFix, node: Any, edits: Any) -> Any:
         import libcst as cst

@@ -169,10 +169,13 @@ class SourceContext:
         severity: Severity | None = None,
         outcome: Outcome | None = None,
         partitioner: dict[str, Any] | None = None,
+        rule: Any = None,
     ) -> Finding:
+        """A finding of the running rule, or of ``rule`` when a rule reports a consequence
+        another code names (the edit still belongs to the running rule)."""
         line = node.lineno
         source_line = self.lines[line - 1].strip() if line <= len(self.lines) else None
-        return self.rule.make_finding(
+        return (rule or self.rule).make_finding(
             message,
             severity=severity,
             outcome=outcome,
