@@ -75,11 +75,12 @@ def main() -> None:
         if importlib.util.find_spec(package) is None:
             sys.exit(f"error: package {package!r} is not installed")
         print(run(package), flush=True)
-    peak = (
-        resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-        + resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    child = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    print(
+        f"peak memory: this process {own:.0f} MiB (it holds two snapshots of every file), "
+        f"largest worker {child:.0f} MiB, sum {own + child:.0f} MiB"
     )
-    print(f"peak memory (self + largest child): {peak / 1024:.0f} MiB")
 
 
 if __name__ == "__main__":
