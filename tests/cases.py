@@ -633,6 +633,41 @@ def _():
     return norm(nn.MaxPool2d(2))[0], (torch.randn(1, 3, 8, 8),)
 
 
+# ---------------------------------------------------------------- CML307 (found by probing)
+def attention(dtype: torch.dtype, mask: str) -> nn.Module:
+    """Self-attention on ``x`` cast to ``dtype``, masked the way decoders mask it."""
+
+    def forward(s, x):
+        q = x.to(dtype)
+        n = q.shape[-2]
+        causal = torch.tril(torch.ones(n, n, dtype=torch.bool))
+        if mask == "causal":
+            out = F.scaled_dot_product_attention(q, q, q, is_causal=True)
+        elif mask == "bool":
+            out = F.scaled_dot_product_attention(q, q, q, attn_mask=causal)
+        elif mask == "float":
+            additive = torch.zeros(n, n, dtype=dtype).masked_fill(~causal, float("-inf"))
+            out = F.scaled_dot_product_attention(q, q, q, attn_mask=additive)
+        else:
+            out = F.scaled_dot_product_attention(q, q, q)
+        return out.float()
+
+    return module(forward)
+
+
+HEADS = (torch.randn(1, 2, 6, 8),)
+SDPA_FP16_CRASH = r"In op, of type (sub|add), named (sub|add)_\d+.*dtype fp\d+ whereas x has"
+for _mask in ("causal", "bool", "float"):
+    case(f"fp16-sdpa-{_mask}-mask", expect={"CML307"}, crash=SDPA_FP16_CRASH)(
+        lambda m=_mask: (attention(torch.float16, m), HEADS)
+    )
+case("fp16-sdpa-causal-ios18", expect=set(), settings={"ios": 18})(
+    lambda: (attention(torch.float16, "causal"), HEADS)
+)
+case("fp16-sdpa-unmasked", expect=set())(lambda: (attention(torch.float16, "none"), HEADS))
+case("fp32-sdpa-causal", expect=set())(lambda: (attention(torch.float32, "causal"), HEADS))
+
+
 # ---------------------------------------------------------------- CML401 (pitfall 8)
 def assign(index: Callable[[torch.Tensor, torch.Tensor], None], v_shape: tuple[int, ...]):
     def forward(s, x, v):

@@ -51,6 +51,39 @@ def tanh_gelu(ep: ExportedProgram) -> tuple[ExportedProgram, list[str]]:
     return ep.run_decompositions(table), [f"{n.name}: tanh GELU decomposed" for n in nodes]
 
 
+def _attention_written_out(
+    q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False
+):
+    """``scaled_dot_product_attention`` as the math torch documents for it (inference:
+    no dropout). coremltools converts these ops in fp16 without fp32 mask constants."""
+    scale = q.size(-1) ** -0.5 if scale is None else scale
+    if enable_gqa:
+        k = k.repeat_interleave(q.size(-3) // k.size(-3), -3)
+        v = v.repeat_interleave(q.size(-3) // v.size(-3), -3)
+    scores = (q @ k.transpose(-2, -1)) * scale
+    if is_causal:
+        keep = torch.ones(q.size(-2), k.size(-2), dtype=torch.bool, device=q.device).tril()
+        scores = scores.masked_fill(~keep, float("-inf"))
+    if attn_mask is not None:
+        if attn_mask.dtype == torch.bool:
+            scores = scores.masked_fill(~attn_mask, float("-inf"))
+        else:
+            scores = scores + attn_mask
+    out = scores.softmax(-1) @ v
+    if out.dim() == 4:  # the fused kernel's layout, (B, L, H, E) in memory, which later
+        # views of the exported graph rely on (attn.transpose(1, 2).view(B, L, -1))
+        out = out.transpose(1, 2).contiguous().transpose(1, 2)
+    return out
+
+
+def masked_attention_written_out(ep: ExportedProgram) -> tuple[ExportedProgram, list[str]]:
+    nodes = [n for n in ep.graph.nodes if n.target == aten.scaled_dot_product_attention.default]
+    if not nodes:
+        return ep, []
+    table = {aten.scaled_dot_product_attention.default: _attention_written_out}
+    return ep.run_decompositions(table), [f"{n.name}: attention written out" for n in nodes]
+
+
 def rms_norm_eps(ep: ExportedProgram) -> tuple[ExportedProgram, list[str]]:
     done = []
     for node in ep.graph.nodes:
@@ -221,6 +254,10 @@ REWRITES = {
     "CML305": Rewrite("CML305", "decompose tanh GELU", tanh_gelu, tolerance=1e-5),
     "CML303": Rewrite("CML303", "rms_norm eps", rms_norm_eps),
     "CML306": Rewrite("CML306", "max_pool stride", pool_stride),
+    # Unfused fp16 attention rounds differently from torch's fused kernel: about 2e-3 seen.
+    "CML307": Rewrite(
+        "CML307", "write fp16 masked attention out", masked_attention_written_out, tolerance=1e-2
+    ),
     "CML105": Rewrite("CML105", "bool min/max to any/all/logical ops", bool_min_max),
     "CML301": Rewrite("CML301", "integer fills to aten.full(dtype=)", integer_fills),
     "CML302": Rewrite("CML302", "*_like(dtype=) to aten.full(dtype=)", integer_fills),
