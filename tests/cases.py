@@ -634,29 +634,28 @@ def _():
 
 
 # ---------------------------------------------------------------- CML307 (found by probing)
-def attention(dtype: torch.dtype, mask: str) -> nn.Module:
-    """Self-attention on ``x`` cast to ``dtype``, masked the way decoders mask it."""
+def attention(dtype: torch.dtype, mask: str, scale: float | None = None) -> nn.Module:
+    """Self-attention on ``x`` cast to ``dtype``, masked the way decoders mask it, with the
+    explicit ``scale=`` transformers passes when ``scale`` is given."""
 
     def forward(s, x):
         q = x.to(dtype)
         n = q.shape[-2]
         causal = torch.tril(torch.ones(n, n, dtype=torch.bool))
+        kw: dict[str, Any] = {} if scale is None else {"scale": scale}
         if mask == "causal":
-            out = F.scaled_dot_product_attention(q, q, q, is_causal=True)
+            kw["is_causal"] = True
         elif mask == "bool":
-            out = F.scaled_dot_product_attention(q, q, q, attn_mask=causal)
+            kw["attn_mask"] = causal
         elif mask == "float":
-            additive = torch.zeros(n, n, dtype=dtype).masked_fill(~causal, float("-inf"))
-            out = F.scaled_dot_product_attention(q, q, q, attn_mask=additive)
-        else:
-            out = F.scaled_dot_product_attention(q, q, q)
-        return out.float()
+            kw["attn_mask"] = torch.zeros(n, n, dtype=dtype).masked_fill(~causal, float("-inf"))
+        return F.scaled_dot_product_attention(q, q, q, **kw).float()
 
     return module(forward)
 
 
 HEADS = (torch.randn(1, 2, 6, 8),)
-SDPA_FP16_CRASH = r"In op, of type (sub|add), named (sub|add)_\d+.*dtype fp\d+ whereas x has"
+SDPA_FP16_CRASH = r"In op, of type (sub|add|mul), named (sub|add|mul)_\d+.*dtype fp\d+ whereas"
 for _mask in ("causal", "bool", "float"):
     case(f"fp16-sdpa-{_mask}-mask", expect={"CML307"}, crash=SDPA_FP16_CRASH)(
         lambda m=_mask: (attention(torch.float16, m), HEADS)
@@ -666,6 +665,16 @@ case("fp16-sdpa-causal-ios18", expect=set(), settings={"ios": 18})(
 )
 case("fp16-sdpa-unmasked", expect=set())(lambda: (attention(torch.float16, "none"), HEADS))
 case("fp32-sdpa-causal", expect=set())(lambda: (attention(torch.float32, "causal"), HEADS))
+case("fp16-sdpa-scale", expect={"CML307"}, crash=r"In op, of type mul, named mul_\d+.*dtype fp")(
+    lambda: (attention(torch.float16, "none", scale=0.25), HEADS)
+)
+case(
+    "fp16-sdpa-scale-causal-ios18",
+    expect={"CML307"},
+    settings={"ios": 18},
+    crash=SDPA_FP16_CRASH,
+)(lambda: (attention(torch.float16, "causal", scale=0.25), HEADS))
+case("fp32-sdpa-scale", expect=set())(lambda: (attention(torch.float32, "bool", 0.25), HEADS))
 
 
 # ---------------------------------------------------------------- CML401 (pitfall 8)

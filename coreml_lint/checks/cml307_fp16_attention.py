@@ -1,0 +1,71 @@
+"""CML307 fp16-attention: float16 ``scaled_dot_product_attention`` that coremltools writes out
+with fp32 constants.
+
+What it does
+    Flags a delegated ``aten.scaled_dot_product_attention`` whose query is float16 and that
+    has an explicit ``scale=`` (any target), or, below iOS18, a mask: an ``attn_mask`` (bool
+    or float) or ``is_causal=True``.
+
+Why it breaks
+    Core ML has its own attention op only from iOS18, and coremltools uses it only when no
+    ``scale`` is given. Otherwise it writes the attention out, and builds the scale and the
+    mask arithmetic as fp32 constants, which it then pairs with the fp16 scores:
+    ``ValueError: In op, of type mul, named mul_0, the named input `y` must have the same
+    data type as the named input `x`. However, y has dtype fp32 whereas x has dtype fp16.``
+    (``sub_0`` / ``add_0`` for the masks). Found by probing (not in pitfalls.md): every fp16
+    decoder transformers builds with ``.half()`` (Llama, Qwen2, GPT-2, BERT, ...) passes
+    ``scale=`` and fails this way at every target. The same attention in float32, or in
+    fp16 without ``scale`` (unmasked, or masked at iOS18), lowers.
+
+Example
+    ``F.scaled_dot_product_attention(q.half(), k.half(), v.half(), scale=0.125)``.
+
+Fix
+    (a) drop ``scale=`` when it is the default ``1/sqrt(head_dim)`` (or scale ``q``
+    first), and target iOS18 for masked attention; run the attention in float32; or write
+    it out: ``(q @ k.transpose(-2, -1) * scale).masked_fill(~mask, -inf).softmax(-1) @ v``;
+    (c) ``coreml-lint lower`` writes it out in the program (unfused, checked in eager).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from coreml_lint.checks.base import ProgramContext, Rule
+from coreml_lint.lint.findings import Finding, Outcome
+from coreml_lint.program.graph import TensorRef
+
+
+class Fp16Attention(Rule):
+    code = "CML307"
+    name = "fp16-attention"
+    outcome = Outcome.CRASH
+    summary = "float16 SDPA with scale=, or masked below iOS18: fp32 constants meet fp16"
+    lower_fixes = True  # `coreml-lint lower` writes the attention out
+
+    def check(self, ctx: ProgramContext) -> Iterator[Finding]:
+        below_ios18 = ctx.settings.minimum_deployment_target < 18
+        for node in ctx.coreml_nodes():
+            if node.target != "aten.scaled_dot_product_attention.default":
+                continue
+            query = node.arg(0, "query")
+            if not isinstance(query, TensorRef) or ctx.dtype(query.name) != "float16":
+                continue
+            scaled = node.arg(6, "scale") is not None
+            masked = node.arg(3, "attn_mask") is not None or node.arg(5, "is_causal") is True
+            if scaled:
+                what, op = "an explicit scale=", "mul, named mul_0"
+            elif masked and below_ios18:
+                what, op = "a mask (attn_mask or is_causal) below iOS18", "sub, named sub_0"
+            else:
+                continue
+            yield ctx.finding(
+                node,
+                f"float16 scaled_dot_product_attention with {what}: coremltools writes the "
+                f"attention out with fp32 constants and lowering fails with `ValueError: In "
+                f"op, of type {op}, the named input `y` must have the same data type as the "
+                "named input `x`` (fp32 against fp16)",
+                fix="drop scale= when it is 1/sqrt(head_dim), run the attention in float32, "
+                "or write it out: softmax(q @ k.transpose(-2, -1) * scale + mask) @ v",
+                partitioner=None if scaled else {"minimum_deployment_target": 18},
+            )
