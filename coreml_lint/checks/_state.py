@@ -50,7 +50,15 @@ def mutable_buffers(ctx: ProgramContext) -> list[MutableBuffer]:
 def value_key(ctx: ProgramContext, name: str, depth: int = 16) -> Any:
     """A value's expression, structurally: two values with the same key compute the same
     thing from the same inputs, as coremltools' common-subexpression pass sees them.
-    ``copy(buffer, src)`` is ``src`` (coremltools writes ``src`` to the state)."""
+    ``copy(buffer, src)`` is ``src`` (coremltools writes ``src`` to the state). Memoised
+    per graph, so a value reached along many paths is keyed once."""
+    memo = ctx.memo.setdefault("value_keys", {})
+    if (name, depth) not in memo:
+        memo[name, depth] = _value_key(ctx, name, depth)
+    return memo[name, depth]
+
+
+def _value_key(ctx: ProgramContext, name: str, depth: int) -> Any:
     node = ctx.producers.get(name)
     if node is None or depth == 0:
         return ("value", name)

@@ -110,6 +110,7 @@ class ProgramContext:
         self.settings: PartitionerSettings = placement.settings
         self.table = table or load_optable()
         self.rule: type[Rule] | None = None
+        self.memo: dict[str, Any] = {}  # per-graph caches rules may keep
 
     @cached_property
     def users(self) -> dict[str, list[Node]]:

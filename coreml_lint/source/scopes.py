@@ -29,22 +29,22 @@ class Scopes:
 
     def rebinds_import(self, name: ast.Name) -> bool:
         """Whether ``name`` (a use of an imported name) resolves to some other binding."""
+        return self._local_in_a_function(name) or self._module_bindings().get(name.id, False)
+
+    def module_constant(self, name: ast.Name) -> ast.Constant | None:
+        """The literal a module-level name holds (``APPROX = "tanh"``), when the module binds
+        it exactly once, to a literal, and no enclosing function rebinds it."""
+        if self._local_in_a_function(name):
+            return None
+        return self._module_constants().get(name.id)
+
+    def _local_in_a_function(self, name: ast.Name) -> bool:
         scope = self._enclosing_function(name)
         while scope is not None:
             if name.id in self._function_locals(scope):
                 return True
             scope = self._enclosing_function(scope)
-        return self._module_bindings().get(name.id, False)
-
-    def module_constant(self, name: ast.Name) -> ast.Constant | None:
-        """The literal a module-level name holds (``APPROX = "tanh"``), when the module binds
-        it exactly once, to a literal, and no enclosing function rebinds it."""
-        scope = self._enclosing_function(name)
-        while scope is not None:
-            if name.id in self._function_locals(scope):
-                return None
-            scope = self._enclosing_function(scope)
-        return self._module_constants().get(name.id)
+        return False
 
     def _module_constants(self) -> dict[str, ast.Constant]:
         if self._constants is None:
