@@ -677,6 +677,49 @@ case(
 case("fp32-sdpa-scale", expect=set())(lambda: (attention(torch.float32, "bool", 0.25), HEADS))
 
 
+# ---------------------------------------------------------------- CML308 (found by probing)
+def powered(exponent: float | int, consumer: str) -> nn.Module:
+    """float16 ``pow`` feeding a product with weights, as GPT-2's tanh GELU feeds Conv1D."""
+
+    class M(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.w = nn.Parameter(torch.randn(8, 8) * 0.1)
+            self.b = nn.Parameter(torch.zeros(8))
+            self.linear = nn.Linear(8, 8)
+
+        def forward(self, x):
+            h = x.half()
+            p = torch.tanh(torch.pow(h, exponent) * 0.5 + h)
+            if consumer == "addmm":
+                out = torch.addmm(self.b, p, self.w)
+            elif consumer == "matmul":
+                out = p @ self.w.t()
+            else:
+                out = self.linear(p)
+            return out.float()
+
+    return M().half()
+
+
+ROWS = (torch.randn(4, 8),)
+SAME_DTYPE = r"must have the same data type as the named input"
+case("fp16-pow-float-addmm", expect={"CML308"}, crash=SAME_DTYPE)(
+    lambda: (powered(3.0, "addmm"), ROWS)
+)
+case("fp16-pow-float-addmm-ios18", expect={"CML308"}, settings={"ios": 18}, crash=SAME_DTYPE)(
+    lambda: (powered(3.0, "addmm"), ROWS)
+)
+case("fp16-pow-fractional-matmul", expect={"CML308"}, crash=SAME_DTYPE)(
+    lambda: (powered(2.5, "matmul"), ROWS)
+)
+case("fp16-pow-float-matmul-ios18", expect=set(), settings={"ios": 18})(
+    lambda: (powered(3.0, "matmul"), ROWS)
+)
+case("fp16-pow-int-addmm", expect=set())(lambda: (powered(3, "addmm"), ROWS))
+case("fp16-pow-float-linear", expect=set())(lambda: (powered(3.0, "linear"), ROWS))
+
+
 # ---------------------------------------------------------------- CML401 (pitfall 8)
 def assign(index: Callable[[torch.Tensor, torch.Tensor], None], v_shape: tuple[int, ...]):
     def forward(s, x, v):

@@ -84,6 +84,39 @@ def attention_written_out(ep: ExportedProgram) -> tuple[ExportedProgram, list[st
     return ep.run_decompositions(table), [f"{n.name}: attention written out" for n in nodes]
 
 
+def fp16_float_pows(ep: ExportedProgram) -> tuple[ExportedProgram, list[str]]:
+    """A float16 ``pow`` with a float exponent that coremltools would compute in fp32 and
+    then pair with fp16 weights: a whole exponent becomes an int (``pow(x, 3)``: the same
+    values, kept in fp16); a fractional one is computed in float32 and cast back, so the
+    MIL holds an explicit cast instead of an fp32 value flowing on."""
+    done = []
+    for node in list(ep.graph.nodes):
+        if node.target != aten.pow.Tensor_Scalar or len(node.args) < 2:
+            continue
+        base, exponent = node.args[0], node.args[1]
+        val = _val(node)
+        if not isinstance(exponent, float) or getattr(val, "dtype", None) != torch.float16:
+            continue
+        if exponent.is_integer():
+            node.args = (base, int(exponent))
+            done.append(f"{node.name}: exponent {exponent!r} written as {int(exponent)}")
+            continue
+        with ep.graph.inserting_before(node):
+            node.args = (_cast(ep, base, torch.float32), exponent)
+        node.meta["val"] = val.float()
+        with ep.graph.inserting_after(node):
+            back = _cast(ep, node, torch.float16)
+        node.replace_all_uses_with(back, delete_user_cb=lambda user, back=back: user is not back)
+        done.append(f"{node.name}: pow(x, {exponent!r}) computed in float32")
+    return _finish(ep), done
+
+
+def _cast(ep: ExportedProgram, value: torch.fx.Node, dtype: torch.dtype) -> torch.fx.Node:
+    cast = ep.graph.call_function(aten._to_copy.default, (value,), {"dtype": dtype})
+    cast.meta = {**value.meta, "val": _val(value).to(dtype)}
+    return cast
+
+
 def rms_norm_eps(ep: ExportedProgram) -> tuple[ExportedProgram, list[str]]:
     done = []
     for node in ep.graph.nodes:
@@ -254,6 +287,8 @@ REWRITES = {
     "CML305": Rewrite("CML305", "decompose tanh GELU", tanh_gelu, tolerance=1e-5),
     "CML303": Rewrite("CML303", "rms_norm eps", rms_norm_eps),
     "CML306": Rewrite("CML306", "max_pool stride", pool_stride),
+    # A fractional exponent computed in float32 rounds once instead of in fp16 steps.
+    "CML308": Rewrite("CML308", "float16 pow exponents", fp16_float_pows, tolerance=1e-2),
     # Unfused fp16 attention rounds differently from torch's fused kernel: about 2e-3 seen.
     "CML307": Rewrite("CML307", "write fp16 attention out", attention_written_out, tolerance=1e-2),
     "CML105": Rewrite("CML105", "bool min/max to any/all/logical ops", bool_min_max),
