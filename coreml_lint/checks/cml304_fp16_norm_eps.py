@@ -19,7 +19,8 @@ Fix
     (a) keep the norm in float32, or hand-write it:
     ``x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w``;
     (b) ``skip_ops_for_coreml_delegation=["rms_norm.default"]`` (ATen spelling: decomposed,
-    and the pieces are delegated).
+    and the pieces are delegated); (c) ``coreml-lint lower`` runs the norm in float32 and
+    casts it back, inside Core ML (checked in eager at 1e-2).
 """
 
 from __future__ import annotations

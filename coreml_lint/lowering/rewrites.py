@@ -117,6 +117,36 @@ def _cast(ep: ExportedProgram, value: torch.fx.Node, dtype: torch.dtype) -> torc
     return cast
 
 
+_NORMS = (aten.layer_norm.default, aten.rms_norm.default)
+
+
+def fp16_norms_in_fp32(ep: ExportedProgram) -> tuple[ExportedProgram, list[str]]:
+    """A float16 layer_norm/rms_norm computed in float32 and cast back: coremltools then
+    pairs its fp32 eps with an fp32 tensor, and the norm stays on Core ML (refusing it
+    would split the partition around every norm). The original node becomes the cast
+    back, so its name, users and any output spec stay as they were."""
+    done = []
+    for node in list(ep.graph.nodes):
+        val = _val(node)
+        if node.target not in _NORMS or getattr(val, "dtype", None) != torch.float16:
+            continue
+        with ep.graph.inserting_before(node):
+            args = tuple(_cast(ep, a, torch.float32) if _is_fp16(a) else a for a in node.args)
+            norm = ep.graph.call_function(node.target, args, dict(node.kwargs))
+        norm.meta = {**node.meta, "val": val.float()}
+        node.target, node.args, node.kwargs = (
+            aten._to_copy.default,
+            (norm,),
+            {"dtype": torch.float16},
+        )
+        done.append(f"{node.name}: float16 {norm.target.__name__.split('.')[0]} run in float32")
+    return _finish(ep), done
+
+
+def _is_fp16(value: Any) -> bool:
+    return getattr(_val(value), "dtype", None) == torch.float16
+
+
 def rms_norm_eps(ep: ExportedProgram) -> tuple[ExportedProgram, list[str]]:
     done = []
     for node in ep.graph.nodes:
@@ -287,6 +317,8 @@ REWRITES = {
     "CML305": Rewrite("CML305", "decompose tanh GELU", tanh_gelu, tolerance=1e-5),
     "CML303": Rewrite("CML303", "rms_norm eps", rms_norm_eps),
     "CML306": Rewrite("CML306", "max_pool stride", pool_stride),
+    # float32 arithmetic inside the norm instead of float16: closer to exact, not equal.
+    "CML304": Rewrite("CML304", "float16 norms in float32", fp16_norms_in_fp32, tolerance=1e-2),
     # A fractional exponent computed in float32 rounds once instead of in fp16 steps.
     "CML308": Rewrite("CML308", "float16 pow exponents", fp16_float_pows, tolerance=1e-2),
     # Unfused fp16 attention rounds differently from torch's fused kernel: about 2e-3 seen.

@@ -173,8 +173,9 @@ def lower(
         refusals.predicates["touches a bfloat16 tensor (CML104)"] = lambda n: any(
             t.dtype == torch.bfloat16 for t in _tensors(n)
         )
-    if "CML304" in codes:  # rms_norm: refused in the ATen graph, so torch decomposes it;
-        # layer_norm decomposes to native_layer_norm, which fails alike: both on the CPU.
+    if "CML304" in codes:  # the float32 rewrite was not applied. rms_norm: refused in the
+        # ATen graph, so torch decomposes it; layer_norm decomposes to native_layer_norm,
+        # which fails alike: both on the CPU.
         refusals.predicates["float16 norm with an fp32 eps in Core ML (CML304)"] = lambda n: (
             _op_base(n) in ("rms_norm", "layer_norm", "native_layer_norm")
             and any(t.dtype == torch.float16 for t in _tensors(n))
