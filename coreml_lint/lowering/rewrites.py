@@ -101,12 +101,7 @@ def fp16_float_pows(ep: ExportedProgram) -> tuple[ExportedProgram, list[str]]:
             node.args = (base, int(exponent))
             done.append(f"{node.name}: exponent {exponent!r} written as {int(exponent)}")
             continue
-        with ep.graph.inserting_before(node):
-            node.args = (_cast(ep, base, torch.float32), exponent)
-        node.meta["val"] = val.float()
-        with ep.graph.inserting_after(node):
-            back = _cast(ep, node, torch.float16)
-        node.replace_all_uses_with(back, delete_user_cb=lambda user, back=back: user is not back)
+        _in_float32(ep, node)
         done.append(f"{node.name}: pow(x, {exponent!r}) computed in float32")
     return _finish(ep), done
 
@@ -130,17 +125,20 @@ def fp16_norms_in_fp32(ep: ExportedProgram) -> tuple[ExportedProgram, list[str]]
         val = _val(node)
         if node.target not in _NORMS or getattr(val, "dtype", None) != torch.float16:
             continue
-        with ep.graph.inserting_before(node):
-            args = tuple(_cast(ep, a, torch.float32) if _is_fp16(a) else a for a in node.args)
-            norm = ep.graph.call_function(node.target, args, dict(node.kwargs))
-        norm.meta = {**node.meta, "val": val.float()}
-        node.target, node.args, node.kwargs = (
-            aten._to_copy.default,
-            (norm,),
-            {"dtype": torch.float16},
-        )
+        norm = _in_float32(ep, node)
         done.append(f"{node.name}: float16 {norm.target.__name__.split('.')[0]} run in float32")
     return _finish(ep), done
+
+
+def _in_float32(ep: ExportedProgram, node: torch.fx.Node) -> torch.fx.Node:
+    """Compute ``node`` on float32 copies of its float16 inputs, and make ``node`` itself the
+    cast back to float16, so its name, users and any output spec stay as they were."""
+    with ep.graph.inserting_before(node):
+        args = tuple(_cast(ep, a, torch.float32) if _is_fp16(a) else a for a in node.args)
+        wide = ep.graph.call_function(node.target, args, dict(node.kwargs))
+    wide.meta = {**node.meta, "val": _val(node).float()}
+    node.target, node.args, node.kwargs = aten._to_copy.default, (wide,), {"dtype": torch.float16}
+    return wide
 
 
 def _is_fp16(value: Any) -> bool:
