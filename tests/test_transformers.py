@@ -15,14 +15,14 @@ transformers = pytest.importorskip("transformers")
 from coreml_lint import lint_program  # noqa: E402
 from coreml_lint.lint.findings import Severity  # noqa: E402
 
+# Small enough to lower in seconds, big enough to hold every op the full model has.
+SMALL = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4)
+
 
 def _decoder(config_cls, model_cls, **extra):
     config = config_cls(
         vocab_size=128,
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=4,
+        **SMALL,
         num_key_value_heads=2,
         max_position_embeddings=64,
         **extra,
@@ -51,15 +51,7 @@ ARCHITECTURES = {
     ),
     "bert": (
         lambda: (
-            transformers.BertModel(
-                transformers.BertConfig(
-                    vocab_size=128,
-                    hidden_size=64,
-                    num_hidden_layers=2,
-                    num_attention_heads=4,
-                    intermediate_size=128,
-                )
-            ),
+            transformers.BertModel(transformers.BertConfig(vocab_size=128, **SMALL)),
             (torch.randint(0, 128, (1, 8)),),
             {},
         ),
@@ -67,16 +59,7 @@ ARCHITECTURES = {
     ),
     "vit": (
         lambda: (
-            transformers.ViTModel(
-                transformers.ViTConfig(
-                    hidden_size=64,
-                    num_hidden_layers=2,
-                    num_attention_heads=4,
-                    intermediate_size=128,
-                    image_size=32,
-                    patch_size=8,
-                )
-            ),
+            transformers.ViTModel(transformers.ViTConfig(image_size=32, patch_size=8, **SMALL)),
             (torch.randn(1, 3, 32, 32),),
             {},
         ),

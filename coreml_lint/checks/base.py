@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from functools import cached_property
 from pathlib import Path
 from typing import Any, ClassVar
@@ -138,6 +138,31 @@ class ProgramContext:
             p = self.placement.nodes[node.name]
             if p.where == COREML and (include_decomposed or not p.decomposed):
                 yield node
+
+    def coreml_users_downstream(
+        self,
+        values: list[str],
+        *,
+        follow: Callable[[Node], bool] = lambda node: True,
+        depth: int = 64,
+    ) -> Iterator[tuple[str, Node]]:
+        """Each Core ML node that reads ``values``, or (breadth-first, ``depth`` steps) the
+        outputs of a node ``follow`` lets the walk pass through, once, with the value it
+        reads."""
+        frontier, seen = list(values), set()
+        for _ in range(depth):
+            following: list[str] = []
+            for value in frontier:
+                for user in self.users.get(value, []):
+                    if user.name in seen or not self.on_coreml(user):
+                        continue
+                    seen.add(user.name)
+                    yield value, user
+                    if follow(user):
+                        following.extend(user.outputs)
+            if not following:
+                return
+            frontier = following
 
     def dtype(self, value: str | None) -> str | None:
         return self.graph.dtype(value) if value else None

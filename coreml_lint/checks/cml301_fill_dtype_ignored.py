@@ -141,27 +141,25 @@ class FillDtypeIgnored(Rule):
         as an integer. Arithmetic whose result torch types as float (``full(.., 2) * x``)
         promotes the fill exactly as Core ML's float fill does, so it is not an integer use;
         an index (embedding), a comparison or an integer result is."""
-        frontier, seen, reached = [node.outputs[0]], set(), {node.outputs[0]}
-        integer_use = False
-        for _ in range(8):
-            following = []
-            for value in frontier:
-                for user in ctx.users.get(value, []):
-                    if user.name in seen or not ctx.on_coreml(user):
-                        continue
-                    seen.add(user.name)
-                    position = INDEX_CONSUMERS.get(user.op_base)
-                    arg = user.arg(position, "index") if position is not None else None
-                    if position is not None and getattr(arg, "name", None) == value:
-                        return user, reached, True
-                    result = ctx.dtype(user.outputs[0]) if user.outputs else None
-                    if user.op_base in FLOAT_PROMOTING and result in FLOAT_DTYPES:
-                        continue
-                    integer_use = True
-                    if user.op_base in PASS_THROUGH and result in INTEGER_DTYPES:
-                        following.extend(user.outputs)
-                        reached.update(user.outputs)
-            frontier = following
+
+        def result(user: Node) -> str | None:
+            return ctx.dtype(user.outputs[0]) if user.outputs else None
+
+        def passes_integers(user: Node) -> bool:
+            return user.op_base in PASS_THROUGH and result(user) in INTEGER_DTYPES
+
+        start = node.outputs[0]
+        reached, integer_use = {start}, False
+        for value, user in ctx.coreml_users_downstream([start], follow=passes_integers, depth=8):
+            position = INDEX_CONSUMERS.get(user.op_base)
+            arg = user.arg(position, "index") if position is not None else None
+            if position is not None and getattr(arg, "name", None) == value:
+                return user, reached, True
+            if user.op_base in FLOAT_PROMOTING and result(user) in FLOAT_DTYPES:
+                continue
+            integer_use = True
+            if passes_integers(user):
+                reached.update(user.outputs)
         return None, reached, integer_use
 
     @staticmethod

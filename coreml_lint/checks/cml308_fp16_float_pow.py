@@ -75,23 +75,10 @@ class Fp16FloatPow(Rule):
         """The first Core ML addmm, or matmul/mm below iOS18, that the pow's value reaches
         and that has a weight operand."""
         below_ios18 = ctx.settings.minimum_deployment_target < 18
-        frontier, seen = list(start.outputs), set()
-        for _ in range(64):
-            following = []
-            for value in frontier:
-                for user in ctx.users.get(value, []):
-                    if user.name in seen or not ctx.on_coreml(user):
-                        continue
-                    seen.add(user.name)
-                    matmul = user.op_base == "addmm" or (
-                        below_ios18 and user.op_base in ("matmul", "mm")
-                    )
-                    if matmul and any(_is_weight(ctx, t) for t in user.tensor_inputs()):
-                        return user
-                    following.extend(user.outputs)
-            if not following:
-                return None
-            frontier = following
+        for _, user in ctx.coreml_users_downstream(start.outputs):
+            matmul = user.op_base == "addmm" or (below_ios18 and user.op_base in ("matmul", "mm"))
+            if matmul and any(_is_weight(ctx, t) for t in user.tensor_inputs()):
+                return user
         return None
 
 

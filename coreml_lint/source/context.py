@@ -122,6 +122,12 @@ class SourceContext:
     def calls(self) -> list[ast.Call]:
         return self._index[0]
 
+    @property
+    def rebound_names(self) -> set[str]:
+        """Names the file binds other than by importing them: only these can shadow an
+        import or hold a module-level constant, so only these need a scope lookup."""
+        return self._index[3]
+
     def qualname(self, expr: ast.AST) -> str | None:
         """``F.gelu`` -> ``torch.nn.functional.gelu`` when ``F`` was imported as that."""
         key = id(expr)
@@ -136,7 +142,7 @@ class SourceContext:
             expr = expr.value
         if not isinstance(expr, ast.Name) or expr.id not in self.imports:
             return None
-        if expr.id in self._index[3] and self.scopes.rebinds_import(expr):
+        if expr.id in self.rebound_names and self.scopes.rebinds_import(expr):
             return None
         dotted = ".".join([self.imports[expr.id], *reversed(parts)])
         for prefix, canonical in _CANONICAL.items():
@@ -147,7 +153,7 @@ class SourceContext:
     def constant(self, expr: ast.AST | None) -> Any:
         """The literal value of ``expr``, or of the module-level constant it names; else
         ``None``."""
-        if isinstance(expr, ast.Name) and expr.id in self._index[3]:
+        if isinstance(expr, ast.Name) and expr.id in self.rebound_names:
             expr = self.scopes.module_constant(expr)
         return expr.value if isinstance(expr, ast.Constant) else None
 
