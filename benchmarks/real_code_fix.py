@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 from coreml_lint.fixers.session import FixSession
-from coreml_lint.lint.config import LintConfig
+from coreml_lint.core.config import LintConfig
 
 
 def snapshot(root: Path) -> dict[Path, bytes]:

@@ -12,15 +12,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+from coreml_lint.core.version import __version__
 
 if TYPE_CHECKING:
-    from coreml_lint.lint.engine import ProgramReport
+    from coreml_lint.engine.program import ProgramReport
 
 
 def lint_program(exported_program: Any, config: Any = None, **partitioner: Any) -> ProgramReport:
     """Lint an ``ExportedProgram``; keyword arguments are ``CoreMLPartitioner`` settings."""
-    from coreml_lint.program.from_exported import lint_exported_program
+    from coreml_lint.engine.exported import lint_exported_program
 
     return lint_exported_program(exported_program, config, **partitioner)
 
@@ -36,7 +36,7 @@ def lower(exported_program: Any, **settings: Any) -> Any:
 
 def lint_pt2(path: Any, config: Any = None) -> list[ProgramReport]:
     """Lint every method of a ``.pt2`` archive (torch-free)."""
-    from coreml_lint.lint.engine import lint_pt2 as _lint_pt2
+    from coreml_lint.engine.program import lint_pt2 as _lint_pt2
 
     return _lint_pt2(path, config)
 

@@ -1,3 +1,3 @@
-from coreml_lint.lint.cli import main
+from coreml_lint.cli.main import main
 
 raise SystemExit(main())

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 from conftest import _archive
 
-from coreml_lint.lint.cli import main
-from coreml_lint.lint.engine import lint_pt2
-from coreml_lint.lint.errors import InputError
+from coreml_lint.cli.main import main
+from coreml_lint.core.errors import InputError
+from coreml_lint.engine.program import lint_pt2
 
 
 def _rewrite(case_id: str, edit) -> bytes:

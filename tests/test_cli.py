@@ -13,8 +13,8 @@ import pytest
 import torch
 from conftest import _archive
 
-from coreml_lint.checks import all_rules
-from coreml_lint.lint.cli import main
+from coreml_lint.cli.main import main
+from coreml_lint.rules import all_rules
 
 MODEL_SOURCE = textwrap.dedent(
     """

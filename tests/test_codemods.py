@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from coreml_lint.cli.main import main
+from coreml_lint.engine.source import lint_source_file
 from coreml_lint.fixers.apply import compute_fix, selected_edits
-from coreml_lint.lint.cli import main
-from coreml_lint.source.engine import lint_source_file
 
 SOURCES = Path(__file__).parent / "fixtures" / "source"
 FIXED = Path(__file__).parent / "fixtures" / "fix"
@@ -42,11 +42,11 @@ def test_safe_mode_applies_only_safe_fixes(name, tmp_path, capsys):
     main([str(target), "--fix"])
     capsys.readouterr()
     after = lint_source_file(target)
-    unsafe = [f for f in before if f.extra.get("edit") and not f.extra["edit"].safe]
+    unsafe = [f for f in before if f.edit and not f.edit.safe]
     left = {(f.code, f.location.source_line) for f in after}
     for finding in unsafe:
         assert (finding.code, finding.location.source_line) in left
-    assert all(not (f.extra.get("edit") and f.extra["edit"].safe) for f in after)
+    assert all(not (f.edit and f.edit.safe) for f in after)
 
 
 def test_diff_writes_nothing_and_exits_one(tmp_path, capsys):
@@ -82,7 +82,7 @@ def test_write_keeps_permissions(tmp_path, capsys):
 def test_broken_result_is_reverted(tmp_path, monkeypatch):
     import libcst as cst
 
-    from coreml_lint.checks.cml305_tanh_gelu import TanhGelu
+    from coreml_lint.rules.cml305_tanh_gelu import TanhGelu
 
     monkeypatch.setattr(
         TanhGelu, "transform", lambda self, fix, call, edits: cst.parse_expression("(yield)")
@@ -96,11 +96,12 @@ def test_broken_result_is_reverted(tmp_path, monkeypatch):
     assert result.fixed == text
 
 
-def test_program_finding_fixes_its_model_line(tmp_path, capsys):
+def test_program_finding_fixes_its_model_line(tmp_path, capsys, monkeypatch):
     import importlib.util
 
     import torch
 
+    monkeypatch.chdir(tmp_path)  # the model's project: a fix writes only inside it
     source = tmp_path / "model.py"
     source.write_text(
         "import torch\nimport torch.nn.functional as F\n\n\nclass Model(torch.nn.Module):\n"

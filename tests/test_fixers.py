@@ -14,8 +14,8 @@ import torch
 from cases import causal_row0, inverted_mask
 
 from coreml_lint import lint_program
-from coreml_lint.lint.cli import main
-from coreml_lint.lint.findings import Severity
+from coreml_lint.cli.main import main
+from coreml_lint.core.findings import Severity
 
 MODELS = Path(__file__).parent / "fixtures" / "models"
 

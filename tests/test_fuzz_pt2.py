@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from conftest import _archive
 
-from coreml_lint.lint.engine import lint_graph
-from coreml_lint.lint.errors import InputError
+from coreml_lint.core.errors import InputError
+from coreml_lint.engine.program import lint_graph
 from coreml_lint.program.pt2 import read_pt2_stream
 
 SEEDS = ("transformer-block", "state-default-target", "index-put-slice-multi", "mha-bool-mask")

@@ -23,7 +23,7 @@ BLOCKER = textwrap.dedent(
     sys.meta_path.insert(0, Block())
     import pickle
     pickle.loads = pickle.load = lambda *a, **k: (_ for _ in ()).throw(AssertionError("unpickle"))
-    from coreml_lint.lint.cli import main
+    from coreml_lint.cli.main import main
     code = main(sys.argv[1:])
     heavy = [m for m in sys.modules if m.split(".")[0] in {"torch", "coremltools", "executorch"}]
     assert not heavy, heavy
@@ -50,7 +50,7 @@ def test_weights_are_never_read(tmp_path):
     import io
     import zipfile
 
-    from coreml_lint.lint.engine import lint_pt2
+    from coreml_lint.engine.program import lint_pt2
 
     original = tmp_path / "a.pt2"
     original.write_bytes(_archive("transformer-block"))

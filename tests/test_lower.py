@@ -100,7 +100,8 @@ def test_cli_lower_failure_is_one_line_and_writes_nothing(tmp_path):
     result = _cli("lower", str(program), "-o", str(out), "--quiet")
     assert result.returncode == 2
     last = result.stderr.strip().splitlines()[-1]
-    assert last.startswith(f"error: {program}: lowering failed:") and "CML103" in last
+    assert last.startswith(f"error: {program}: lowering failed in to_executorch:")
+    assert "CML103" in last
     assert "Traceback" not in result.stderr
     assert not out.exists() and not list(tmp_path.glob(".q.pte*"))
 

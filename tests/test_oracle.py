@@ -49,7 +49,7 @@ def _placement_matches(case_id, lowered):
     from conftest import exported, settings_of
 
     from coreml_lint import lint_program
-    from coreml_lint.lint.config import LintConfig
+    from coreml_lint.core.config import LintConfig
 
     report = lint_program(exported(case_id), LintConfig(partitioner=settings_of(case_id)))
     predicted_cpu = {p.edge_name for p in report.placement.nodes.values() if p.where == "cpu"}

@@ -8,8 +8,8 @@ import pytest
 import torch
 from cases import CASE_IDS
 
+from coreml_lint.engine.exported import graph_of
 from coreml_lint.program.canonical import canonicalize
-from coreml_lint.program.from_exported import graph_of
 from coreml_lint.program.pt2 import read_pt2
 
 DTYPES = {

@@ -7,8 +7,8 @@ import pytest
 from cases import BY_ID, CASE_IDS
 
 from coreml_lint import lint_program
-from coreml_lint.lint.config import LintConfig
-from coreml_lint.lint.findings import Severity
+from coreml_lint.core.config import LintConfig
+from coreml_lint.core.findings import Severity
 
 
 @pytest.mark.parametrize("case_id", CASE_IDS)

@@ -12,27 +12,37 @@ from pathlib import Path
 
 import pytest
 
-from coreml_lint.lint.cli import main
+from coreml_lint.cli.main import main
 
 GOOD = "import torch\n\ny = torch.full((2,), 3)\n"
 
 
-@pytest.mark.parametrize(
-    "name, data, message",
-    [
-        ("syntax.py", b"import torch\ndef f(:\n    torch.full((1,), 2)\n", "syntax error"),
-        ("latin1.py", b"import torch\nx = '\xe9'\n", "not UTF-8"),
-        ("nul.py", b"import torch\x00\ntorch.full((1,), 2)\n", "nul.py: syntax error"),
-    ],
-)
-def test_bad_file_does_not_stop_the_run(tmp_path, capsys, name, data, message):
-    (tmp_path / name).write_bytes(data)
+def test_unreadable_file_does_not_stop_the_run(tmp_path, capsys):
+    (tmp_path / "latin1.py").write_bytes(b"import torch\nx = '\xe9'\n")
     (tmp_path / "good.py").write_text(GOOD)
     code = main([str(tmp_path), "--output-format", "concise"])
     out, err = capsys.readouterr()
     assert code == 2
     assert "good.py:3" in out and "CML301" in out
-    assert err.count("\n") == 1 and message in err and name in err
+    assert err.count("\n") == 1 and "not UTF-8" in err and "latin1.py" in err
+
+
+@pytest.mark.parametrize(
+    "name, data",
+    [
+        ("syntax.py", b"import torch\ndef f(:\n    torch.full((1,), 2)\n"),
+        ("nul.py", b"import torch\x00\ntorch.full((1,), 2)\n"),
+    ],
+)
+def test_file_that_does_not_parse_is_a_finding(tmp_path, capsys, name, data):
+    """As in ruff: exit 1 (findings), not 2; every other file is still linted."""
+    (tmp_path / name).write_bytes(data)
+    (tmp_path / "good.py").write_text(GOOD)
+    code = main([str(tmp_path), "--output-format", "concise"])
+    out, err = capsys.readouterr()
+    assert code == 1 and not err
+    assert "good.py:3" in out and "CML301" in out
+    assert f"{name}:" in out and "CML001" in out
 
 
 def test_bom_crlf_and_tabs_survive_a_fix(tmp_path, capsys):

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from coreml_lint.lint.config import LintConfig
-from coreml_lint.lint.errors import InputError
-from coreml_lint.source.engine import lint_source, lint_source_file
+from coreml_lint.core.config import LintConfig
+from coreml_lint.core.errors import InputError
+from coreml_lint.engine.source import lint_source, lint_source_file
 
 SOURCES = Path(__file__).parent / "fixtures" / "source"
 EXPECT = re.compile(r"#\s*expect:\s*(?P<codes>[A-Z0-9, ]+)$")
@@ -54,19 +54,36 @@ def test_files_without_torch_are_not_parsed():
     assert lint_source("this is not python but mentions full(", "notes.py") == []
 
 
-@pytest.mark.parametrize(
-    "data, message",
-    [
-        (b"import torch\ndef f(:\n  torch.full((1,), 2)\n", "syntax error"),
-        (b"import torch\nx = '\xff\xfe'\ntorch.full((1,), 2)\n", "not UTF-8"),
-    ],
-)
-def test_unreadable_sources_raise_one_line(tmp_path, data, message):
+def test_undecodable_source_raises_one_line(tmp_path):
     path = tmp_path / "bad.py"
-    path.write_bytes(data)
+    path.write_bytes(b"import torch\nx = '\xff\xfe'\ntorch.full((1,), 2)\n")
     with pytest.raises(InputError) as info:
         lint_source_file(path)
-    assert message in str(info.value) and "\n" not in str(info.value)
+    assert "not UTF-8" in str(info.value) and "\n" not in str(info.value)
+
+
+def test_syntax_error_is_a_finding_at_its_line(tmp_path):
+    """As in ruff: a file that does not parse is one finding; the run goes on."""
+    path = tmp_path / "bad.py"
+    path.write_bytes(b"import torch\ndef f(:\n  torch.full((1,), 2)\n")
+    (finding,) = lint_source_file(path)
+    assert (finding.code, finding.severity.value, finding.location.line) == ("CML001", "error", 2)
+    assert finding.message.startswith("syntax error") and "not linted" in finding.message
+
+
+def test_newer_python_syntax_is_told_apart(tmp_path):
+    """PEP 695 generics parse with libcst's grammar but not with this interpreter's ast."""
+    import sys
+
+    path = tmp_path / "new.py"
+    path.write_text("import torch\n\ndef f[T](x: T) -> T:\n    return torch.full((1,), 2)\n")
+    findings = lint_source_file(path)
+    if sys.version_info >= (3, 12):
+        assert [f.code for f in findings] == ["CML301"]
+        return
+    (finding,) = findings
+    assert finding.code == "CML001" and finding.severity.value == "warning"
+    assert "newer than Python 3." in finding.message
 
 
 def test_bom_and_crlf_are_handled(tmp_path):

@@ -13,7 +13,7 @@ import torch
 transformers = pytest.importorskip("transformers")
 
 from coreml_lint import lint_program  # noqa: E402
-from coreml_lint.lint.findings import Severity  # noqa: E402
+from coreml_lint.core.findings import Severity  # noqa: E402
 
 # Small enough to lower in seconds, big enough to hold every op the full model has.
 SMALL = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4)
@@ -153,7 +153,7 @@ STATIC_CACHE = {
 
 @pytest.mark.parametrize("arch,ios", sorted(STATIC_CACHE))
 def test_static_cache_errors(arch, ios):
-    from coreml_lint.lint.config import LintConfig
+    from coreml_lint.core.config import LintConfig
     from coreml_lint.program.placement import PartitionerSettings
 
     settings = PartitionerSettings(minimum_deployment_target=ios)

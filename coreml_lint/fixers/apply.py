@@ -3,13 +3,9 @@
 from __future__ import annotations
 
 import difflib
-import os
-import tempfile
 from dataclasses import dataclass, field
-from pathlib import Path
 
-from coreml_lint.lint.findings import Finding
-from coreml_lint.source.context import SourceFix
+from coreml_lint.core.findings import Finding, SourceFix
 
 
 @dataclass
@@ -36,12 +32,7 @@ class FixResult:
 
 
 def selected_edits(findings: list[Finding], unsafe: bool) -> list[SourceFix]:
-    edits = []
-    for finding in findings:
-        edit = finding.extra.get("edit")
-        if edit is not None and (edit.safe or unsafe):
-            edits.append(edit)
-    return edits
+    return [f.edit for f in findings if f.edit is not None and (f.edit.safe or unsafe)]
 
 
 def compute_fix(path: str, text: str, edits: list[SourceFix]) -> FixResult:
@@ -69,20 +60,3 @@ def compute_fix(path: str, text: str, edits: list[SourceFix]) -> FixResult:
             path, text, text, error=f"{path}: fix reverted: the result does not parse ({exc.msg})"
         )
     return FixResult(path, text, fixed, applied=list(command.applied))
-
-
-def write_atomically(path: str | Path, text: str) -> None:
-    """Replace the file in one rename, keeping its permissions: it is old or new, never half."""
-    path = Path(path)
-    mode = path.stat().st_mode & 0o7777
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".coreml-lint", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise

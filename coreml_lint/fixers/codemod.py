@@ -13,8 +13,8 @@ from libcst.codemod import CodemodContext, VisitorBasedCodemodCommand
 from libcst.codemod.visitors import AddImportsVisitor
 from libcst.metadata import PositionProvider
 
-from coreml_lint.checks import rule_by_code
-from coreml_lint.source.context import SourceFix
+from coreml_lint.core.findings import SourceFix
+from coreml_lint.rules import rule_by_code
 
 
 def callee_name(func: cst.BaseExpression) -> str | None:
@@ -31,7 +31,7 @@ class ApplyFixes(VisitorBasedCodemodCommand):
 
     def __init__(self, context: CodemodContext, fixes: list[SourceFix]) -> None:
         super().__init__(context)
-        self.fixes = {(f.line, f.column, f.get("callee")): f for f in fixes}
+        self.fixes = {(f.line, f.column, f.callee): f for f in fixes}
         self.applied: list[SourceFix] = []
         self.helpers: dict[str, str] = {}
         self.torch_alias: str | None = None

@@ -1,138 +1,92 @@
-"""A fixing run over many files: lint, apply the selected fixes, write, relint."""
+"""A fixing run over many files: lint, apply the selected fixes in one pass, write, relint.
+
+Each file is read, linted, fixed (one libcst parse, one render) and relinted once, however
+many findings point into it: the source rules' own findings and the lines ``.pt2``
+findings point to are merged first. Files are fixed on every core when there are enough
+of them; Ctrl-C stops the workers at once, and since every write is a single rename, each
+file is old or new, never half-written (a cut-short write leaves only its temporary file,
+which is removed).
+"""
 
 from __future__ import annotations
 
-import os
-import signal
-from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
-from coreml_lint.lint.config import LintConfig
-from coreml_lint.lint.errors import InputError
-from coreml_lint.lint.findings import Finding
+from coreml_lint.core.config import LintConfig
+from coreml_lint.core.errors import InputError
+from coreml_lint.core.files import TEMP_SUFFIX, write_atomically
+from coreml_lint.core.findings import Finding
+from coreml_lint.core.parallel import parallel_map
+from coreml_lint.engine.source import lint_source, read_source
+from coreml_lint.fixers.apply import FixResult, compute_fix, selected_edits
 
 _BOM = b"\xef\xbb\xbf"
-PARALLEL_THRESHOLD = 64  # files; below this, starting worker processes costs more than it saves
-CHUNK = 16  # files per task: small enough that an interrupt stops the run quickly
+# Program-driven targets of one file: (code, line) pairs a fix may touch; None = any finding.
+Targets = set[tuple[str, int]] | None
 
 
+@dataclass
+class FileOutcome:
+    path: str
+    findings: list[Finding] = field(default_factory=list)  # after fixing (or not)
+    result: FixResult | None = None
+    error: str | None = None
+
+
+@dataclass
 class FixSession:
-    """Lints source files, applies the selected fixes, and relints what it changed.
+    """``unsafe`` adds the unsafe fixes; ``write`` is off for ``--diff``."""
 
-    ``apply`` turns fixing on (``--fix`` or ``--diff``), ``unsafe`` adds the unsafe fixes,
-    ``write`` is off for ``--diff``. Results and per-file errors are collected for the CLI.
-    """
+    config: LintConfig
+    unsafe: bool = False
+    write: bool = True
 
-    def __init__(self, config: LintConfig, *, apply: bool, unsafe: bool, write: bool) -> None:
-        self.config, self.apply, self.unsafe, self.write = config, apply, unsafe, write
-        self.results: list[Any] = []
-        self.errors: list[str] = []
-
-    def source_file(self, path: Path, only: set[tuple[str, int]] | None = None) -> list[Finding]:
-        """Findings of one file after fixing it; ``only`` restricts the fixes to
-        (code, line) pairs (program findings drive fixes this way)."""
-        from coreml_lint.fixers.apply import compute_fix, selected_edits, write_atomically
-        from coreml_lint.source.engine import lint_source, read_source
-
-        text = read_source(path)
-        findings = lint_source(text, str(path), self.config)
-        if not self.apply:
-            return findings
-        chosen = [f for f in findings if only is None or (f.code, f.location.line) in only]
-        edits = selected_edits(chosen, self.unsafe)
-        if not edits:
-            return findings
-        result = compute_fix(str(path), text, edits)
-        if result.error:
-            self.errors.append(result.error)
-            return findings
-        if not result.changed:
-            return findings
-        self.results.append(result)
-        if not self.write:
-            return findings
-        bom = "\ufeff" if path.read_bytes().startswith(_BOM) else ""
-        write_atomically(path, bom + result.fixed)
-        return lint_source(result.fixed, str(path), self.config)
-
-    def source_files(self, paths: list[Path]) -> list[Finding]:
-        """Lint (and fix) many files, on every core when there are enough to pay for it."""
-        findings: list[Finding] = []
-        workers = min(os.cpu_count() or 1, 8)
-        if len(paths) < PARALLEL_THRESHOLD or workers < 2:
-            outcomes = [_one_file(self, path) for path in paths]
-        else:
-            outcomes = self._in_parallel(paths, workers)
-        for _path, found, results, errors in outcomes:
-            findings.extend(found)
-            self.results.extend(results)
-            self.errors.extend(errors)
-        return findings
-
-    def _in_parallel(self, paths: list[Path], workers: int) -> list[Any]:
-        """Small chunks on a worker pool. Workers ignore SIGINT, so on Ctrl-C each finishes
-        the file it is writing (writes are atomic anyway), pending chunks are cancelled, and
-        the interrupt reaches the caller."""
-        chunks = [paths[i : i + CHUNK] for i in range(0, len(paths), CHUNK)]
-        pool = ProcessPoolExecutor(max_workers=workers, initializer=_ignore_sigint)
+    def fix_file(self, path: Path, targets: Targets = None) -> FileOutcome:
+        """Lint and fix one file; ``targets`` restricts the fixes to the (code, line) pairs
+        a program's findings point to."""
+        outcome = FileOutcome(str(path))
         try:
-            futures = [pool.submit(_many_files, self, chunk) for chunk in chunks]
-            return [outcome for future in futures for outcome in future.result()]
-        except KeyboardInterrupt:
-            pool.shutdown(wait=True, cancel_futures=True)
-            raise
-        finally:
-            pool.shutdown(wait=True)
+            text = read_source(path)
+            outcome.findings = lint_source(text, str(path), self.config)
+            chosen = [
+                f
+                for f in outcome.findings
+                if targets is None or (f.code, f.location.line) in targets
+            ]
+            edits = selected_edits(chosen, self.unsafe)
+            if not edits:
+                return outcome
+            result = compute_fix(str(path), text, edits)
+            if result.error:
+                outcome.error = result.error
+                return outcome
+            if not result.changed:
+                return outcome
+            outcome.result = result
+            if self.write:
+                bom = "\ufeff" if path.read_bytes().startswith(_BOM) else ""
+                write_atomically(path, bom + result.fixed)
+                outcome.findings = lint_source(result.fixed, str(path), self.config)
+        except InputError as exc:
+            outcome.error = str(exc)
+        except Exception as exc:  # one bad file must not stop the run
+            outcome.error = f"{path}: internal error: {type(exc).__name__}: {exc}"
+        return outcome
 
-    def program_findings(self, findings: list[Finding]) -> list[Finding]:
-        """Fix the model source a program finding points to, when that line still holds a
-        call the same rule recognises in source; otherwise keep the finding, never guess."""
-        if not self.apply:
-            return findings
-        targets: dict[str, set[tuple[str, int]]] = {}
-        for finding in findings:
-            loc = finding.location
-            if loc and loc.path.endswith(".py") and Path(loc.path).is_file():
-                targets.setdefault(loc.path, set()).add((finding.code, loc.line))
-        fixed: set[tuple[str, str, int]] = set()
-        for path, wanted in targets.items():
-            before = len(self.results)
-            try:
-                self.source_file(Path(path), only=wanted)
-            except InputError as exc:
-                self.errors.append(str(exc))
-                continue
-            for result in self.results[before:]:
-                fixed.update((path, fix.rule, fix.line) for fix in result.applied)
-        if not self.write:
-            return findings
-        return [
-            f
-            for f in findings
-            if f.location is None or (f.location.path, f.code, f.location.line) not in fixed
-        ]
+    def fix_files(self, jobs: list[tuple[Path, Targets]]) -> list[FileOutcome]:
+        """Fix many files, in parallel when there are enough to pay for the workers."""
+        folders = {path.parent for path, _ in jobs}
+        return parallel_map(
+            self._fix_job, jobs, on_interrupt=lambda: _remove_temporary_files(folders)
+        )
 
-
-def _one_file(session: FixSession, path: Path) -> tuple[str, list[Finding], list[Any], list[str]]:
-    """Lint/fix one file in a fresh session, returning what the caller merges."""
-    local = FixSession(
-        session.config, apply=session.apply, unsafe=session.unsafe, write=session.write
-    )
-    try:
-        found = local.source_file(path)
-    except InputError as exc:
-        return str(path), [], [], [str(exc)]
-    except Exception as exc:  # one bad file must not stop the run
-        return str(path), [], [], [f"{path}: internal error: {type(exc).__name__}: {exc}"]
-    return str(path), found, local.results, local.errors
+    def _fix_job(self, job: tuple[Path, Targets]) -> FileOutcome:
+        return self.fix_file(*job)
 
 
-def _many_files(
-    session: FixSession, paths: list[Path]
-) -> list[tuple[str, list[Finding], list[Any], list[str]]]:
-    return [_one_file(session, path) for path in paths]
-
-
-def _ignore_sigint() -> None:
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+def _remove_temporary_files(folders: set[Path]) -> None:
+    """A write cut short by Ctrl-C leaves only its temporary file: the target is old."""
+    for folder in folders:
+        for stray in folder.glob(f".*{TEMP_SUFFIX}"):
+            stray.unlink(missing_ok=True)

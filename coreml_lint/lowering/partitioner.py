@@ -1,16 +1,16 @@
-"""A thin subclass of the stock ``CoreMLPartitioner`` that refuses what would break.
+"""A thin subclass of the stock ``CoreMLPartitioner`` that applies the rules' answers.
 
-The stock partitioner decides by op name only (pitfalls.md G4). This one adds node-level
-refusals, decided from each node's tensor metadata so the same test works on the ATen graph
-(``ops_to_not_decompose``) and on the edge graph (``partition``) — a refusal must hold in
-both, or an op is kept whole and then left on the CPU without a kernel (G1). It also hands
-back to ExecuTorch the mutable buffers Core ML state cannot hold correctly.
-Everything else is the stock partitioner's own code path.
+The stock partitioner decides by op name only. This one asks the rules that fired, through
+their lowering hooks (``rulekit/rule.py``): a node a rule refuses stays on the CPU, in the
+ATen graph (``ops_to_not_decompose``: the op is decomposed rather than kept whole and then
+stranded without a kernel) and in the edge graph (``partition``); a mutable buffer a rule
+hands back stays with ExecuTorch instead of becoming Core ML state. Everything else is the
+stock partitioner's own code path.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,84 +23,110 @@ from executorch.exir.backend.partitioner import PartitionResult
 from executorch.exir.backend.utils import tag_constant_data, tag_mutated_buffer
 from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner
 
+from coreml_lint.core.settings import PartitionerSettings
+from coreml_lint.rulekit.rule import Rule
+
 
 @dataclass
-class Refusals:
-    """Why nodes must stay on the CPU; each predicate reads a node's tensor metadata."""
+class LoweringPlan:
+    """The answers of the rules that fired on the program to lower, and what each did."""
 
-    predicates: dict[str, Callable[[torch.fx.Node], bool]] = field(default_factory=dict)
-    refused: dict[str, str] = field(default_factory=dict)  # node name -> reason (edge graph)
+    rules: list[Rule]
+    settings: PartitionerSettings  # the user's, as the rules adjusted them
+    refused: dict[str, tuple[str, str]] = field(default_factory=dict)  # node -> (code, why)
+    returned_buffers: dict[str, tuple[str, str]] = field(default_factory=dict)
+    acted: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
     recording: bool = False  # only partition() records: the edge graph is the final one
 
-    def reason(self, node: torch.fx.Node) -> str | None:
-        for why, predicate in self.predicates.items():
+    @property
+    def kept_off_coreml(self) -> set[str]:
+        """Codes whose answer moved work off Core ML (a node refused, a buffer returned)."""
+        return {code for code, _ in [*self.refused.values(), *self.returned_buffers.values()]}
+
+    @classmethod
+    def for_rules(cls, rules: list[Rule], settings: PartitionerSettings) -> LoweringPlan:
+        plan = cls(rules, settings)
+        for rule in rules:
+            adjusted = rule.adjust_settings(plan.settings)
+            if adjusted != plan.settings:
+                for key, value in adjusted.differences(plan.settings).items():
+                    plan.act(rule.code, f"setting {key}={value}")
+                plan.settings = adjusted
+        return plan
+
+    def act(self, code: str, what: str) -> None:
+        """Record that ``code``'s hook did ``what`` (once: the partitioner asks again)."""
+        if what not in self.acted[code]:
+            self.acted[code].append(what)
+
+    def refusal(self, node: torch.fx.Node) -> str | None:
+        """Why ``node`` stays on the CPU (``CODE: reason`` of the first rule that refuses it);
+        every rule that would refuse it is recorded as having acted."""
+        reasons = []
+        for rule in self.rules:
             try:
-                if predicate(node):
-                    return why
+                why = rule.refuse(node)
             except Exception:  # a node without metadata is not ours to refuse
                 continue
+            if why is not None:
+                reasons.append((rule.code, why))
+        if not reasons:
+            return None
+        if self.recording:
+            self.refused.setdefault(node.name, reasons[0])
+            for code, why in reasons:
+                self.act(code, f"{node.name} kept on the CPU ({why})")
+        return "{}: {}".format(*reasons[0])
+
+    def buffer_to_return(self, node: torch.fx.Node, program: Any) -> str | None:
+        for rule in self.rules:
+            why = rule.return_buffer(node, program)
+            if why is not None:
+                self.returned_buffers[node.name] = (rule.code, why)
+                self.act(rule.code, f"buffer {node.name} kept by ExecuTorch ({why})")
+                return why
         return None
 
-
-def tensors_of(node: torch.fx.Node) -> list[torch.Tensor]:
-    """The fake tensors a node reads and makes."""
-    values = [node.meta.get("val")]
-    values += [a.meta.get("val") for a in node.all_input_nodes]
-    flat: list[Any] = []
-    for value in values:
-        flat.extend(value if isinstance(value, (list, tuple)) else [value])
-    return [v for v in flat if isinstance(v, torch.Tensor)]
+    def must_decompose(self, node: torch.fx.Node) -> bool:
+        for rule in self.rules:
+            if rule.must_decompose(node, self.settings):
+                self.act(rule.code, f"{node.target} decomposed instead of kept whole")
+                return True
+        return False
 
 
 class _Support(_OperatorsSupportedForCoreMLBackend):
-    def __init__(self, refusals: Refusals, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, plan: LoweringPlan, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.refusals = refusals
+        self.plan = plan
 
     def is_node_supported(self, submodules: Any, node: torch.fx.Node) -> bool:
         if not super().is_node_supported(submodules, node):
             return False
-        if node.op != "call_function":
-            return True
-        why = self.refusals.reason(node)
-        if why is not None:
-            if self.refusals.recording:
-                self.refusals.refused[node.name] = why
-            return False
-        return True
+        return node.op != "call_function" or self.plan.refusal(node) is None
 
 
 class SafeCoreMLPartitioner(CoreMLPartitioner):
-    """``CoreMLPartitioner`` plus node refusals and per-buffer state hand-back."""
+    """``CoreMLPartitioner`` plus the rules' node refusals and per-buffer state hand-back."""
 
-    def __init__(
-        self,
-        *,
-        refusals: Refusals | None = None,
-        return_buffers: Callable[[torch.fx.Node, Any], str | None] | None = None,
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(**kwargs)
-        self.refusals = refusals or Refusals()
-        self.return_buffers = return_buffers
-        self.returned_buffers: dict[str, str] = {}
-
-    def _support(self) -> _Support:
-        return _Support(
-            self.refusals, self.skip_ops_for_coreml_delegation, self.lower_full_graph, log=False
-        )
+    def __init__(self, plan: LoweringPlan, **kwargs: Any) -> None:
+        super().__init__(**plan.settings.partitioner_kwargs(), **kwargs)
+        self.plan = plan
 
     def partition(self, exported_program: Any) -> PartitionResult:
         """The stock ``partition`` with our support test, then buffer hand-back."""
         partition_tags = {}
-        proposer = CapabilityBasedPartitioner(
-            exported_program.graph_module, self._support(), allows_single_node_partition=True
+        support = _Support(
+            self.plan, self.skip_ops_for_coreml_delegation, self.lower_full_graph, log=False
         )
-        self.refusals.recording = True
+        proposer = CapabilityBasedPartitioner(
+            exported_program.graph_module, support, allows_single_node_partition=True
+        )
+        self.plan.recording = True
         try:
             proposed = proposer.propose_partitions()
         finally:
-            self.refusals.recording = False
+            self.plan.recording = False
         for partition in proposed:
             for node in partition.nodes:
                 tag = f"tag{partition.id}"
@@ -116,28 +142,21 @@ class SafeCoreMLPartitioner(CoreMLPartitioner):
         )
 
     def _return_buffers(self, program: Any) -> None:
-        """Untag the mutable buffers Core ML state must not own (CPU readers, integers)."""
-        if self.return_buffers is None:
-            return
+        """Untag the mutable buffers Core ML state must not own."""
         for node in program.graph.nodes:
             if node.op != "placeholder" or "delegation_tag" not in node.meta:
                 continue
-            why = self.return_buffers(node, program)
-            if why is not None:
+            if self.plan.buffer_to_return(node, program) is not None:
                 del node.meta["delegation_tag"]
-                self.returned_buffers[node.name] = why
 
     def ops_to_not_decompose(self, ep: Any) -> tuple[list[Any], Any]:
-        """The stock list, less every op type a refused node or an edge-spelled skip entry
-        would leave on the CPU: those must be decomposed, not kept whole (G1)."""
+        """The stock list, less every op type a refused node, or a node a rule wants
+        decomposed, would otherwise leave kept whole on the CPU."""
         keep, check = super().ops_to_not_decompose(ep)
         dropped = set()
-        skip = {s.lower() for s in self.skip_ops_for_coreml_delegation}
         for node in ep.graph.nodes:
             if node.op != "call_function":
                 continue
-            name = getattr(node.target, "__name__", "").lower()
-            edge_name = ("aten." + name) if "::" not in name else name
-            if self.refusals.reason(node) is not None or edge_name in skip:
+            if self.plan.refusal(node) is not None or self.plan.must_decompose(node):
                 dropped.add(node.target)
         return [op for op in keep if op not in dropped], check

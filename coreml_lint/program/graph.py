@@ -155,12 +155,6 @@ class Graph:
                 users.setdefault(name, []).append(node)
         return users
 
-    def input_kind(self, name: str) -> str | None:
-        for spec in self.inputs:
-            if spec.name == name:
-                return spec.kind
-        return None
-
     def dtype(self, name: str) -> str | None:
         info = self.tensors.get(name)
         return info.dtype if info else None

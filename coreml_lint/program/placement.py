@@ -23,6 +23,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from coreml_lint.core.settings import PartitionerSettings
 from coreml_lint.program.graph import Graph, Node
 from coreml_lint.program.optable import OpTable, load_optable
 
@@ -47,37 +48,6 @@ EDGE_RENAMES = {
     "clone.default": "dim_order_ops._clone_dim_order.default",
     "empty.memory_format": "dim_order_ops._empty_dim_order.default",
 }
-
-
-@dataclass(frozen=True)
-class PartitionerSettings:
-    """The ``CoreMLPartitioner`` options that change what lowering does."""
-
-    minimum_deployment_target: int = 15  # iOS major version; 15 is the default opset
-    skip_ops_for_coreml_delegation: tuple[str, ...] = ()
-    take_over_mutable_buffer: bool = True
-    take_over_constant_data: bool = True
-    lower_full_graph: bool = False
-
-    def to_code(self) -> str:
-        """The settings as ``CoreMLPartitioner(...)`` code a user can paste."""
-        parts = []
-        if self.skip_ops_for_coreml_delegation:
-            parts.append(
-                f"skip_ops_for_coreml_delegation={list(self.skip_ops_for_coreml_delegation)!r}"
-            )
-        if self.minimum_deployment_target != 15:
-            parts.append(
-                "compile_specs=CoreMLBackend.generate_compile_specs("
-                f"minimum_deployment_target=ct.target.iOS{self.minimum_deployment_target})"
-            )
-        if not self.take_over_mutable_buffer:
-            parts.append("take_over_mutable_buffer=False")
-        if not self.take_over_constant_data:
-            parts.append("take_over_constant_data=False")
-        if self.lower_full_graph:
-            parts.append("lower_full_graph=True")
-        return f"CoreMLPartitioner({', '.join(parts)})"
 
 
 @dataclass
@@ -109,9 +79,6 @@ class Placement:
     nodes: dict[str, NodePlacement]
     partitions: list[Partition]
     skip_matches: dict[str, dict[str, list[str]]]
-
-    def of(self, node: Node) -> NodePlacement:
-        return self.nodes[node.name]
 
     def on_coreml(self, node: Node) -> bool:
         return self.nodes[node.name].where == COREML

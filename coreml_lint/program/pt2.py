@@ -14,7 +14,7 @@ import zipfile
 from pathlib import Path
 from typing import IO, Any
 
-from coreml_lint.lint.errors import InputError
+from coreml_lint.core.errors import InputError
 from coreml_lint.program.graph import (
     DType,
     Graph,

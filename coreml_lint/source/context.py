@@ -11,28 +11,8 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from coreml_lint.lint.findings import Finding, Location, Outcome, Severity
+from coreml_lint.core.findings import Finding, Location, Outcome, Severity, SourceFix
 from coreml_lint.source.scopes import Scopes
-
-
-@dataclass(frozen=True)
-class SourceFix:
-    """A rewrite of the call at ``line``/``column`` (1-based line, 0-based character column).
-
-    ``kind`` names the transform in the rule module that owns it; ``safe`` fixes keep what
-    the model computes, unsafe ones may change numerics or behaviour (``--unsafe-fixes``).
-    """
-
-    rule: str
-    kind: str
-    line: int
-    column: int
-    safe: bool
-    description: str
-    data: tuple[tuple[str, Any], ...] = ()
-
-    def get(self, key: str, default: Any = None) -> Any:
-        return dict(self.data).get(key, default)
 
 
 def _imports(nodes: list[ast.AST]) -> dict[str, str]:
@@ -189,7 +169,7 @@ class SourceContext:
             location=Location(self.path, line, self.column(node) + 1, source_line),
             fix=fix,
             partitioner=partitioner,
-            extra={"edit": edit} if edit else {},
+            edit=edit,
         )
 
     def edit_expression(
@@ -213,9 +193,10 @@ class SourceContext:
             kind=kind,
             line=node.lineno,
             column=self.column(node),
+            callee=callee,
             safe=safe,
             description=description,
-            data=tuple(sorted({**data, "callee": callee}.items())),
+            data=tuple(sorted(data.items())),
         )
 
     def edit(

@@ -1,0 +1,1 @@
+"""The command line: ``check`` (the default), ``lower``, ``rule``, ``rules``."""

@@ -1,0 +1,327 @@
+"""``coreml-lint check`` (the default command): lint ``.pt2`` programs and model sources,
+and fix the sources.
+
+A run reads the programs first, so the model lines their findings point to can be fixed
+in the same single pass over each source file as the source rules' own findings. Fixes
+never write outside the paths given and the project root.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import click
+
+from coreml_lint.cli.options import build_config, settings_changes, settings_options
+from coreml_lint.core.config import LintConfig
+from coreml_lint.core.errors import InputError
+from coreml_lint.core.files import is_within, project_root
+from coreml_lint.core.findings import Finding, Severity
+from coreml_lint.engine.program import ProgramReport, lint_pt2
+from coreml_lint.engine.source import lint_files
+
+PROGRAM_SUFFIXES = (".pt2",)
+SOURCE_SUFFIXES = (".py",)
+# Folders never searched when walking a directory (files named explicitly are always linted).
+EXCLUDED_DIRS = {
+    ".git",
+    ".hg",
+    ".venv",
+    "venv",
+    "__pycache__",
+    "node_modules",
+    "build",
+    "dist",
+    "site-packages",
+    ".tox",
+    ".mypy_cache",
+    ".ruff_cache",
+    ".pytest_cache",
+}
+
+
+def collect_paths(paths: tuple[str, ...]) -> tuple[list[Path], list[str]]:
+    """Files to lint, and one-line errors for paths that do not exist."""
+    files: list[Path] = []
+    errors: list[str] = []
+    for raw in paths:
+        path = Path(raw)
+        if path.is_dir():
+            files.extend(
+                sorted(
+                    p
+                    for p in path.rglob("*")
+                    if p.suffix in (*PROGRAM_SUFFIXES, *SOURCE_SUFFIXES)
+                    and not EXCLUDED_DIRS.intersection(p.relative_to(path).parts[:-1])
+                    and p.is_file()
+                )
+            )
+        elif path.exists():
+            files.append(path)
+        else:
+            errors.append(f"{raw}: no such file or directory")
+    return files, errors
+
+
+@dataclass
+class CheckRun:
+    """One ``coreml-lint check`` invocation: what it read, found, fixed and failed on."""
+
+    config: LintConfig
+    fix: bool = False
+    diff: bool = False
+    unsafe: bool = False
+    verbose: bool = False
+    files: list[Path] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    findings: list[Finding] = field(default_factory=list)
+    reports: list[tuple[Path, ProgramReport]] = field(default_factory=list)
+    fix_results: list[Any] = field(default_factory=list)
+    roots: list[Path] = field(default_factory=list)  # where fixes may write
+
+    @property
+    def fixing(self) -> bool:
+        return self.fix or self.diff
+
+    def run(self, paths: tuple[str, ...]) -> None:
+        self.files, self.errors = collect_paths(paths)
+        self.roots = [project_root(), *(Path(p).resolve() for p in paths)]
+        program_findings = self._lint_programs()
+        sources = [f for f in self.files if f.suffix in SOURCE_SUFFIXES]
+        if self.fixing:
+            self._fix_sources(sources, program_findings)
+        else:
+            for found, error in lint_files(sources, self.config):
+                self.findings.extend(found)
+                if error:
+                    self.errors.append(error)
+            self.findings.extend(program_findings)
+
+    def _lint_programs(self) -> list[Finding]:
+        found: list[Finding] = []
+        for file in self.files:
+            if file.suffix not in PROGRAM_SUFFIXES:
+                continue
+            try:
+                reports = lint_pt2(file, self.config)
+            except InputError as exc:
+                self.errors.append(str(exc))
+                continue
+            except Exception as exc:  # an internal error must not hide the other files
+                if self.verbose:
+                    import traceback
+
+                    traceback.print_exc()
+                self.errors.append(f"{file}: internal error: {type(exc).__name__}: {exc}")
+                continue
+            for report in reports:
+                self.reports.append((file, report))
+                found.extend(report.findings)
+        return found
+
+    def _fix_sources(self, sources: list[Path], program_findings: list[Finding]) -> None:
+        """Fix every source file once: the ones given (all their findings) and the ones
+        program findings point to inside the project (just those lines)."""
+        from coreml_lint.fixers.session import FixSession
+
+        given = {path.resolve(): path for path in sources}
+        targets: dict[Path, set[tuple[str, int]]] = {}
+        for finding in program_findings:
+            loc = finding.location
+            if loc is None or not loc.path.endswith(".py") or not Path(loc.path).is_file():
+                continue
+            if not is_within(loc.path, self.roots):
+                finding.extra["not_fixed"] = "its model source is outside the project"
+                continue
+            targets.setdefault(Path(loc.path).resolve(), set()).add((finding.code, loc.line))
+        jobs = [(path, None) for path in sources]
+        jobs += [(path, lines) for path, lines in targets.items() if path not in given]
+        session = FixSession(self.config, unsafe=self.unsafe, write=not self.diff)
+        outcomes = session.fix_files(jobs)
+        fixed: set[tuple[Path, str, int]] = set()
+        for (path, lines), outcome in zip(jobs, outcomes, strict=True):
+            if outcome.error:
+                self.errors.append(outcome.error)
+            if outcome.result is not None:
+                self.fix_results.append(outcome.result)
+                fixed.update((path.resolve(), f.rule, f.line) for f in outcome.result.applied)
+            if lines is None:
+                self.findings.extend(outcome.findings)
+        for finding in program_findings:
+            loc = finding.location
+            if (
+                self.diff
+                or loc is None
+                or (Path(loc.path).resolve(), finding.code, loc.line) not in fixed
+            ):
+                self.findings.append(finding)
+
+    def exit_code(self, exit_non_zero_on_fix: bool) -> int:
+        changed = any(r.changed for r in self.fix_results)
+        if self.errors:
+            return 2
+        if self.findings or (self.diff and changed) or (exit_non_zero_on_fix and changed):
+            return 1
+        return 0
+
+
+def summary_lines(run: CheckRun) -> list[str]:
+    """What happened, in one or two lines: fixes made, findings left and why."""
+    lines = []
+    fixed = sum(len(r.applied) for r in run.fix_results)
+    if run.fix and fixed:
+        lines.append(f"Fixed {fixed} finding(s) in {len(run.fix_results)} file(s).")
+    if run.findings:
+        errors = sum(1 for f in run.findings if f.severity is Severity.ERROR)
+        line = (
+            f"Found {len(run.findings)} finding(s) ({errors} error(s)) in {len(run.files)} file(s)"
+        )
+        safe = sum(1 for f in run.findings if f.edit is not None and f.edit.safe)
+        unsafe = sum(1 for f in run.findings if f.edit is not None and not f.edit.safe)
+        if not run.fixing and (safe or unsafe):
+            line += f"; {safe} fixable with --fix" if safe else ""
+            line += f"; {unsafe} more with --unsafe-fixes" if unsafe else ""
+        elif run.fix and unsafe and not run.unsafe:
+            line += f"; {unsafe} left need --unsafe-fixes"
+        unplaced = sum(1 for f in run.findings if f.edit is None)
+        if run.fix and unplaced:
+            line += f"; {unplaced} have no source fix (see each finding's fix)"
+        lines.append(line + ".")
+    elif not run.errors:
+        lines.append("All checks passed!")
+    return lines
+
+
+def echo(text: str, *, err: bool = False) -> None:
+    if text:
+        click.echo(text, err=err)
+
+
+def fail(message: str) -> None:
+    click.echo(f"error: {message}", err=True)
+    sys.exit(2)
+
+
+FORMATS = ("full", "concise", "json", "github", "sarif")
+
+
+def render(run: CheckRun, output_format: str, statistics: bool, show_placement: bool) -> None:
+    """Print the run's results in ``output_format``; a diff run prints only the diffs."""
+    from coreml_lint.reports import machine, text
+    from coreml_lint.rules import all_rules
+
+    if run.diff:
+        for result in run.fix_results:
+            click.echo(result.diff(), nl=False)
+        would = sum(len(r.applied) for r in run.fix_results)
+        echo(f"Would fix {would} finding(s) in {len(run.fix_results)} file(s).", err=True)
+        return
+    root = project_root()
+    if statistics:
+        echo(text.render_statistics(run.findings))
+    elif output_format == "json":
+        echo(machine.render_json(machine.relative(run.findings, root), program_json(run, root)))
+    elif output_format == "github":
+        echo(machine.render_github(machine.relative(run.findings, root)))
+    elif output_format == "sarif":
+        echo(machine.render_sarif(machine.relative(run.findings, root), all_rules()))
+    elif output_format == "concise":
+        echo(text.render_concise(run.findings))
+    else:
+        if show_placement:
+            for file, report in run.reports:
+                echo(text.render_placement(report.placement.summary(), str(file)))
+        echo(text.render_full(run.findings))
+        for file, report in run.reports:
+            if report.advice is not None:
+                echo("\n" + text.render_advice(str(file), report.advice))
+    if output_format in ("full", "concise") and not statistics:
+        for line in summary_lines(run):
+            echo(line)
+
+
+def program_json(run: CheckRun, root: Path) -> list[dict[str, Any]]:
+    """Per linted method: its placement summary and its combined advice."""
+    from coreml_lint.core.files import display_path
+
+    programs = []
+    for file, report in run.reports:
+        summary = report.placement.summary()
+        summary["source"] = display_path(str(file), root)
+        summary["advice"] = report.advice.to_json() if report.advice else None
+        programs.append(summary)
+    return programs
+
+
+@click.command("check")
+@click.argument("paths", nargs=-1, required=True)
+@click.option("--output-format", type=click.Choice(FORMATS), default="full", show_default=True)
+@click.option("--select", multiple=True, help="Codes or prefixes to enable (ALL, CML1, CML305).")
+@click.option("--ignore", multiple=True, help="Codes or prefixes to disable.")
+@click.option("--statistics", is_flag=True, help="Print a count per rule instead of findings.")
+@click.option("--show-placement", is_flag=True, help="Print the predicted Core ML / CPU placement.")
+@settings_options
+@click.option(
+    "--check-advice",
+    is_flag=True,
+    help="Lower each program with the advised settings (stock partitioner) and report the "
+    "real outcome (needs torch, executorch, coremltools).",
+)
+@click.option(
+    "--config",
+    "config_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="pyproject.toml to read [tool.coreml-lint] from (default: the nearest one).",
+)
+@click.option("--isolated", is_flag=True, help="Ignore every configuration file.")
+@click.option("--fix", is_flag=True, help="Apply safe fixes to model source files.")
+@click.option("--unsafe-fixes", is_flag=True, help="Also apply fixes that may change numerics.")
+@click.option("--diff", is_flag=True, help="Print the fixes as unified diffs; write nothing.")
+@click.option(
+    "--exit-non-zero-on-fix", is_flag=True, help="Exit 1 when a fix was applied (for CI)."
+)
+@click.option("-v", "--verbose", is_flag=True, help="Show tracebacks of internal errors.")
+def check_command(paths: tuple[str, ...], **options: Any) -> None:
+    """Lint exported programs (.pt2) and model sources (.py), files or folders."""
+    settings = settings_changes(options)
+    try:
+        config = build_config(
+            options["config_path"],
+            options["isolated"],
+            options["select"],
+            options["ignore"],
+            settings,
+        )
+    except InputError as exc:
+        fail(str(exc))
+        return
+    run = CheckRun(
+        config,
+        fix=options["fix"],
+        diff=options["diff"],
+        unsafe=options["unsafe_fixes"],
+        verbose=options["verbose"],
+    )
+    run.run(paths)
+    if options["check_advice"]:
+        check_advice(run)
+    render(run, options["output_format"], options["statistics"], options["show_placement"])
+    for message in run.errors:
+        click.echo(f"error: {message}", err=True)
+    sys.exit(run.exit_code(options["exit_non_zero_on_fix"]))
+
+
+def check_advice(run: CheckRun) -> None:
+    """Lower each program that has advice with exactly those settings, and record what the
+    stock lowering really does (``--check-advice``)."""
+    try:
+        from coreml_lint.lowering.check import lower_with_stock_partitioner
+    except ImportError as exc:
+        run.errors.append(f"--check-advice needs torch, executorch and coremltools ({exc})")
+        return
+    for file, report in run.reports:
+        if report.advice is not None:
+            report.advice.checked = lower_with_stock_partitioner(file, report.advice.settings)

@@ -1,0 +1,113 @@
+"""``coreml-lint lower``: a ``.pt2`` to a ``.pte`` with every rule's lowering answer applied."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import click
+
+from coreml_lint.cli.check import fail
+from coreml_lint.cli.options import build_config, settings_changes, settings_options
+from coreml_lint.core.errors import InputError
+
+HEAVY = "torch, executorch and coremltools"
+INSTALL_HINT = 'pip install "coreml-lint[lower]"'
+
+
+def _quiet_libraries() -> None:
+    """The libraries below log warnings (some with tracebacks) and progress bars of their
+    own; this command reports in its own words."""
+    import logging
+    import os
+    import warnings
+
+    os.environ.setdefault("TQDM_DISABLE", "1")
+    logging.disable(logging.CRITICAL)
+    warnings.filterwarnings("ignore")
+
+
+def _heavy_modules_missing() -> str | None:
+    import importlib.util
+
+    missing = [m for m in ("torch", "executorch", "coremltools") if not importlib.util.find_spec(m)]
+    return ", ".join(missing) or None
+
+
+@click.command("lower")
+@click.argument("program", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), required=True)
+@settings_options
+@click.option("--compute-precision", type=click.Choice(["float16", "float32"]), default="float16")
+@click.option(
+    "--compute-units",
+    type=click.Choice(["all", "cpu_only", "cpu_and_gpu", "cpu_and_ne"]),
+    default="all",
+)
+@click.option(
+    "--config",
+    "config_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="pyproject.toml to read [tool.coreml-lint] settings from (default: the nearest one).",
+)
+@click.option("--isolated", is_flag=True, help="Ignore every configuration file.")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@click.option("-q", "--quiet", is_flag=True, help="No progress on stderr.")
+@click.option("-v", "--verbose", is_flag=True, help="Show the traceback of a failure.")
+def lower_command(program: Path, output: Path, **options: Any) -> None:
+    """Lower a .pt2 to a .pte with the fixes applied, and prove the result."""
+    missing = _heavy_modules_missing()
+    if missing:
+        fail(f"`coreml-lint lower` needs {HEAVY} ({missing} not installed): {INSTALL_HINT}")
+    settings = settings_changes(options)
+    try:
+        config = build_config(options["config_path"], options["isolated"], settings=settings)
+    except InputError as exc:
+        fail(str(exc))
+        return
+    _quiet_libraries()
+    start = time.perf_counter()
+
+    def progress(message: str) -> None:
+        if not options["quiet"]:
+            click.echo(f"[{time.perf_counter() - start:6.1f}s] {message}", err=True)
+
+    result = _lower(program, output, config.partitioner, options, progress)
+    if options["as_json"]:
+        click.echo(json.dumps(result.report.to_json(), indent=2, default=str))
+    else:
+        click.echo(result.report.render(str(output)))
+    sys.exit(1 if result.report.mil_problems or result.report.findings_after else 0)
+
+
+def _lower(
+    program: Path, output: Path, settings: Any, options: dict[str, Any], progress: Any
+) -> Any:
+    from coreml_lint.lowering.files import load_program, write_pte
+    from coreml_lint.lowering.run import LoweringError, lower
+
+    try:
+        progress(f"loading {program}")
+        exported = load_program(program)
+        result = lower(
+            exported,
+            settings=settings,
+            compute_precision=options["compute_precision"],
+            compute_units=options["compute_units"],
+            progress=progress,
+        )
+        progress(f"writing {output}")
+        write_pte(output, result.buffer)
+        return result
+    except LoweringError as exc:
+        if options["verbose"]:
+            import traceback
+
+            traceback.print_exception(exc.__cause__ or exc)
+        fail(f"{program}: {exc}")
+    except InputError as exc:
+        fail(str(exc))
+    raise AssertionError("unreachable")

@@ -1,0 +1,59 @@
+"""Writing files so that a crash or Ctrl-C never leaves one half-written."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+TEMP_SUFFIX = ".coreml-lint"  # temporary files are ".<name>.<random>.coreml-lint"
+
+
+def write_atomically(path: str | Path, data: str | bytes, *, keep_mode: bool = True) -> None:
+    """Replace (or create) ``path`` in one rename: readers see the old file or the new one.
+
+    A replaced file keeps its permissions; a new one gets the umask's. Text is written as
+    UTF-8 without newline translation.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    mode = path.stat().st_mode & 0o7777 if keep_mode and path.exists() else None
+    if mode is None:
+        umask = os.umask(0)
+        os.umask(umask)
+        mode = 0o666 & ~umask
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=TEMP_SUFFIX, dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data.encode("utf-8") if isinstance(data, str) else data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def project_root(start: Path | None = None) -> Path:
+    """The git top level of ``start`` (the working directory by default), else ``start``:
+    the folder a fix may write in and that output paths are shown relative to."""
+    start = (start or Path.cwd()).resolve()
+    for folder in [start, *start.parents]:
+        if (folder / ".git").exists():
+            return folder
+    return start
+
+
+def display_path(path: str, root: Path) -> str:
+    """``path`` relative to ``root`` when it lies inside it (forward slashes), else as is."""
+    try:
+        return Path(path).resolve().relative_to(root).as_posix()
+    except (ValueError, OSError):
+        return path
+
+
+def is_within(path: str | Path, roots: list[Path]) -> bool:
+    """Whether ``path`` lies inside one of ``roots`` (a root may be a file itself)."""
+    resolved = Path(path).resolve()
+    return any(resolved == root or root in resolved.parents for root in roots)

@@ -1,0 +1,35 @@
+"""Lint an in-memory ``torch.export.ExportedProgram``.
+
+We serialize it with torch's own ``torch.export.save`` into memory and read it back with
+the light reader, so an in-script lint and ``coreml-lint program.pt2`` go through exactly
+the same graph code and always agree.
+"""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+
+from coreml_lint.core.config import LintConfig
+from coreml_lint.engine.program import ProgramReport, lint_graph
+from coreml_lint.program.graph import Graph
+from coreml_lint.program.pt2 import read_pt2_stream
+
+
+def graph_of(exported_program: Any, label: str = "<ExportedProgram>") -> Graph:
+    import torch
+
+    buffer = io.BytesIO()
+    torch.export.save(exported_program, buffer)
+    buffer.seek(0)
+    (graph,) = read_pt2_stream(buffer, label)
+    return graph
+
+
+def lint_exported_program(
+    exported_program: Any, config: LintConfig | None = None, **partitioner: Any
+) -> ProgramReport:
+    config = config or LintConfig()
+    if partitioner:
+        config = config.with_partitioner(**partitioner)
+    return lint_graph(graph_of(exported_program), config)

@@ -1,1 +1,0 @@
-"""Engine, configuration, reports and CLI of coreml-lint."""

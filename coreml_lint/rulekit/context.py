@@ -1,0 +1,185 @@
+"""What a program rule reads: the canonical graph, its predicted placement, the settings.
+
+A rule yields :class:`Finding` objects through :meth:`ProgramContext.finding`, which fills
+in the node, op and model source location so every rule reports the same way.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
+
+from coreml_lint.core.findings import Finding, Location, Outcome, Severity
+from coreml_lint.core.settings import PartitionerSettings
+from coreml_lint.program.graph import Graph, Node
+from coreml_lint.program.optable import OpTable, load_optable
+from coreml_lint.program.placement import COREML, Placement
+
+if TYPE_CHECKING:
+    from coreml_lint.rulekit.rule import Rule
+
+
+_FRAME = re.compile(r'File "(?P<path>[^"]+)", line (?P<line>\d+), in (?P<func>[^\n]+)')
+# Frames inside these packages are library internals, not the user's model code.
+_LIBRARY_PARTS = ("/torch/", "/executorch/", "/coremltools/", "/torchao/")
+
+
+def source_location(stack_trace: str | None) -> Location | None:
+    """The innermost stack frame in the user's code, with its source line."""
+    if not stack_trace:
+        return None
+    frames = list(_FRAME.finditer(stack_trace))
+    if not frames:
+        return None
+    chosen = None
+    for match in reversed(frames):
+        path = match.group("path").replace("\\", "/")
+        if not any(part in path for part in _LIBRARY_PARTS) or "/site-packages/" not in path:
+            chosen = match
+            break
+    chosen = chosen or frames[-1]
+    rest = stack_trace[chosen.end() :].split("\n")
+    code = rest[1].strip() if len(rest) > 1 and not rest[1].lstrip().startswith("File ") else None
+    return Location(path=chosen.group("path"), line=int(chosen.group("line")), source_line=code)
+
+
+class ProgramContext:
+    """Everything a program rule may read: graph, placement, settings, op table."""
+
+    def __init__(self, graph: Graph, placement: Placement, table: OpTable | None = None) -> None:
+        self.graph = graph
+        self.placement = placement
+        self.settings: PartitionerSettings = placement.settings
+        self.table = table or load_optable()
+        self.rule: type[Rule] | None = None  # the running rule, set by the engine
+        self.memo: dict[str, Any] = {}  # per-graph caches rules may keep
+
+    @cached_property
+    def users(self) -> dict[str, list[Node]]:
+        return self.graph.users()
+
+    @cached_property
+    def producers(self) -> dict[str, Node]:
+        return self.graph.producers()
+
+    @cached_property
+    def input_kinds(self) -> dict[str, str]:
+        return {spec.name: spec.kind for spec in self.graph.inputs}
+
+    @cached_property
+    def user_outputs(self) -> list[str]:
+        return [o.name for o in self.graph.outputs if o.kind == "user_output" and o.name]
+
+    def on_coreml(self, node: Node) -> bool:
+        return self.placement.on_coreml(node)
+
+    def coreml_nodes(self, *, include_decomposed: bool = False) -> Iterator[Node]:
+        """Delegated nodes. A node torch decomposes first is not one (its pieces are),
+        so op-specific rules skip it unless they ask for it."""
+        for node in self.graph.nodes:
+            p = self.placement.nodes[node.name]
+            if p.where == COREML and (include_decomposed or not p.decomposed):
+                yield node
+
+    def coreml_users_downstream(
+        self,
+        values: list[str],
+        *,
+        follow: Callable[[Node], bool] = lambda node: True,
+        depth: int = 64,
+    ) -> Iterator[tuple[str, Node]]:
+        """Each Core ML node that reads ``values``, or (breadth-first, ``depth`` steps) the
+        outputs of a node ``follow`` lets the walk pass through, once, with the value it
+        reads."""
+        frontier, seen = list(values), set()
+        for _ in range(depth):
+            following: list[str] = []
+            for value in frontier:
+                for user in self.users.get(value, []):
+                    if user.name in seen or not self.on_coreml(user):
+                        continue
+                    seen.add(user.name)
+                    yield value, user
+                    if follow(user):
+                        following.extend(user.outputs)
+            if not following:
+                return
+            frontier = following
+
+    def dtype(self, value: str | None) -> str | None:
+        return self.graph.dtype(value) if value else None
+
+    def shape(self, value: str) -> tuple[int | str, ...] | None:
+        info = self.graph.tensors.get(value)
+        return info.shape if info else None
+
+    def edge_name(self, node: Node) -> str:
+        return self.placement.nodes[node.name].edge_name
+
+    def skip_advice(self, *nodes: Node) -> dict[str, Any] | None:
+        """``skip_ops_for_coreml_delegation`` entries that move these nodes to the CPU.
+
+        Only offered when it is safe: the edge spelling, lower case, for an op the portable
+        runtime has a kernel for and that is not kept whole without an out variant (see
+        ``coreml-lint rule CML603``). And only when the entry moves just these nodes: a
+        skip entry names an op class, so advising it to dodge one node would move every
+        other node of that op to the CPU as well; when the rule has a node-level answer in
+        ``coreml-lint lower``, that is the advice instead. Returns None otherwise.
+        """
+        entries = []
+        for node in nodes:
+            p = self.placement.nodes[node.name]
+            if p.decomposed or not self.table.has_portable_kernel(p.edge_name):
+                return None
+            if (
+                p.kept_whole
+                and p.aten_name not in self.table.core_aten
+                and (p.aten_name not in self.table.with_out_variant)
+            ):
+                return None
+            entries.append(p.edge_name.lower())
+        flagged = {node.name for node in nodes}
+        others = [n for e in entries for n in self._coreml_nodes_by_edge_name.get(e, ())]
+        if self.rule is not None and self.rule.lowers() and set(others) - flagged:
+            return None
+        return self.with_skip(*entries)
+
+    @cached_property
+    def _coreml_nodes_by_edge_name(self) -> dict[str, list[str]]:
+        index: dict[str, list[str]] = {}
+        for name, p in self.placement.nodes.items():
+            if p.where == COREML and not p.decomposed:
+                index.setdefault(p.edge_name.lower(), []).append(name)
+        return index
+
+    def with_skip(self, *entries: str) -> dict[str, Any]:
+        """The current skip list plus ``entries``, as partitioner advice."""
+        merged = list(dict.fromkeys([*self.settings.skip_ops_for_coreml_delegation, *entries]))
+        return {"skip_ops_for_coreml_delegation": merged}
+
+    def finding(
+        self,
+        node: Node | None,
+        message: str,
+        *,
+        fix: str | None = None,
+        partitioner: dict[str, Any] | None = None,
+        severity: Severity | None = None,
+        outcome: Outcome | None = None,
+        **extra: Any,
+    ) -> Finding:
+        assert self.rule is not None, "finding() is called from inside a rule's check()"
+        return self.rule.make_finding(
+            message,
+            severity=severity,
+            outcome=outcome,
+            file=self.graph.source,
+            node=node.name if node else None,
+            op=self.edge_name(node) if node else None,
+            location=source_location(node.stack_trace) if node else None,
+            fix=fix,
+            partitioner=partitioner,
+            extra=extra,
+        )

@@ -1,0 +1,95 @@
+"""``torch.fx`` helpers the rules' lowering hooks share (heavy: imports torch).
+
+Imported only inside hook bodies, never on the linting path. The hooks work on the
+functional ``ExportedProgram`` that ``run_decompositions({})`` returns (the graph
+``to_edge_transform_and_lower`` starts from) and on its nodes' fake-tensor metadata.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch.export import ExportedProgram
+
+aten = torch.ops.aten
+FLOATS = frozenset({torch.float16, torch.float32, torch.float64, torch.bfloat16})
+EIGHT_BIT = frozenset({torch.uint8, torch.int8})
+
+
+def val(node: Any) -> Any:
+    """A node's fake value (``meta["val"]``), or None for anything else."""
+    return node.meta.get("val") if isinstance(node, torch.fx.Node) else None
+
+
+def finish(ep: ExportedProgram) -> ExportedProgram:
+    """Drop what a rewrite left unused and regenerate the module's code."""
+    ep.graph.eliminate_dead_code()
+    ep.graph_module.recompile()
+    return ep
+
+
+def op_base(node: torch.fx.Node) -> str:
+    """``aten.zeros_like.default`` or ``zeros_like.default`` -> ``zeros_like``."""
+    parts = getattr(node.target, "__name__", "").split(".")
+    return parts[-2] if len(parts) >= 2 else parts[0]
+
+
+def tensors_of(node: torch.fx.Node) -> list[torch.Tensor]:
+    """The fake tensors a node reads and makes."""
+    values = [node.meta.get("val")]
+    values += [a.meta.get("val") for a in node.all_input_nodes]
+    flat: list[Any] = []
+    for value in values:
+        flat.extend(value if isinstance(value, (list, tuple)) else [value])
+    return [v for v in flat if isinstance(v, torch.Tensor)]
+
+
+def touches(node: torch.fx.Node, dtypes: frozenset[torch.dtype] | set[torch.dtype]) -> bool:
+    """Whether the node reads or makes a tensor of one of ``dtypes``."""
+    return any(t.dtype in dtypes for t in tensors_of(node))
+
+
+def cast(ep: ExportedProgram, value: torch.fx.Node, dtype: torch.dtype) -> torch.fx.Node:
+    """A new ``_to_copy`` of ``value`` to ``dtype`` (inserted at the graph's cursor)."""
+    node = ep.graph.call_function(aten._to_copy.default, (value,), {"dtype": dtype})
+    node.meta = {**value.meta, "val": val(value).to(dtype)}
+    return node
+
+
+def is_fp16(value: Any) -> bool:
+    return getattr(val(value), "dtype", None) == torch.float16
+
+
+def in_float32(ep: ExportedProgram, node: torch.fx.Node) -> torch.fx.Node:
+    """Compute ``node`` on float32 copies of its float16 inputs, and make ``node`` itself the
+    cast back to float16, so its name, users and any output spec stay as they were."""
+    with ep.graph.inserting_before(node):
+        args = tuple(cast(ep, a, torch.float32) if is_fp16(a) else a for a in node.args)
+        wide = ep.graph.call_function(node.target, args, dict(node.kwargs))
+    wide.meta = {**node.meta, "val": val(node).float()}
+    node.target, node.args, node.kwargs = aten._to_copy.default, (wide,), {"dtype": torch.float16}
+    return wide
+
+
+def decompose(
+    ep: ExportedProgram, nodes: list[torch.fx.Node], table: dict[Any, Any], what: str
+) -> tuple[ExportedProgram, list[str]]:
+    """Run ``table``'s decompositions over the program when ``nodes`` (the ones they are
+    for) exist, reporting ``what`` was done to each of them."""
+    if not nodes:
+        return ep, []
+    return ep.run_decompositions(table), [f"{n.name}: {what}" for n in nodes]
+
+
+def mutable_buffer_readers(node: torch.fx.Node, program: Any) -> list[torch.fx.Node] | None:
+    """For a buffer placeholder the program writes back: every node that reads it or a
+    value written into it. None for a parameter, a constant or a buffer nobody writes."""
+    signature = program.graph_signature
+    target = signature.inputs_to_buffers.get(node.name)
+    written = {name for name, buffer in signature.buffers_to_mutate.items() if buffer == target}
+    if target is None or not written:
+        return None
+    return list(node.users) + [
+        user for n in program.graph.nodes if n.name in written for user in n.users
+    ]

@@ -1,0 +1,159 @@
+"""What a rule is: one class in one module, holding everything known about one pitfall.
+
+A rule module ``coreml_lint/rules/cmlNNN_<name>.py`` holds a ``Rule`` subclass; the module
+docstring is the rule's documentation (``coreml-lint rule CODE`` prints it). The class
+carries, in one place:
+
+- **detection**: :meth:`Rule.check` on an exported program, :meth:`Rule.check_source` on
+  model code;
+- **examples that are its tests**: ``examples`` (source snippets that must or must not be
+  flagged, with the fixed text) and :meth:`Rule.program_cases` (models and what the stock
+  lowering really does with them; the oracle tests lower every one);
+- **the source fix**: :meth:`Rule.transform`, the libcst rewrite of a finding's ``edit``;
+- **the lowering answer**: hooks ``coreml-lint lower`` calls when the rule fires: a checked
+  graph rewrite, a node refusal, partitioner changes, a buffer handed back to ExecuTorch,
+  and a check of the Core ML program it produced. Each does nothing by default and imports
+  torch inside its body, so the linting path stays torch-free.
+
+Whether ``lower`` answers a rule is computed from which hooks it overrides; a rule that has
+no answer says why in ``cannot_lower``.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from coreml_lint.core.findings import Finding, Outcome, Severity, SourceFix
+from coreml_lint.core.settings import PartitionerSettings
+
+if TYPE_CHECKING:
+    from coreml_lint.rulekit.context import ProgramContext
+    from coreml_lint.rulekit.examples import ProgramCase, SourceExample
+    from coreml_lint.source.context import SourceContext
+
+APPLIES_TO = "executorch 1.5.x with coremltools 9.0 (torch 2.13)"
+# The hooks that make up a lowering answer, in the order `lower` consults them.
+LOWERING_HOOKS = (
+    "rewrite",
+    "refuse",
+    "adjust_settings",
+    "return_buffer",
+    "must_decompose",
+)
+
+
+class Rule:
+    code: ClassVar[str]
+    name: ClassVar[str]
+    severity: ClassVar[Severity] = Severity.ERROR
+    outcome: ClassVar[Outcome]
+    summary: ClassVar[str]
+    applies_to: ClassVar[str] = APPLIES_TO
+    # Substrings a Python file must contain for check_source to have anything to find; the
+    # source engine parses only files that contain one (parsing is the expensive part).
+    source_triggers: ClassVar[tuple[str, ...]] = ()
+    # The README's source-rule table row: the pattern in source, its fix, and whether the
+    # fix is safe (keeps what the model computes). None for program-only rules.
+    source_pattern: ClassVar[str | None] = None
+    source_fix: ClassVar[str | None] = None
+    # Source snippets that must (``Invalid``) or must not (``Valid``) be flagged.
+    examples: ClassVar[tuple[SourceExample, ...]] = ()
+    # Why `coreml-lint lower` cannot answer this rule (when no lowering hook is defined).
+    cannot_lower: ClassVar[str | None] = None
+    # Allowed max abs difference to the original program in eager after ``rewrite``.
+    rewrite_tolerance: ClassVar[float] = 0.0
+
+    # -- reporting ------------------------------------------------------------------------
+    @classmethod
+    def make_finding(
+        cls,
+        message: str,
+        *,
+        severity: Severity | None = None,
+        outcome: Outcome | None = None,
+        **fields: Any,
+    ) -> Finding:
+        """A finding of this rule: code, name, default severity and outcome filled in."""
+        return Finding(
+            code=cls.code,
+            name=cls.name,
+            severity=severity or cls.severity,
+            outcome=outcome or cls.outcome,
+            message=message,
+            lower_fixes=cls.lowers(),
+            **fields,
+        )
+
+    @classmethod
+    def documentation(cls) -> str:
+        return sys.modules[cls.__module__].__doc__ or cls.summary
+
+    @classmethod
+    def lowering_hooks(cls) -> tuple[str, ...]:
+        """The lowering hooks this rule defines (computed, never claimed)."""
+        return tuple(h for h in LOWERING_HOOKS if getattr(cls, h) is not getattr(Rule, h))
+
+    @classmethod
+    def lowers(cls) -> bool:
+        """Whether ``coreml-lint lower`` has an answer for this rule."""
+        return bool(cls.lowering_hooks())
+
+    @classmethod
+    def program_cases(cls) -> list[ProgramCase]:
+        """The models declared in this rule's module with ``@case`` (oracle-tested)."""
+        from coreml_lint.rulekit.examples import cases_of
+
+        return cases_of(cls.__module__)
+
+    # -- detection ------------------------------------------------------------------------
+    def check(self, ctx: ProgramContext) -> Iterator[Finding]:
+        """Findings on an exported program (the canonical graph and its placement)."""
+        return iter(())
+
+    def check_source(self, ctx: SourceContext) -> Iterator[Finding]:
+        """Findings on model source code, without exporting anything."""
+        return iter(())
+
+    # -- the source fix -------------------------------------------------------------------
+    def transform(self, fix: SourceFix, node: Any, edits: Any) -> Any:
+        """The libcst node replacing ``node`` (a call, a name or a string) for one of this
+        rule's ``SourceFix``es.
+
+        ``edits`` is the running codemod: ``edits.need_import(module, name=None)`` and
+        ``edits.need_helper(code)`` add what the new code needs to the file."""
+        raise NotImplementedError(f"{self.code} has no transform {fix.kind!r}")
+
+    # -- the lowering answer (heavy: torch is imported inside the hooks) ------------------
+    def rewrite(self, ep: Any) -> tuple[Any, list[str]]:
+        """Rewrite the functional ``ExportedProgram`` so Core ML computes what it means.
+
+        Returns the (possibly new) program and one sentence per change, naming the node and
+        what was done to the model; ``lower`` keeps it only when the rewritten program gives
+        the same outputs in eager (within ``rewrite_tolerance``)."""
+        return ep, []
+
+    def refuse(self, node: Any) -> str | None:
+        """Why this ``torch.fx`` node must stay on the CPU, or None. Asked in the ATen graph
+        (so the node's op is decomposed rather than kept whole) and in the edge graph."""
+        return None
+
+    def adjust_settings(self, settings: PartitionerSettings) -> PartitionerSettings:
+        """Partitioner settings that avoid the failure (e.g. no Core ML state)."""
+        return settings
+
+    def return_buffer(self, node: Any, program: Any) -> str | None:
+        """Why the mutable buffer placeholder ``node`` must stay with ExecuTorch rather than
+        become Core ML state, or None."""
+        return None
+
+    def must_decompose(self, node: Any, settings: PartitionerSettings) -> bool:
+        """Whether the ATen ``node``'s op must be decomposed instead of kept whole for Core
+        ML (it would otherwise be stranded on the CPU without a kernel)."""
+        return False
+
+    def mil_problem(self, model: Any, original: Any) -> str | None:
+        """A wrong-value signature of this rule in one Core ML model ``lower`` produced
+        (``model`` is the coremltools MLModel, ``original`` the program as exported)."""
+        return None

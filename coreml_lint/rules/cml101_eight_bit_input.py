@@ -1,0 +1,85 @@
+"""CML101 eight-bit-partition-input: a uint8/int8 tensor enters a Core ML partition.
+
+What it does
+    Flags every uint8 or int8 tensor that a Core ML partition receives as an input: a
+    program input read by a delegated op, an 8-bit tensor made by a CPU op and read by a
+    delegated one, or an 8-bit buffer when ``take_over_constant_data=False``.
+
+Why it breaks
+    coremltools builds the partition's input types from a dtype table that has no uint8 or
+    int8 entry (``TORCH_DTYPE_TO_MIL_DTYPE``), so lowering stops with
+    ``KeyError: torch.uint8`` for every deployment target. The partitioner claims the op
+    anyway because its support test looks only at op names (pitfalls.md §1, G4). An 8-bit
+    tensor that is made and used inside one partition is fine.
+
+Example
+    ``return frame.float() / 255`` with a uint8 ``frame`` program input.
+
+Fix
+    (a) pass the frame as int32 or float32; (a+b) cast first and keep the cast on the CPU
+    with ``skip_ops_for_coreml_delegation=["dim_order_ops._to_dim_order_copy.default"]``;
+    (c) a partitioner that refuses the nodes touching 8-bit tensors.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from coreml_lint.core.findings import Finding, Outcome
+from coreml_lint.program.graph import EIGHT_BIT_DTYPES
+from coreml_lint.rulekit.context import ProgramContext
+from coreml_lint.rulekit.rule import Rule
+
+
+class EightBitPartitionInput(Rule):
+    code = "CML101"
+    name = "eight-bit-partition-input"
+    outcome = Outcome.CRASH
+    summary = "uint8/int8 tensor is an input of a Core ML partition: KeyError at lowering"
+
+    def check(self, ctx: ProgramContext) -> Iterator[Finding]:
+        for part in ctx.placement.partitions:
+            for value in part.inputs:
+                dtype = ctx.dtype(value)
+                if dtype not in EIGHT_BIT_DTYPES:
+                    continue
+                readers = [u for u in ctx.users.get(value, []) if u in part.nodes]
+                if not readers:
+                    continue
+                origin = self._origin(ctx, value)
+                casts_first = all(r.target == "aten._to_copy.default" for r in readers)
+                yield ctx.finding(
+                    readers[0],
+                    f"{dtype} tensor '{value}' ({origin}) is an input of Core ML partition "
+                    f"{part.id}: lowering fails with `KeyError: torch.{dtype}` (coremltools "
+                    "has no 8-bit input type, for any deployment target)",
+                    fix=(
+                        f"pass '{value}' as int32 or float32"
+                        if origin == "program input"
+                        else f"keep '{value}' as int32/float32, or cast it before any other op"
+                    )
+                    + (
+                        ""
+                        if casts_first
+                        else "; or cast it first (`x.float()`) so the cast is the only reader"
+                    ),
+                    partitioner=ctx.skip_advice(*readers),
+                    value=value,
+                    dtype=dtype,
+                )
+
+    @staticmethod
+    def _origin(ctx: ProgramContext, value: str) -> str:
+        kind = ctx.input_kinds.get(value)
+        if kind == "user_input":
+            return "program input"
+        if kind in ("buffer", "parameter", "constant"):
+            return f"{kind} handed over with take_over_constant_data=False"
+        producer = ctx.producers.get(value)
+        return f"made on the CPU by {ctx.edge_name(producer)}" if producer else "made on the CPU"
+
+    def refuse(self, node: Any) -> str | None:
+        from coreml_lint.rulekit.fx import EIGHT_BIT, touches
+
+        return "touches a uint8/int8 tensor" if touches(node, EIGHT_BIT) else None

@@ -1,0 +1,251 @@
+"""CML103 eight-bit-constant: a uint8/int8 buffer or parameter is a Core ML constant below iOS17.
+
+What it does
+    Flags an 8-bit parameter, buffer or lifted constant that a Core ML partition owns
+    (``take_over_constant_data=True``, the default) when the deployment target is below
+    iOS17.
+
+Why it breaks
+    The constant reaches MIL as a uint8 numpy array; the ``cast`` and ``slice_by_index`` ops
+    of the iOS15/iOS16 opsets accept only fp16, fp32, int32 and bool, so lowering stops with
+    ``ValueError: Op ... Input x="b_mask" expects tensor or scalar of dtype from type domain
+    ['fp16', 'fp32', 'int32', 'bool'] but got tensor[1,8,uint8]`` (pitfalls.md §2). With
+    ``take_over_constant_data=False`` it becomes a partition input instead (CML101).
+
+    Weight-only int8 quantization (``dequantize_per_channel`` of an int8 weight) fails the
+    same way below iOS17: ``NotImplementedError: Parameter dtype of the cast operation can
+    be one of the ['fp16', 'fp32', 'int32', 'bool']. Provided int8``.
+
+Example
+    ``self.register_buffer("mask", torch.tensor([...], dtype=torch.uint8))`` then
+    ``x * self.mask.float()``.
+
+Fix
+    (a) store the buffer as int32 or float32 (float16 too with the default options);
+    (b) minimum deployment target iOS17 or later; (c) widen the buffer in ``ep.state_dict``
+    and drop the ``_assert_tensor_metadata`` guards.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from typing import Any
+
+from coreml_lint.core.findings import Finding, Outcome, SourceFix
+from coreml_lint.program.graph import EIGHT_BIT_DTYPES
+from coreml_lint.rulekit.context import ProgramContext
+from coreml_lint.rulekit.rule import Rule
+from coreml_lint.source.context import SourceContext, keyword
+from coreml_lint.source.patterns import enclosing_class
+
+
+class EightBitConstant(Rule):
+    code = "CML103"
+    name = "eight-bit-constant"
+    outcome = Outcome.CRASH
+    summary = "uint8/int8 buffer owned by a Core ML partition below iOS17: MIL type error"
+
+    def check(self, ctx: ProgramContext) -> Iterator[Finding]:
+        if ctx.settings.minimum_deployment_target >= 17:
+            return
+        for part in ctx.placement.partitions:
+            for value in part.constants:
+                dtype = ctx.dtype(value)
+                if dtype not in EIGHT_BIT_DTYPES:
+                    continue
+                readers = [u for u in ctx.users.get(value, []) if u in part.nodes]
+                if not readers:
+                    continue
+                spec = next(s for s in ctx.graph.inputs if s.name == value)
+                yield ctx.finding(
+                    readers[0],
+                    f"{dtype} {spec.kind} '{spec.target or value}' becomes a constant of Core ML "
+                    f"partition {part.id}; below iOS17 MIL has no 8-bit type for it, so "
+                    f"{ctx.edge_name(readers[0])} fails with `ValueError: Op ... expects tensor or "
+                    "scalar of dtype from type domain ['fp16', 'fp32', 'int32', 'bool'] but got "
+                    f"tensor[...,{dtype}]` (or, for a dequantize, `NotImplementedError: Parameter "
+                    "dtype of the cast operation can be one of ['fp16', 'fp32', 'int32', "
+                    f"'bool']. Provided {dtype}`)",
+                    fix=f"store '{spec.target or value}' as int32 or float32 (or float16)",
+                    partitioner={"minimum_deployment_target": 17},
+                    value=value,
+                    dtype=dtype,
+                )
+
+    source_triggers = ("register_buffer",)
+
+    def check_source(self, ctx: SourceContext) -> Iterator[Finding]:
+        settings = ctx.config.partitioner if ctx.config else None
+        if (
+            settings
+            and settings.minimum_deployment_target >= 17
+            and settings.take_over_constant_data
+        ):
+            return
+        for call in ctx.calls():
+            func = call.func
+            if not (isinstance(func, ast.Attribute) and func.attr == "register_buffer"):
+                continue
+            if len(call.args) < 2 or not isinstance(call.args[0], ast.Constant):
+                continue
+            name, value = call.args[0].value, call.args[1]
+            dtype = eight_bit_dtype(ctx, value)
+            if dtype is None or not isinstance(name, str):
+                continue
+            cls = enclosing_class(ctx, call)
+            all_cast = cls is not None and _every_use_is_cast(ctx, cls, name)
+            yield ctx.finding(
+                call,
+                f"buffer '{name}' is stored as {dtype}: below iOS17 Core ML has no 8-bit type "
+                "for it and lowering fails (`expects ... ['fp16', 'fp32', 'int32', 'bool'] but "
+                f"got tensor[...,{dtype}]`; `KeyError: torch.{dtype}` with "
+                "take_over_constant_data=False)",
+                fix=f"store '{name}' as int32 (every {dtype} value fits)",
+                edit=ctx.edit(
+                    call, "buffer-int32", safe=True, description="store the buffer as int32"
+                )
+                if all_cast
+                else None,
+                partitioner={"minimum_deployment_target": 17},
+            )
+
+    def transform(self, fix: SourceFix, call: Any, edits: Any) -> Any:
+        import libcst as cst
+
+        from coreml_lint.rulekit.cst import with_args
+
+        value = call.args[1].value
+        widened = cst.parse_expression(f"{edits.torch()}.int32")
+        new_value = _retype(value, widened)
+        args = list(call.args)
+        args[1] = args[1].with_changes(value=new_value)
+        return with_args(call, args)
+
+    def rewrite(self, ep: Any) -> tuple[Any, list[str]]:
+        """uint8/int8 parameters and buffers stored as int32, their dtype guards dropped."""
+        import torch
+
+        from coreml_lint.rulekit.fx import EIGHT_BIT, aten, finish, val
+
+        done = []
+        signature = ep.graph_signature
+        targets = {**signature.inputs_to_buffers, **signature.inputs_to_parameters}
+        for node in list(ep.graph.nodes):
+            fake = val(node)
+            key = targets.get(node.name) if node.op == "placeholder" else None
+            if key is None or fake is None or fake.dtype not in EIGHT_BIT:
+                continue
+            if key not in ep.state_dict:
+                continue
+            ep.state_dict[key] = ep.state_dict[key].to(torch.int32)
+            with fake.fake_mode:
+                node.meta["val"] = torch.empty_strided(fake.shape, fake.stride(), dtype=torch.int32)
+            done.append(f"{key}: {fake.dtype} buffer stored as int32")
+        if not done:
+            return ep, []
+        # The dtype guards export inserted would fail on the widened buffers.
+        for node in list(ep.graph.nodes):
+            if node.target == aten._assert_tensor_metadata.default:
+                ep.graph.erase_node(node)
+        finish(ep)
+        return ep.run_decompositions({}), done  # re-derives every node's metadata
+
+    def refuse(self, node: Any) -> str | None:
+        from coreml_lint.rulekit.fx import EIGHT_BIT, touches
+
+        return "touches a uint8/int8 tensor" if touches(node, EIGHT_BIT) else None
+
+
+_EIGHT_BIT_METHODS = {"byte": "uint8", "char": "int8"}
+
+
+def eight_bit_dtype(ctx: SourceContext, expr: ast.AST) -> str | None:
+    """``uint8``/``int8`` when the expression visibly makes an 8-bit tensor."""
+    if not isinstance(expr, ast.Call):
+        return None
+    for name in ("uint8", "int8"):
+        if ctx.is_torch_dtype(keyword(expr, "dtype"), {name}):
+            return name
+    func = expr.func
+    if isinstance(func, ast.Attribute):
+        if func.attr in _EIGHT_BIT_METHODS and not expr.args:
+            return _EIGHT_BIT_METHODS[func.attr]
+        if func.attr in ("to", "type") and len(expr.args) == 1:
+            for name in ("uint8", "int8"):
+                if ctx.is_torch_dtype(expr.args[0], {name}):
+                    return name
+    return None
+
+
+_CASTS = {"float", "half", "double", "int", "long", "to", "type"}
+
+
+def _every_use_is_cast(ctx: SourceContext, cls: ast.ClassDef, name: str) -> bool:
+    """Every ``self.<name>`` read in the class is cast (maybe after slicing) right away, so
+    storing the buffer as int32 changes nothing the model computes."""
+    uses = 0
+    for node in ast.walk(cls):
+        if not (
+            isinstance(node, ast.Attribute)
+            and node.attr == name
+            and isinstance(node.value, ast.Name)
+            and node.value.id == "self"
+            and isinstance(node.ctx, ast.Load)
+        ):
+            continue
+        uses += 1
+        parent = ctx.parents.get(node)
+        if isinstance(parent, ast.Subscript) and parent.value is node:
+            node, parent = parent, ctx.parents.get(parent)
+        call = ctx.parents.get(parent)
+        if not (
+            isinstance(parent, ast.Attribute)
+            and parent.value is node
+            and parent.attr in _CASTS
+            and isinstance(call, ast.Call)
+            and call.func is parent
+        ):
+            return False
+        if parent.attr in ("to", "type") and (
+            not call.args or ctx.qualname(call.args[0]) not in _WIDE_DTYPES
+        ):
+            return False
+    return uses > 0
+
+
+_WIDE_DTYPES = {
+    f"torch.{n}"
+    for n in (
+        "float32",
+        "float",
+        "float16",
+        "half",
+        "float64",
+        "double",
+        "int32",
+        "int",
+        "int64",
+        "long",
+    )
+}
+
+
+def _retype(value: Any, widened: Any) -> Any:
+    """The same tensor expression, made as int32 instead of 8 bits."""
+    import libcst as cst
+
+    func = value.func
+    if isinstance(func, cst.Attribute) and func.attr.value in _EIGHT_BIT_METHODS:
+        return value.with_changes(func=func.with_changes(attr=cst.Name("int")))
+    if (
+        isinstance(func, cst.Attribute)
+        and func.attr.value in ("to", "type")
+        and len(value.args) == 1
+    ):
+        return value.with_changes(args=[value.args[0].with_changes(value=widened)])
+    args = [
+        a.with_changes(value=widened) if a.keyword is not None and a.keyword.value == "dtype" else a
+        for a in value.args
+    ]
+    return value.with_changes(args=args)

@@ -1,0 +1,156 @@
+"""CML105 bool-min-max: max/min/amax/amin/maximum/minimum on a bool tensor in Core ML.
+
+What it does
+    Flags a delegated ``amax``, ``amin``, ``max``, ``min``, ``maximum`` or ``minimum`` whose
+    tensor input is bool (typically a comparison result).
+
+Why it breaks
+    coremltools hands the bool tensor straight to MIL ``reduce_max`` / ``reduce_min`` /
+    ``maximum`` / ``minimum``, which accept only fp16, fp32 and int32, so lowering stops
+    with ``ValueError: Op "aten_amax_default" (op_type: reduce_max) Input x=... expects
+    tensor or scalar of dtype from type domain ['fp16', 'fp32', 'int32'] but got
+    tensor[2,6,bool]``, at every target (pitfalls.md §4). ``any``/``all`` cast to int32
+    first and lower fine.
+
+Example
+    ``m = a > 0; m.amax(dim=1)``; ``torch.maximum(a > 0, b > 0)``.
+
+Fix
+    (a) ``m.any(dim)`` for amax/max, ``m.all(dim)`` for amin/min, ``torch.logical_or`` /
+    ``torch.logical_and`` for maximum/minimum, or cast to int32 first; (b) skip the op, e.g.
+    ``skip_ops_for_coreml_delegation=["aten.amax.default"]``; (c) rewrite to any/all/logical
+    ops in the ExportedProgram.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from typing import Any
+
+from coreml_lint.core.findings import Finding, Outcome, SourceFix
+from coreml_lint.rulekit.context import ProgramContext
+from coreml_lint.rulekit.rule import Rule
+from coreml_lint.source.context import SourceContext, has_star_args
+from coreml_lint.source.patterns import enclosing_function, is_bool
+
+# The one table of this rule: op -> (its bool twin, the MIL op coremltools emits for it,
+# what to write in the model instead).
+BOOL_TWINS = {
+    "amax": ("any", "reduce_max", "`.any(dim)`"),
+    "amin": ("all", "reduce_min", "`.all(dim)`"),
+    "max": ("any", "reduce_max", "`.any()` (or cast to int32 before `.max(dim)`)"),
+    "min": ("all", "reduce_min", "`.all()` (or cast to int32 before `.min(dim)`)"),
+    "maximum": ("logical_or", "maximum", "`torch.logical_or(a, b)`"),
+    "minimum": ("logical_and", "minimum", "`torch.logical_and(a, b)` (or `a & b`)"),
+}
+PAIRWISE = {"max": "maximum", "min": "minimum"}  # max(a, b) is maximum(a, b)
+
+
+class BoolMinMax(Rule):
+    code = "CML105"
+    name = "bool-min-max"
+    outcome = Outcome.CRASH
+    summary = "min/max family on a bool tensor in Core ML: MIL rejects bool"
+
+    def check(self, ctx: ProgramContext) -> Iterator[Finding]:
+        for node in ctx.coreml_nodes():
+            base = node.op_base
+            if base not in BOOL_TWINS or node.namespace != "aten":
+                continue
+            bools = [v for v in node.tensor_inputs() if ctx.dtype(v) == "bool"]
+            if not bools:
+                continue
+            _, mil_op, replacement = BOOL_TWINS[base]
+            if node.target.endswith(".other"):
+                replacement = BOOL_TWINS[PAIRWISE[base]][2]
+            yield ctx.finding(
+                node,
+                f"{base} on bool tensor '{bools[0]}' is delegated: lowering fails with "
+                f"`ValueError: Op ... (op_type: {mil_op}) ... expects tensor or scalar "
+                "of dtype from type domain ['fp16', 'fp32', 'int32'] but got tensor[...,bool]`",
+                fix=f"use {replacement} on the bool tensor",
+                partitioner=ctx.skip_advice(node),
+            )
+
+    source_triggers = ("max", "min")
+
+    def check_source(self, ctx: SourceContext) -> Iterator[Finding]:
+        for call in ctx.calls():
+            if has_star_args(call):
+                continue
+            method = call.func.attr if isinstance(call.func, ast.Attribute) else None
+            name = ctx.qualname(call.func)
+            if name and name.startswith("torch.") and name[6:] in BOOL_TWINS:
+                op, operands, rest = name[6:], call.args[:1], call.args[1:]
+                if op in ("maximum", "minimum") or (
+                    op in ("max", "min")
+                    and len(call.args) == 2
+                    and not isinstance(call.args[1], ast.Constant)
+                ):
+                    operands, rest = call.args[:2], []
+                    op = PAIRWISE.get(op, op)
+            elif name is None and method in BOOL_TWINS and isinstance(call.func, ast.Attribute):
+                op, operands, rest = method, [call.func.value], call.args
+            else:
+                continue
+            scope = enclosing_function(ctx, call)
+            if not operands or not all(is_bool(ctx, o, scope) for o in operands):
+                continue
+            twin, _, replacement = BOOL_TWINS[op]
+            # max(dim) returns (values, indices): no drop-in bool op
+            fixable = not (op in ("max", "min") and (rest or call.keywords))
+            yield ctx.finding(
+                call,
+                f"{op} on a bool tensor: Core ML's reduce_max/maximum accept only fp16, fp32 "
+                "and int32, so lowering fails (`expects ... ['fp16', 'fp32', 'int32'] but got "
+                "tensor[...,bool]`)",
+                fix=f"use {replacement}" if fixable else "cast to int32 first: `m.int().max(dim)`",
+                edit=ctx.edit(call, "bool-op", safe=True, description=f"use {twin}", twin=twin)
+                if fixable
+                else None,
+            )
+
+    def transform(self, fix: SourceFix, call: Any, edits: Any) -> Any:
+        import libcst as cst
+
+        twin = fix.get("twin")
+        func = call.func
+        if isinstance(func, cst.Attribute):
+            return call.with_changes(func=func.with_changes(attr=cst.Name(twin)))
+        return call.with_changes(func=cst.parse_expression(f"{edits.torch()}.{twin}"))
+
+    def rewrite(self, ep: Any) -> tuple[Any, list[str]]:
+        """Each bool min/max-family op becomes its any/all/logical twin (the same values)."""
+        import torch
+
+        from coreml_lint.rulekit.fx import aten, finish, op_base, val
+
+        done = []
+        for node in ep.graph.nodes:
+            base, overload = op_base(node), getattr(node.target, "_overloadname", "")
+            inputs = [val(a) for a in node.args if isinstance(a, torch.fx.Node)]
+            if base not in BOOL_TWINS or overload == "dim" or node.op != "call_function":
+                continue
+            if not inputs or not all(v is not None and v.dtype == torch.bool for v in inputs):
+                continue
+            twin = BOOL_TWINS[PAIRWISE[base] if overload == "other" else base][0]
+            if base in ("amax", "amin"):
+                dim = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim", [])
+                keepdim = node.args[2] if len(node.args) > 2 else node.kwargs.get("keepdim", False)
+                node.args, node.kwargs = (node.args[0], list(dim) or None, keepdim), {}
+                node.target = getattr(aten, twin).dims
+            else:
+                node.target = getattr(aten, twin).default
+            done.append(f"{node.name}: {base} of a bool tensor written as {twin}")
+        return finish(ep), done
+
+    def refuse(self, node: Any) -> str | None:
+        import torch
+
+        from coreml_lint.rulekit.fx import touches
+
+        name = getattr(node.target, "__name__", "")
+        if name.endswith(("max.dim", "min.dim")) and touches(node, {torch.bool}):
+            return "bool max/min with dim (no drop-in bool op; the CPU has a kernel)"
+        return None

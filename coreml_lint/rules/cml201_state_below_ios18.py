@@ -1,0 +1,61 @@
+"""CML201 state-below-ios18: a mutable buffer becomes Core ML state below iOS18.
+
+What it does
+    Flags a buffer the program writes (``self.count.add_(1)``, ``self.cache[:, pos] = x``)
+    that a Core ML op reads, when ``take_over_mutable_buffer=True`` (the default) and the
+    deployment target is below iOS18.
+
+Why it breaks
+    The partitioner hands such a buffer to Core ML as state, and coremltools refuses
+    state models below iOS18: ``ValueError: State model is supported only >= iOS18.
+    Please update the minimum_deployment_target to at least coremltools.target.iOS18``
+    (pitfalls.md §3).
+
+Example
+    ``self.register_buffer("count", torch.zeros(1, 4))``; ``self.count.add_(1)``.
+
+Fix
+    (b) ``take_over_mutable_buffer=False`` (any target; costs a CPU copy per step and the
+    buffer's initial value is not serialized); (b) an iOS18 target when every reader of the
+    buffer is in Core ML (then see CML202 and CML203).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from coreml_lint.core.findings import Finding, Outcome
+from coreml_lint.core.settings import PartitionerSettings
+from coreml_lint.rulekit.context import ProgramContext
+from coreml_lint.rulekit.rule import Rule
+from coreml_lint.rules._state import mutable_buffers
+
+
+class StateBelowIOS18(Rule):
+    code = "CML201"
+    name = "state-below-ios18"
+    outcome = Outcome.CRASH
+    summary = (
+        "mutable buffer becomes Core ML state below iOS18: State model is supported only >= iOS18"
+    )
+
+    def check(self, ctx: ProgramContext) -> Iterator[Finding]:
+        settings = ctx.settings
+        if not settings.take_over_mutable_buffer or settings.minimum_deployment_target >= 18:
+            return
+        for buf in mutable_buffers(ctx):
+            if not buf.becomes_state:
+                continue
+            yield ctx.finding(
+                buf.writer or buf.coreml_readers[0],
+                f"buffer '{buf.target}' is written by the program and read in Core ML, so it "
+                "becomes Core ML state: lowering fails with `ValueError: State model is "
+                "supported only >= iOS18`",
+                fix="set take_over_mutable_buffer=False, or target iOS18",
+                partitioner={"take_over_mutable_buffer": False},
+                buffer=buf.target,
+            )
+
+    def adjust_settings(self, settings: PartitionerSettings) -> PartitionerSettings:
+        """No state below iOS18: ExecuTorch keeps the mutable buffers."""
+        return settings.changed(take_over_mutable_buffer=False)

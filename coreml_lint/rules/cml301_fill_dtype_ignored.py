@@ -1,0 +1,319 @@
+"""CML301 fill-dtype-ignored: an integer fill that coremltools makes as float.
+
+What it does
+    Flags a delegated fill whose result torch types as integer or bool but coremltools
+    builds as fp32: ``torch.full(size, <int>)`` without ``dtype=``; ``torch.zeros(...,
+    dtype=<int>)``; ``x.new_zeros(...)`` of an integer tensor (with or without ``dtype=``);
+    ``x.new_empty(...)`` of an integer tensor with no ``fill_`` after it.
+
+Why it breaks
+    coremltools' handlers read only positional arguments, and export records ``dtype=`` as a
+    keyword or not at all (pitfalls.md G2): ``full`` falls back to fp32, ``zeros`` ignores its
+    dtype, ``new_zeros`` always fills ``0.0``. Computed in fp16, 3001 becomes 3000.0 and the
+    partition returns fp32 where the program declares int64 (pitfalls.md §6). When the fill
+    feeds ``gather``/``index_select`` indices, lowering crashes: ``expects ... ['int32'] but
+    got tensor[4,16,fp32]``.
+
+Severity
+    In source, where the use is not visible: ``error`` for a fill value above 2048,
+    ``warning`` otherwise (lint the exported program for the precise verdict). In a program:
+    ``error`` when lowering crashes (index of gather/index_select), when the float value
+    leaves the partition (the program gets float where it declares an integer), or when the
+    fill value is above 2048 (fp16 rounds it). A small fill used only inside the partition
+    (``torch.full(..., 3) + arange`` feeding ``embedding``, which casts its indices) computes
+    the right values while they stay at or below 2048: ``warning``. No finding when every
+    use is float arithmetic (``torch.full(size, 2) * x``): torch promotes the integer to float
+    there too, so the float fill computes the same values.
+
+Example
+    ``pos = torch.full((1, 4), 3001) + xi``
+
+Fix
+    (a) ``torch.full(size, value, dtype=torch.int64)``; for ``zeros(dtype=int)`` write
+    ``torch.full(size, 0, dtype=...)``; for ``new_zeros`` write ``torch.zeros_like(...)`` or
+    ``torch.full(..., 0, dtype=x.dtype)``; (c) rewrite integer fills into
+    ``aten.full(..., dtype=...)`` before lowering.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from typing import Any
+
+from coreml_lint.core.findings import Finding, Outcome, Severity
+from coreml_lint.program.graph import FLOAT_DTYPES, DType, Node
+from coreml_lint.rulekit.context import ProgramContext
+from coreml_lint.rulekit.rule import Rule
+from coreml_lint.source.context import (
+    SourceContext,
+    SourceFix,
+    has_star_args,
+    int_literal,
+    keyword,
+)
+
+INTEGER_DTYPES = {"uint8", "int8", "int16", "int32", "int64"}
+
+PASS_THROUGH = {"add", "sub", "mul", "remainder", "clamp", "view", "expand", "unsqueeze", "repeat"}
+INDEX_CONSUMERS = {"gather": 2, "index_select": 2}
+FLOAT_PROMOTING = {"add", "sub", "rsub", "mul", "div", "true_divide", "pow", "where", "lerp"}
+
+
+def _has_dtype(node: Node) -> bool:
+    return any(isinstance(v, DType) for v in [*node.args[2:], *node.kwargs.values()])
+
+
+class FillDtypeIgnored(Rule):
+    code = "CML301"
+    name = "fill-dtype-ignored"
+    outcome = Outcome.SILENT
+    summary = "integer fill made as float by coremltools: values rounded in fp16"
+
+    def check(self, ctx: ProgramContext) -> Iterator[Finding]:
+        for node in ctx.coreml_nodes():
+            if not node.outputs or node.namespace != "aten":
+                continue
+            dtype = ctx.dtype(node.outputs[0])
+            if dtype not in INTEGER_DTYPES:
+                continue
+            why = self._why(ctx, node)
+            if why is None:
+                continue
+            index_user, reached, integer_use = self._follow(ctx, node)
+            part = ctx.placement.partition_of(node)
+            leaves = part is not None and any(v in part.outputs for v in reached)
+            if not (index_user or leaves or integer_use):
+                continue  # only ever promoted to float, as torch promotes it: same values
+            value = node.arg(1, "fill_value") if node.target == "aten.full.default" else 0
+            large = isinstance(value, (int, float)) and abs(value) > 2048
+            severity = Severity.ERROR
+            if index_user is not None:
+                message = (
+                    f"{why}, and it feeds the indices of {ctx.edge_name(index_user)}: lowering "
+                    "fails with `ValueError: ... expects tensor or scalar of dtype from type "
+                    "domain ['int32'] but got tensor[...,fp32]`"
+                )
+                outcome = Outcome.CRASH
+            elif leaves:
+                message = (
+                    f"{why}: the partition returns it as float where the program declares "
+                    f"{dtype}, computed in fp16 (integers above 2048 are rounded: 3001 "
+                    "becomes 3000)"
+                )
+                outcome = Outcome.SILENT
+            else:
+                message = (
+                    f"{why}: it is computed in fp16, so its integer values are rounded above "
+                    f"2048{' (the fill value ' + str(value) + ' already is)' if large else ''}"
+                )
+                outcome = Outcome.SILENT
+                severity = Severity.ERROR if large else Severity.WARNING
+            yield ctx.finding(
+                node,
+                message,
+                outcome=outcome,
+                severity=severity,
+                fix=self._fix(node, dtype),
+                partitioner=ctx.skip_advice(node),
+                dtype=dtype,
+            )
+
+    @staticmethod
+    def _why(ctx: ProgramContext, node: Node) -> str | None:
+        dtype = ctx.dtype(node.outputs[0])
+        if node.target == "aten.full.default" and not _has_dtype(node):
+            return f"torch.full without dtype= is {dtype} in torch but fp32 in Core ML"
+        if node.target == "aten.zeros.default":
+            return f"torch.zeros(dtype={dtype}) is made as fp32: coremltools ignores its dtype"
+        if node.target == "aten.new_zeros.default":
+            return f"new_zeros of a {dtype} tensor is made as fp32: coremltools always fills 0.0"
+        if node.target == "aten.new_empty.default":
+            users = ctx.users.get(node.outputs[0], [])
+            if not any(u.op_base in ("fill", "copy") for u in users):
+                return f"new_empty of a {dtype} tensor with no fill_ is made as fp32"
+        return None
+
+    @staticmethod
+    def _follow(ctx: ProgramContext, node: Node) -> tuple[Node | None, set[str], bool]:
+        """The gather/index_select the fill feeds as indices, if any; every value it
+        reaches through integer-preserving Core ML ops; and whether any Core ML op uses it
+        as an integer. Arithmetic whose result torch types as float (``full(.., 2) * x``)
+        promotes the fill exactly as Core ML's float fill does, so it is not an integer use;
+        an index (embedding), a comparison or an integer result is."""
+
+        def result(user: Node) -> str | None:
+            return ctx.dtype(user.outputs[0]) if user.outputs else None
+
+        def passes_integers(user: Node) -> bool:
+            return user.op_base in PASS_THROUGH and result(user) in INTEGER_DTYPES
+
+        start = node.outputs[0]
+        reached, integer_use = {start}, False
+        for value, user in ctx.coreml_users_downstream([start], follow=passes_integers, depth=8):
+            position = INDEX_CONSUMERS.get(user.op_base)
+            arg = user.arg(position, "index") if position is not None else None
+            if position is not None and getattr(arg, "name", None) == value:
+                return user, reached, True
+            if user.op_base in FLOAT_PROMOTING and result(user) in FLOAT_DTYPES:
+                continue
+            integer_use = True
+            if passes_integers(user):
+                reached.update(user.outputs)
+        return None, reached, integer_use
+
+    @staticmethod
+    def _fix(node: Node, dtype: str) -> str:
+        torch_dtype = f"torch.{dtype}"
+        if node.target == "aten.full.default":
+            return f"pass dtype={torch_dtype} to torch.full"
+        if node.target == "aten.zeros.default":
+            return f"use torch.full(size, 0, dtype={torch_dtype}) instead of torch.zeros"
+        return f"use torch.zeros_like(...) or torch.full(size, 0, dtype={torch_dtype})"
+
+    source_triggers = ("full", "zeros")
+
+    def check_source(self, ctx: SourceContext) -> Iterator[Finding]:
+        for call in ctx.calls():
+            name = ctx.qualname(call.func)
+            dtype = keyword(call, "dtype")
+            if has_star_args(call):
+                continue
+            if name == "torch.full" and dtype is None:
+                fill = call.args[1] if len(call.args) > 1 else keyword(call, "fill_value")
+                value = int_literal(fill)
+                if value is None or len(call.args) > 2:
+                    continue
+                yield ctx.finding(
+                    call,
+                    "torch.full with an integer fill and no dtype= is int64 in torch but fp32 "
+                    "in Core ML (coremltools reads no keyword dtype): integers above 2048 round",
+                    fix="pass dtype=torch.int64, the dtype torch infers",
+                    severity=Severity.ERROR if abs(value) > 2048 else Severity.WARNING,
+                    edit=ctx.edit(
+                        call, "full-dtype", safe=True, description="add dtype=torch.int64"
+                    ),
+                )
+            elif name == "torch.zeros" and ctx.is_torch_dtype(dtype, INTEGER_TORCH_NAMES):
+                size = _size_form(call.args)
+                yield ctx.finding(
+                    call,
+                    "torch.zeros(dtype=<int>) is made as fp32 in Core ML: coremltools ignores "
+                    "its keyword dtype",
+                    severity=Severity.WARNING,
+                    fix="use torch.full(size, 0, dtype=...)",
+                    edit=ctx.edit(
+                        call,
+                        "zeros-to-full",
+                        safe=True,
+                        description="torch.full(size, 0, dtype=...)",
+                        size=size,
+                    )
+                    if size
+                    else None,
+                )
+            elif (
+                name is None
+                and isinstance(call.func, ast.Attribute)
+                and call.func.attr == "new_zeros"
+                and ctx.is_torch_dtype(dtype, INTEGER_TORCH_NAMES)
+                and len(call.args) == 1
+            ):
+                yield ctx.finding(
+                    call,
+                    "new_zeros(dtype=<int>) is made as fp32 in Core ML: coremltools always "
+                    "fills 0.0",
+                    severity=Severity.WARNING,
+                    fix="use torch.full(size, 0, dtype=..., device=x.device)",
+                    edit=ctx.edit(
+                        call, "new-zeros-to-full", safe=True, description="torch.full(size, 0, ...)"
+                    ),
+                )
+
+    def transform(self, fix: SourceFix, call: Any, edits: Any) -> Any:
+        import libcst as cst
+
+        from coreml_lint.rulekit.cst import append_kwarg, kwarg, with_args
+
+        torch = edits.torch()
+        if fix.kind == "full-dtype":
+            return append_kwarg(call, "dtype", f"{torch}.int64")
+        positional = [a for a in call.args if a.keyword is None]
+        keywords = [kwarg(a.keyword.value, a.value) for a in call.args if a.keyword is not None]
+        if fix.kind == "new-zeros-to-full":
+            size = positional[0].value
+            if not any(k.keyword.value == "device" for k in keywords):
+                keywords.append(kwarg("device", cst.Attribute(call.func.value, cst.Name("device"))))
+        elif fix.get("size") == "sequence":
+            size = positional[0].value
+        else:
+            size = cst.Tuple([cst.Element(a.value) for a in positional])
+        full = cst.Call(func=cst.parse_expression(f"{torch}.full"))
+        return with_args(full, [cst.Arg(size), cst.Arg(cst.Integer("0")), *keywords])
+
+    def rewrite(self, ep: Any) -> tuple[Any, list[str]]:
+        return integer_fills(ep)
+
+
+def _size_form(args: list[ast.expr]) -> str | None:
+    """How ``torch.zeros``'s positional size reads: ``"sequence"`` (one tuple, list or
+    shape), ``"ints"`` (one or more integers, made into a tuple), or None when a lone name
+    could be either and a rewrite would have to guess."""
+    if not args:
+        return None
+    if len(args) > 1:
+        return "ints"
+    (size,) = args
+    if isinstance(size, (ast.Tuple, ast.List)) or (
+        isinstance(size, ast.Attribute) and size.attr == "shape"
+    ):
+        return "sequence"
+    if (
+        isinstance(size, ast.Call)
+        and isinstance(size.func, ast.Attribute)
+        and size.func.attr == "size"
+    ):
+        return "ints" if size.args else "sequence"
+    if int_literal(size) is not None or isinstance(size, ast.BinOp):
+        return "ints"
+    return None
+
+
+INTEGER_TORCH_NAMES = {"int8", "uint8", "int16", "int32", "int64", "long", "int", "short"}
+
+
+def integer_fills(ep: Any) -> tuple[Any, list[str]]:
+    """Integer fills and ``*_like(dtype=...)`` that coremltools would make in another dtype
+    become ``aten.full(size, value, dtype=...)``, which it makes as asked (shared with
+    CML302)."""
+    import torch
+
+    from coreml_lint.rulekit.fx import FLOATS, aten, finish, val
+
+    zero_fills = (aten.zeros.default, aten.new_zeros.default, aten.new_empty.default)
+    likes = (aten.zeros_like.default, aten.empty_like.default, aten.full_like.default)
+    done = []
+    for node in list(ep.graph.nodes):
+        fake = val(node)
+        if not isinstance(fake, torch.Tensor) or not all(isinstance(d, int) for d in fake.shape):
+            continue
+        target, value = node.target, None
+        if target == aten.full.default and "dtype" not in node.kwargs and fake.dtype not in FLOATS:
+            value = node.args[1]
+        elif target in zero_fills and fake.dtype not in FLOATS:
+            value = 0
+        elif target in likes:
+            source = val(node.args[0])
+            if "dtype" in node.kwargs and source is not None and source.dtype != fake.dtype:
+                value = node.args[1] if target == aten.full_like.default else 0
+        if value is None:
+            continue
+        with ep.graph.inserting_before(node):
+            full = ep.graph.call_function(
+                aten.full.default, (list(fake.shape), value), {"dtype": fake.dtype}
+            )
+        full.meta = dict(node.meta)
+        node.replace_all_uses_with(full)
+        ep.graph.erase_node(node)
+        done.append(f"{node.name}: made as aten.full(..., dtype={fake.dtype})")
+    return finish(ep), done

@@ -1,0 +1,110 @@
+"""CML303 rms-norm-without-eps: ``rms_norm`` reaches Core ML without an eps argument.
+
+What it does
+    Flags a delegated ``aten.rms_norm`` with fewer than four positional arguments:
+    ``nn.RMSNorm(d)`` or ``F.rms_norm(x, shape)`` without ``eps=``.
+
+Why it breaks
+    Export drops a trailing ``eps=None`` (and ``weight=None``), and coremltools' handler
+    requires exactly four positional inputs: ``ValueError: node aten_rms_norm_default
+    (rms_norm) got 3 input(s), expected [4]`` (2 without a weight) (pitfalls.md §7, G2).
+
+Example
+    ``self.norm = nn.RMSNorm(16)``
+
+Fix
+    (a) pass ``eps=`` explicitly, e.g. ``eps=torch.finfo(torch.float32).eps`` (torch's own
+    default) or ``1e-6``; (b) ``skip_ops_for_coreml_delegation=["rms_norm.default"]`` (ATen
+    spelling: torch decomposes it and the pieces are delegated); (c) append eps to the
+    node's arguments. Note: once it lowers, the Core ML formula divides by max|x| first,
+    which gives NaN for an all-zero row.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from typing import Any
+
+from coreml_lint.core.findings import Finding, Outcome, SourceFix
+from coreml_lint.rulekit.context import ProgramContext
+from coreml_lint.rulekit.rule import Rule
+from coreml_lint.source.context import SourceContext, has_star_args, keyword
+
+
+class RmsNormWithoutEps(Rule):
+    code = "CML303"
+    name = "rms-norm-without-eps"
+    outcome = Outcome.CRASH
+    summary = "rms_norm without eps: coremltools expects 4 inputs"
+
+    def check(self, ctx: ProgramContext) -> Iterator[Finding]:
+        for node in ctx.coreml_nodes():
+            if node.target != "aten.rms_norm.default" or len(node.args) >= 4:
+                continue
+            yield ctx.finding(
+                node,
+                f"rms_norm is delegated without eps: lowering fails with `ValueError: node "
+                f"aten_rms_norm_default (rms_norm) got {len(node.args)} input(s), expected [4]`",
+                fix="pass eps= to nn.RMSNorm / F.rms_norm (torch's default is "
+                "torch.finfo(dtype).eps)",
+                partitioner=ctx.with_skip("rms_norm.default"),
+            )
+
+    source_triggers = ("RMSNorm", "rms_norm")
+
+    def check_source(self, ctx: SourceContext) -> Iterator[Finding]:
+        for call in ctx.calls():
+            name = ctx.qualname(call.func)
+            if has_star_args(call):
+                continue
+            if name == "torch.nn.RMSNorm":
+                eps_position = 1
+            elif name == "torch.nn.functional.rms_norm":
+                eps_position = 3
+            else:
+                continue
+            eps = call.args[eps_position] if len(call.args) > eps_position else keyword(call, "eps")
+            if eps is not None and not (isinstance(eps, ast.Constant) and eps.value is None):
+                continue
+            yield ctx.finding(
+                call,
+                f"{name.rsplit('.', 1)[-1]} without eps: export drops eps=None and coremltools "
+                "needs it, so lowering fails with `got 3 input(s), expected [4]`",
+                fix="pass eps=torch.finfo(torch.float32).eps (torch's own default for float32)",
+                edit=ctx.edit(
+                    call,
+                    "add-eps",
+                    safe=True,
+                    description="eps=torch.finfo(torch.float32).eps, torch's default for fp32",
+                    replace=eps is not None,
+                ),
+                partitioner=None,
+            )
+
+    def transform(self, fix: SourceFix, call: Any, edits: Any) -> Any:
+        from coreml_lint.rulekit.cst import kwarg, with_args
+
+        torch = edits.torch()
+        value = f"{torch}.finfo({torch}.float32).eps"
+        args = [a for a in call.args if not (a.keyword is not None and a.keyword.value == "eps")]
+        if fix.get("replace") and len(args) == len(call.args):  # eps=None passed positionally
+            position = 1 if fix.callee == "RMSNorm" else 3
+            args = args[:position] + args[position + 1 :]
+        return with_args(call, [*args, kwarg("eps", value)])
+
+    def rewrite(self, ep: Any) -> tuple[Any, list[str]]:
+        import torch
+
+        from coreml_lint.rulekit.fx import aten, finish, val
+
+        done = []
+        for node in ep.graph.nodes:
+            if node.target != aten.rms_norm.default or len(node.args) >= 4:
+                continue
+            x = val(node.args[0])
+            eps = torch.finfo(x.dtype if x is not None else torch.float32).eps
+            weight = node.args[2] if len(node.args) > 2 else node.kwargs.get("weight")
+            node.args, node.kwargs = (node.args[0], node.args[1], weight, eps), {}
+            done.append(f"{node.name}: rms_norm given eps={eps:g} (torch's default)")
+        return finish(ep), done

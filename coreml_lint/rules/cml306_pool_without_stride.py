@@ -1,0 +1,117 @@
+"""CML306 pool-without-stride: ``max_pool1d``/``max_pool2d`` called without a stride.
+
+What it does
+    Flags a delegated ``max_pool1d``/``max_pool2d`` with fewer than three positional
+    arguments: ``F.max_pool2d(x, 2)``. In source, a stride of ``None`` or ``[]`` (positional
+    or keyword) is the same call: torch turns it into the default, and export omits it.
+
+Why it breaks
+    Export omits an argument left at its default (the stride), and coremltools' handler
+    requires at least three positional inputs: ``ValueError: node aten_max_pool2d_default
+    (max_pool2d) got 2 input(s), expected minimum 3 inputs`` (pitfalls.md G2).
+    ``nn.MaxPool2d(2)`` is fine: the module passes its stride explicitly.
+
+Example
+    ``F.max_pool2d(x, 2)``
+
+Fix
+    (a) pass the stride: ``F.max_pool2d(x, 2, 2)``, or use ``nn.MaxPool2d(2)``.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from typing import Any
+
+from coreml_lint.core.findings import Finding, Outcome, SourceFix
+from coreml_lint.rulekit.context import ProgramContext
+from coreml_lint.rulekit.rule import Rule
+from coreml_lint.source.context import SourceContext, has_star_args, keyword
+from coreml_lint.source.patterns import is_simple
+
+POOLS = {"aten.max_pool1d.default", "aten.max_pool2d.default"}
+
+
+class PoolWithoutStride(Rule):
+    code = "CML306"
+    name = "pool-without-stride"
+    outcome = Outcome.CRASH
+    summary = "max_pool without stride: coremltools expects at least 3 inputs"
+
+    def check(self, ctx: ProgramContext) -> Iterator[Finding]:
+        for node in ctx.coreml_nodes():
+            if node.target not in POOLS:
+                continue
+            if len(node.args) >= 3:
+                continue
+            yield ctx.finding(
+                node,
+                f"{node.op_base} without a stride is delegated: lowering fails with "
+                f"`ValueError: node aten_{node.op_base}_default ({node.op_base}) got "
+                f"{len(node.args)} input(s), expected minimum 3 inputs`",
+                fix=f"pass the stride explicitly: F.{node.op_base}(x, k, k)",
+            )
+
+    source_triggers = ("max_pool",)
+
+    def check_source(self, ctx: SourceContext) -> Iterator[Finding]:
+        for call in ctx.calls():
+            name = ctx.qualname(call.func)
+            if name not in ("torch.nn.functional.max_pool1d", "torch.nn.functional.max_pool2d"):
+                continue
+            if has_star_args(call):
+                continue
+            stride = call.args[2] if len(call.args) >= 3 else keyword(call, "stride")
+            if stride is not None and not _means_default(stride):
+                continue
+            kernel = call.args[1] if len(call.args) > 1 else keyword(call, "kernel_size")
+            edit = None
+            if kernel is not None and is_simple(kernel):
+                edit = ctx.edit(
+                    call,
+                    "pool-stride",
+                    safe=True,
+                    description="stride=kernel_size, torch's default",
+                    kernel=ast.get_source_segment(ctx.text, kernel),
+                )
+            yield ctx.finding(
+                call,
+                f"{name.rsplit('.', 1)[-1]} without a stride: export omits the default and "
+                "coremltools needs it (`expected minimum 3 inputs`)",
+                fix="pass the stride explicitly (torch's default is the kernel size)",
+                edit=edit,
+            )
+
+    def transform(self, fix: SourceFix, call: Any, edits: Any) -> Any:
+        import libcst as cst
+
+        from coreml_lint.rulekit.cst import kwarg, with_args
+
+        positional = [i for i, a in enumerate(call.args) if a.keyword is None]
+        if len(positional) >= 3:  # max_pool2d(x, 2, None, 1): replace the positional stride
+            args = list(call.args)
+            index = positional[2]
+            args[index] = args[index].with_changes(value=cst.parse_expression(fix.get("kernel")))
+            return call.with_changes(args=args)
+        args = [a for a in call.args if not (a.keyword is not None and a.keyword.value == "stride")]
+        return with_args(call, [*args, kwarg("stride", fix.get("kernel"))])
+
+    def rewrite(self, ep: Any) -> tuple[Any, list[str]]:
+        from coreml_lint.rulekit.fx import aten, finish
+
+        done = []
+        for node in ep.graph.nodes:
+            pool = node.target in (aten.max_pool2d.default, aten.max_pool1d.default)
+            if pool and len(node.args) < 3 and not node.kwargs.get("stride"):
+                node.args = (*node.args[:2], node.args[1])
+                done.append(f"{node.name}: stride=kernel_size passed (torch's default)")
+        return finish(ep), done
+
+
+def _means_default(stride: ast.expr) -> bool:
+    """``None`` and an empty sequence both mean "the kernel size" to torch, and both export
+    as an omitted stride."""
+    if isinstance(stride, ast.Constant):
+        return stride.value is None
+    return isinstance(stride, (ast.List, ast.Tuple)) and not stride.elts

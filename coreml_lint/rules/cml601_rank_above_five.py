@@ -1,0 +1,84 @@
+"""CML601 rank-above-five: a tensor of rank 6 or more used by a Core ML op.
+
+What it does
+    Flags a delegated op that reads or makes a tensor of rank > 5, unless the tensor only
+    passes through reshapes and permutes inside one partition.
+
+Why it breaks
+    The partitioner has no rank rule; coremltools checks ranks after its graph passes and
+    stops with ``ValueError: Core ML only supports tensors with rank <= 5. Layer
+    "aten_view_copy_default_cast_fp16", with type "reshape", outputs a rank 6 tensor.``
+    A 6-D reshape + permute chain lowers, because a coremltools pass rewrites it into
+    rank-4 reshape/transpose ops (pitfalls.md §12).
+
+Example
+    ``t.reshape(1, 2, 3, 2, 2, 5).sum(0)``
+
+Fix
+    (a) stay at 5-D or below (``t.reshape(2, 3, 2, 2, 5).sum(0)``), or apply elementwise ops
+    before the 6-D reshape; (c) a partitioner that refuses nodes touching >5-D tensors.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from coreml_lint.core.findings import Finding, Outcome
+from coreml_lint.rulekit.context import ProgramContext
+from coreml_lint.rulekit.rule import Rule
+
+# Ops coremltools turns into reshape/transpose (or nothing: clone is a no-op), which its
+# graph pass rewrites into rank-4 ops when the chain ends below rank 6.
+SHAPE_ONLY = {"view", "_unsafe_view", "reshape", "permute", "transpose", "t", "clone"}
+
+
+class RankAboveFive(Rule):
+    code = "CML601"
+    name = "rank-above-five"
+    outcome = Outcome.CRASH
+    summary = "tensor of rank > 5 used by a Core ML op other than reshape/permute"
+
+    def check(self, ctx: ProgramContext) -> Iterator[Finding]:
+        reported: set[str] = set()
+        for value, info in ctx.graph.tensors.items():
+            if info.rank <= 5:
+                continue
+            producer = ctx.producers.get(value)
+            touching = [u for u in ctx.users.get(value, []) if ctx.on_coreml(u)]
+            if producer is not None and ctx.on_coreml(producer):
+                touching.insert(0, producer)
+            if not touching:
+                continue
+            offender = next((n for n in touching if n.op_base not in SHAPE_ONLY), None)
+            crossing = None
+            if offender is None:
+                for part in ctx.placement.partitions:
+                    if value in part.inputs or value in part.outputs:
+                        crossing = part
+                        offender = touching[0]
+                        break
+            if offender is None or offender.name in reported:
+                continue
+            reported.add(offender.name)
+            where = (
+                f"crosses the boundary of partition {crossing.id}"
+                if crossing
+                else f"is used by {ctx.edge_name(offender)}"
+            )
+            yield ctx.finding(
+                offender,
+                f"rank-{info.rank} tensor '{value}' {where} in Core ML: lowering fails with "
+                "`ValueError: Core ML only supports tensors with rank <= 5`",
+                fix="keep tensors at rank 5 or below (merge two dimensions), or do the "
+                "elementwise work before the >5-D reshape",
+                partitioner=ctx.skip_advice(offender),
+                rank=info.rank,
+            )
+
+    def refuse(self, node: Any) -> str | None:
+        from coreml_lint.rulekit.fx import tensors_of
+
+        return (
+            "touches a tensor of rank > 5" if any(t.dim() > 5 for t in tensors_of(node)) else None
+        )

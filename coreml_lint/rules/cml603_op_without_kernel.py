@@ -1,0 +1,100 @@
+"""CML603 op-left-without-kernel: an op left on the CPU in a form ExecuTorch cannot run.
+
+What it does
+    Flags a node that is not delegated and that ExecuTorch cannot execute as it stands:
+
+    - a non-core op the partitioner kept from decomposition (its ATen name passed the
+      support test) and then did not delegate (its edge name was refused, typically by an
+      edge-spelled ``skip_ops_for_coreml_delegation`` entry): ``to_executorch`` fails with
+      ``RuntimeError: Missing out variants: {'aten::rms_norm'}`` when the op has no out
+      variant, and the program fails at load with ``kernel 'aten::matmul.out' not found``
+      when it has one the portable runtime lacks (pitfalls.md G1, §5);
+    - a non-core op that coremltools cannot convert and torch does not decompose, which
+      fails edge verification in ``to_edge_transform_and_lower``;
+    - a core op left on the CPU with no kernel in the pip portable runtime (e.g.
+      ``zeros_like`` after skipping it, pitfalls.md §11): loading fails unless your runtime
+      links another kernel library.
+
+Why it breaks
+    ``ops_to_not_decompose`` returns op types, not nodes, so ExecuTorch removes every
+    returned type from the decomposition table whether or not each node is delegated later.
+
+Example
+    ``CoreMLPartitioner(skip_ops_for_coreml_delegation=["aten.rms_norm.default"])``
+
+Fix
+    (b) spell a skip entry for a non-core op the ATen way (``"rms_norm.default"``) so it is
+    decomposed, or skip only ops with a portable kernel; (a) avoid the op.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from coreml_lint.core.findings import Finding, Outcome, Severity
+from coreml_lint.core.settings import PartitionerSettings
+from coreml_lint.program.placement import CPU
+from coreml_lint.rulekit.context import ProgramContext
+from coreml_lint.rulekit.rule import Rule
+
+
+class OpLeftWithoutKernel(Rule):
+    code = "CML603"
+    name = "op-left-without-kernel"
+    outcome = Outcome.CRASH
+    summary = "op kept whole then left on the CPU, or without a CPU kernel"
+
+    def check(self, ctx: ProgramContext) -> Iterator[Finding]:
+        table = ctx.table
+        for node in ctx.graph.nodes:
+            p = ctx.placement.nodes[node.name]
+            if p.where != CPU or node.namespace not in ("aten", "dim_order_ops"):
+                continue
+            if not node.outputs:
+                continue
+            # A view op becomes its core ``*_copy`` variant in the edge graph.
+            core = (
+                p.aten_name in table.core_aten
+                or p.aten_name in table.view
+                or node.namespace == "dim_order_ops"
+            )
+            aten_form = p.aten_name.split(".")[0]
+            if p.kept_whole and not core:
+                if p.aten_name not in table.with_out_variant:
+                    yield ctx.finding(
+                        node,
+                        f"{p.aten_name} was kept from decomposition for Core ML, then not "
+                        f"delegated ({p.reason}): to_executorch fails with `RuntimeError: "
+                        f"Missing out variants: {{'aten::{aten_form}'}}`",
+                        fix=f"skip it with the ATen spelling {p.aten_name.lower()!r} so torch "
+                        "decomposes it, or let Core ML run it",
+                    )
+                    continue
+            elif not core and not p.decomposed:
+                yield ctx.finding(
+                    node,
+                    f"{p.aten_name} is neither delegated ({p.reason}) nor decomposed to core "
+                    "ATen: to_edge_transform_and_lower fails edge verification",
+                    fix="replace the op with core ATen ops, or register a decomposition",
+                )
+                continue
+            if not table.has_portable_kernel(p.edge_name):
+                kernel = p.edge_name.rsplit(".", 1)[0].replace(".", "::", 1)
+                yield ctx.finding(
+                    node,
+                    f"{p.edge_name} runs on the CPU ({p.reason}) but the portable runtime has "
+                    f"no kernel for it: loading fails with `kernel '{kernel}.out' not found` "
+                    "unless your runtime links one",
+                    severity=Severity.ERROR if p.kept_whole else Severity.WARNING,
+                    outcome=Outcome.LOAD_FAILURE,
+                    fix="let Core ML run it (drop its skip entry) or rewrite it with ops the "
+                    "portable runtime has",
+                )
+
+    def must_decompose(self, node: Any, settings: PartitionerSettings) -> bool:
+        """An edge-spelled skip entry for an op kept whole would strand it on the CPU;
+        decomposed, its pieces run wherever they can."""
+        name = getattr(node.target, "__name__", "").lower()
+        edge_name = name if "::" in name else "aten." + name
+        return edge_name in {s.lower() for s in settings.skip_ops_for_coreml_delegation}

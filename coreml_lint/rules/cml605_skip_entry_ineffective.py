@@ -1,0 +1,144 @@
+"""CML605 skip-entry-ineffective: a ``skip_ops_for_coreml_delegation`` entry that does nothing.
+
+What it does
+    Flags an entry of ``skip_ops_for_coreml_delegation`` that matches no node, or that only
+    matches in the ATen graph for an op torch does not decompose (so the op stays
+    delegated).
+
+Why it breaks
+    The partitioner compares entries exactly, in lower case, against two different names
+    (pitfalls.md G1): ``matmul.default`` in the ATen graph (``ops_to_not_decompose``) and
+    ``aten.matmul.default`` in the edge graph (``partition``). ``"aten.div.Tensor"`` never
+    matches (upper case); ``"gelu.default"`` only stops nothing: gelu is a core op, is not
+    decomposed and is still delegated. The skip you believe protects you does not.
+
+Example
+    ``CoreMLPartitioner(skip_ops_for_coreml_delegation=["aten.gelu.Default"])``
+
+Fix
+    (b) spell the entry the edge way, in lower case (``"aten.gelu.default"``), for ops with a
+    portable CPU kernel; for non-core ops you want decomposed, the ATen spelling
+    (``"rms_norm.default"``).
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from typing import Any
+
+from coreml_lint.core.findings import Finding, Outcome, Severity, SourceFix
+from coreml_lint.program.optable import load_optable
+from coreml_lint.rulekit.context import ProgramContext
+from coreml_lint.rulekit.rule import Rule
+from coreml_lint.source.context import SourceContext, keyword
+
+
+class SkipEntryIneffective(Rule):
+    code = "CML605"
+    name = "skip-entry-ineffective"
+    severity = Severity.WARNING
+    outcome = Outcome.NO_EFFECT
+    summary = "skip_ops_for_coreml_delegation entry that matches nothing or changes nothing"
+
+    def check(self, ctx: ProgramContext) -> Iterator[Finding]:
+        placement = ctx.placement
+        names = {p.edge_name.lower(): p.edge_name for p in placement.nodes.values()}
+        names.update({p.aten_name.lower(): p.aten_name for p in placement.nodes.values()})
+        for entry, matched in placement.skip_matches.items():
+            if matched["edge"]:
+                continue
+            if matched["aten"]:
+                if any(placement.nodes[name].decomposed for name in matched["aten"]):
+                    continue
+                yield ctx.finding(
+                    None,
+                    f"skip entry {entry!r} only matches in the ATen graph, where {entry!r} is "
+                    "not decomposed: the op is still delegated to Core ML",
+                    fix=f"use the edge spelling 'aten.{entry}'",
+                    entry=entry,
+                )
+                continue
+            suggestion = self._suggest(entry, names)
+            yield ctx.finding(
+                None,
+                f"skip entry {entry!r} matches no op in this program (entries are compared "
+                "exactly and in lower case): nothing is skipped",
+                fix=f"did you mean {suggestion!r}?" if suggestion else "remove the entry",
+                entry=entry,
+            )
+
+    @staticmethod
+    def _suggest(entry: str, names: dict[str, str]) -> str | None:
+        lowered = entry.lower()
+        for candidate in (lowered, "aten." + lowered, lowered.removeprefix("aten.")):
+            if candidate in names:
+                return candidate
+        return None
+
+    source_triggers = ("skip_ops_for_coreml_delegation",)
+
+    def check_source(self, ctx: SourceContext) -> Iterator[Finding]:
+        from coreml_lint.rules.cml603_op_without_kernel import OpLeftWithoutKernel
+
+        table = load_optable()
+        for call in ctx.calls():
+            value = keyword(call, "skip_ops_for_coreml_delegation")
+            if not isinstance(value, (ast.List, ast.Tuple)):
+                continue
+            for element in value.elts:
+                if not (isinstance(element, ast.Constant) and isinstance(element.value, str)):
+                    continue
+                verdict = judge_skip_entry(element.value, table)
+                if verdict is None:
+                    continue
+                code, message, replacement = verdict
+                edit = ctx.edit_string(
+                    element, safe=False, description=f"use {replacement!r}", value=replacement
+                )
+                # The G1 trap is CML603's consequence; this rule owns the rewrite.
+                yield ctx.finding(
+                    element,
+                    message,
+                    fix=f"use {replacement!r}",
+                    edit=edit,
+                    rule=OpLeftWithoutKernel if code == "CML603" else None,
+                )
+
+    def transform(self, fix: SourceFix, node: Any, edits: Any) -> Any:
+        import libcst as cst
+
+        return cst.SimpleString(repr(fix.get("value")).replace("'", '"'))
+
+
+def judge_skip_entry(entry: str, table: Any) -> tuple[str, str, str | None] | None:
+    """What an entry does, from its spelling alone (pitfalls.md G1): None when it is fine."""
+    lowered = entry.lower()
+    if entry != lowered:
+        return (
+            "CML605",
+            f"skip entry {entry!r} never matches: the partitioner compares names in lower case",
+            lowered,
+        )
+    parts = lowered.split(".")
+    if len(parts) == 3 and parts[0] == "aten":
+        aten_real = next((n for n in table.cia_preserved if n.lower() == ".".join(parts[1:])), None)
+        if aten_real and aten_real not in table.with_out_variant:
+            return (
+                "CML603",
+                f"skip entry {entry!r} keeps {parts[1]} whole for Core ML and then leaves it on "
+                f"the CPU: to_executorch fails with `Missing out variants: "
+                f"{{'aten::{parts[1]}'}}`",
+                ".".join(parts[1:]),
+            )
+        return None
+    if len(parts) == 2:
+        core = next((n for n in table.core_aten if n.lower() == lowered), None)
+        if core is not None and core not in table.decomposed_by_default:
+            return (
+                "CML605",
+                f"skip entry {entry!r} is the ATen spelling of a core op that is never "
+                "decomposed: it changes nothing and the op stays on Core ML",
+                "aten." + lowered,
+            )
+    return None
