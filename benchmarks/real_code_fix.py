@@ -22,8 +22,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from coreml_lint.fixers.session import FixSession
 from coreml_lint.core.config import LintConfig
+from coreml_lint.fixers.session import FixSession
 
 
 def snapshot(root: Path) -> dict[Path, bytes]:
@@ -39,26 +39,27 @@ def run(package: str) -> dict[str, object]:
         files = sorted(p for p in copy.rglob("*.py") if p.is_file())
         before = snapshot(copy)
         start = time.perf_counter()
-        session = FixSession(LintConfig(), apply=True, unsafe=True, write=True)
-        remaining = session.source_files(files)
+        session = FixSession(LintConfig(), unsafe=True, write=True)
+        outcomes = session.fix_files([(path, None) for path in files])
         elapsed = time.perf_counter() - start
+        errors = [o.error for o in outcomes if o.error]
+        results = [o.result for o in outcomes if o.result is not None]
         after = snapshot(copy)
         changed = [p for p in files if before[p] != after[p]]
         compiles = 0
         for path in changed:
             compile(after[path], str(path), "exec")
             compiles += 1
-        crashes = [e for e in session.errors if "internal error" in e]
-        second = FixSession(LintConfig(), apply=True, unsafe=True, write=True)
-        second.source_files(files)
+        crashes = [e for e in errors if "internal error" in e]
+        session.fix_files([(path, None) for path in files])
         stable = snapshot(copy) == after
         return {
             "package": package,
             "files": len(files),
-            "fixes applied": sum(len(r.applied) for r in session.results),
+            "fixes applied": sum(len(r.applied) for r in results),
             "files changed": len(changed),
-            "findings left": len(remaining),
-            "per-file errors": len(session.errors) - len(crashes),
+            "findings left": sum(len(o.findings) for o in outcomes),
+            "per-file errors": len(errors) - len(crashes),
             "internal crashes": len(crashes),
             "changed files that compile": f"{compiles}/{len(changed)}",
             "second --fix changes nothing": stable,
