@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 import torch
-from cases import causal_row0, inverted_mask
 
 from coreml_lint import lint_program
 from coreml_lint.cli.main import main
 from coreml_lint.core.findings import Severity
+from coreml_lint.rules.cml302_like_dtype_ignored import causal_row0, inverted_mask
 
 MODELS = Path(__file__).parent / "fixtures" / "models"
 

@@ -220,21 +220,22 @@ def render(run: CheckRun, output_format: str, statistics: bool, show_placement: 
         echo(f"Would fix {would} finding(s) in {len(run.fix_results)} file(s).", err=True)
         return
     root = project_root()
+    findings = machine.relative(run.findings, root)  # paths as the project sees them
     if statistics:
-        echo(text.render_statistics(run.findings))
+        echo(text.render_statistics(findings))
     elif output_format == "json":
-        echo(machine.render_json(machine.relative(run.findings, root), program_json(run, root)))
+        echo(machine.render_json(findings, program_json(run, root)))
     elif output_format == "github":
-        echo(machine.render_github(machine.relative(run.findings, root)))
+        echo(machine.render_github(findings))
     elif output_format == "sarif":
-        echo(machine.render_sarif(machine.relative(run.findings, root), all_rules()))
+        echo(machine.render_sarif(findings, all_rules()))
     elif output_format == "concise":
-        echo(text.render_concise(run.findings))
+        echo(text.render_concise(findings))
     else:
         if show_placement:
             for file, report in run.reports:
-                echo(text.render_placement(report.placement.summary(), str(file)))
-        echo(text.render_full(run.findings))
+                echo(report.placement.describe(str(file)))
+        echo(text.render_full(findings))
         for file, report in run.reports:
             if report.advice is not None:
                 echo("\n" + text.render_advice(str(file), report.advice))

@@ -61,7 +61,7 @@ class Node:
     ``target`` is the op in edge spelling without the ``torch.ops.`` prefix, e.g.
     ``aten.add.Tensor``; ``args`` are the positional arguments and ``kwargs`` the keyword
     ones, kept apart exactly as export recorded them (coremltools reads only positional
-    arguments, pitfalls.md G2).
+    arguments, docs/background.md#keyword-arguments).
     """
 
     name: str

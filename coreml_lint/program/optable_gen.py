@@ -1,11 +1,12 @@
 """Generate ``data/optable.json`` from the installed torch, executorch and coremltools.
 
-Why a checked-in table: the stock ``CoreMLPartitioner`` decides placement by op *name*
-(coremltools' converter registry plus executorch's refusal list, pitfalls.md G4), and
-``to_edge_transform_and_lower`` decides decomposition from torch's op metadata. Both are
-static facts of the installed releases, so we record them once and the light linting path
-predicts placement without importing any of the three packages (importing coremltools
-alone takes ~10 s). ``tests/test_optable.py`` regenerates the table and fails on drift.
+Why a checked-in table: the stock ``CoreMLPartitioner`` decides placement by op *name* (coremltools'
+converter registry plus executorch's refusal list,
+docs/background.md#the-support-test-reads-op-names), and ``to_edge_transform_and_lower`` decides
+decomposition from torch's op metadata. Both are static facts of the installed releases, so we
+record them once and the light linting path predicts placement without importing any of the three
+packages (importing coremltools alone takes ~10 s). ``tests/test_optable.py`` regenerates the table
+and fails on drift.
 
 Run: ``python -m coreml_lint.program.optable_gen [--check]``.
 """

@@ -1,6 +1,7 @@
 """Predict what the stock ``CoreMLPartitioner`` (executorch 1.5.1) does with a graph.
 
-The partitioner decides twice, by op *name* only (pitfalls.md G1, G4):
+The partitioner decides twice, by op *name* only (docs/background.md#skip-list-names,
+#the-support-test-reads-op-names):
 
 1. ``ops_to_not_decompose`` looks at the functional ATen graph, where a name has no
    namespace (``matmul.default``): ops it calls supported are kept whole, every other op
@@ -112,6 +113,27 @@ class Placement:
                 for part in self.partitions
             ],
         }
+
+    def describe(self, source: str = "") -> str:
+        """The placement as text: partitions with their boundaries, then every CPU op with
+        the reason it is there, then the delegated ops."""
+        summary = self.summary()
+        lines = [
+            f"{source or self.graph.source} [{summary['method']}] with {summary['settings']}:",
+            f"  Core ML: {summary['coreml_node_count']} nodes in "
+            f"{len(summary['partitions'])} partition(s); CPU: {summary['cpu_node_count']} nodes",
+        ]
+        for part in summary["partitions"]:
+            lines.append(
+                f"  partition {part['id']}: {part['nodes']} nodes, inputs "
+                f"{part['inputs'] or '[]'}, outputs {len(part['outputs'])}, "
+                f"states {part['states'] or '[]'}"
+            )
+        for op, entry in summary["cpu_ops"].items():
+            lines.append(f"  cpu  {entry['count']:4d} x {op}: {entry['reason']}")
+        for op, count in summary["coreml_ops"].items():
+            lines.append(f"  coreml {count:4d} x {op}")
+        return "\n".join(lines)
 
 
 def _override_reason(node: Node, name: str) -> str | None:

@@ -70,24 +70,6 @@ def render_statistics(findings: Iterable[Finding]) -> str:
     return "\n".join(lines)
 
 
-def render_placement(summary: dict[str, Any], source: str) -> str:
-    lines = [
-        f"{source} [{summary['method']}] with {summary['settings']}:",
-        f"  Core ML: {summary['coreml_node_count']} nodes in "
-        f"{len(summary['partitions'])} partition(s); CPU: {summary['cpu_node_count']} nodes",
-    ]
-    for part in summary["partitions"]:
-        lines.append(
-            f"  partition {part['id']}: {part['nodes']} nodes, inputs {part['inputs'] or '[]'}, "
-            f"outputs {len(part['outputs'])}, states {part['states'] or '[]'}"
-        )
-    for op, entry in summary["cpu_ops"].items():
-        lines.append(f"  cpu  {entry['count']:4d} x {op}: {entry['reason']}")
-    for op, count in summary["coreml_ops"].items():
-        lines.append(f"  coreml {count:4d} x {op}")
-    return "\n".join(lines)
-
-
 def render_advice(source: str, advice: Any) -> str:
     """The combined partitioner advice with its honest counts (and its checked outcome)."""
     lines = [

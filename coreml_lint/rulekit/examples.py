@@ -36,17 +36,17 @@ class SourceExample:
 
     def source(self) -> str:
         """The snippet as a file: the standard imports unless it has its own."""
-        return _as_file(self.code, self.code)
+        return _as_file(self.code)
 
     def expected_fix(self) -> str | None:
-        """The whole file ``--fix --unsafe-fixes`` must make of :meth:`source`."""
-        return None if self.fixed is None else _as_file(self.fixed, self.code)
+        """The whole file ``--fix --unsafe-fixes`` must make of :meth:`source` (the standard
+        imports are added to it the same way)."""
+        return None if self.fixed is None else _as_file(self.fixed)
 
 
-def _as_file(text: str, snippet: str) -> str:
+def _as_file(text: str) -> str:
     text = text.strip("\n") + "\n"
-    own_imports = snippet.lstrip("\n").startswith(("import ", "from "))
-    return text if own_imports else SNIPPET_HEADER + text
+    return text if text.startswith(("import ", "from ")) else SNIPPET_HEADER + text
 
 
 def Invalid(code: str, fixed: str | None = None) -> SourceExample:  # Fixit's name
@@ -121,6 +121,27 @@ def module(forward: Callable[..., Any], **buffers: Any) -> Any:
             return forward(self, *args)
 
     return M()
+
+
+def wrapped(inner: Any, dtype: Any = None) -> tuple[Any, tuple[Any, ...]]:
+    """A module that only calls ``inner`` (an ``nn.Module`` under test), in ``dtype``
+    (float32 by default), with a ``(2, 5, 16)`` input."""
+    dtype = dtype or torch.float32
+
+    class M(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.n = inner
+
+        def forward(self, x: Any) -> Any:
+            return self.n(x)
+
+    return M().to(dtype), (torch.randn(2, 5, 16, dtype=dtype),)
+
+
+def frame(dtype: Any = None) -> Any:
+    """A (1, 3, 8, 8) image-like tensor of small integers, uint8 by default."""
+    return torch.randint(0, 100, (1, 3, 8, 8)).to(dtype or torch.uint8)
 
 
 def returns(pattern: str) -> Callable[[Any], bool]:

@@ -9,7 +9,7 @@ Why it breaks
     coremltools builds the partition's input types from a dtype table that has no uint8 or
     int8 entry (``TORCH_DTYPE_TO_MIL_DTYPE``), so lowering stops with
     ``KeyError: torch.uint8`` for every deployment target. The partitioner claims the op
-    anyway because its support test looks only at op names (pitfalls.md §1, G4). An 8-bit
+    anyway because its support test looks only at op names. An 8-bit
     tensor that is made and used inside one partition is fine.
 
 Example
@@ -29,6 +29,7 @@ from typing import Any
 from coreml_lint.core.findings import Finding, Outcome
 from coreml_lint.program.graph import EIGHT_BIT_DTYPES
 from coreml_lint.rulekit.context import ProgramContext
+from coreml_lint.rulekit.examples import case, frame, module, torch
 from coreml_lint.rulekit.rule import Rule
 
 
@@ -83,3 +84,62 @@ class EightBitPartitionInput(Rule):
         from coreml_lint.rulekit.fx import EIGHT_BIT, touches
 
         return "touches a uint8/int8 tensor" if touches(node, EIGHT_BIT) else None
+
+
+# -- program cases: what the stock CoreMLPartitioner really does (the oracle lowers each) --
+@case("uint8-input", expect={"CML101"}, crash=r"KeyError: torch\.uint8")
+def _():
+    return module(lambda s, f: f.float() / 255), (frame(),)
+
+
+@case("int8-input-permute", expect={"CML101"}, crash=r"KeyError: torch\.int8")
+def _():
+    return module(lambda s, f: f.permute(0, 2, 3, 1).float() * 0.05), (frame(torch.int8),)
+
+
+@case("int32-input", expect=set())
+def _():
+    return module(lambda s, f: f.float() / 255), (frame(torch.int32),)
+
+
+@case(
+    "uint8-made-on-cpu",
+    expect={"CML101", "CML102"},
+    settings={"skip": ["dim_order_ops._to_dim_order_copy.default"]},
+    crash=r"KeyError: torch\.uint8",
+)
+def _():
+    def forward(s, x):
+        q = torch.clamp(x * 255, 0, 255).to(torch.uint8)
+        return q.permute(0, 2, 3, 1).float()
+
+    return module(forward), (torch.rand(1, 3, 4, 4),)
+
+
+@case("uint8-inside-one-partition", expect=set())
+def _():
+    def forward(s, x):
+        q = torch.clamp(x * 255, 0, 255).to(torch.uint8)
+        return q.permute(0, 2, 3, 1).float()
+
+    return module(forward), (torch.rand(1, 3, 4, 4),)
+
+
+@case(
+    "int8-output",
+    expect={"CML102"},
+    silent=lambda lowered: any(
+        dtype == "INT32" for d in lowered.delegates for _, dtype in d.outputs
+    ),
+)
+def _():
+    return module(lambda s, x: (x * 10).to(torch.int8)), (torch.randn(2, 4),)
+
+
+@case(
+    "int8-output-cast-on-cpu",
+    expect=set(),
+    settings={"skip": ["dim_order_ops._to_dim_order_copy.default"]},
+)
+def _():
+    return module(lambda s, x: (x * 10).to(torch.int8)), (torch.randn(2, 4),)

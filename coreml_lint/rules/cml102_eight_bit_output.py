@@ -7,7 +7,7 @@ What it does
 Why it breaks
     It lowers, but coremltools' output handling ends the Core ML model with a cast to
     int32, so the delegate returns int32 where the ExecuTorch program declares int8/uint8
-    (pitfalls.md §1, cases 1g/1g'). At iOS17+ the MIL even casts to int8 first and logs
+   . At iOS17+ the MIL even casts to int8 first and logs
     ``A dtype of int8 will only work with a minimum_deployment_target iOS26``.
 
 Example

@@ -9,7 +9,7 @@ Why it breaks
     The constant reaches MIL as a uint8 numpy array; the ``cast`` and ``slice_by_index`` ops
     of the iOS15/iOS16 opsets accept only fp16, fp32, int32 and bool, so lowering stops with
     ``ValueError: Op ... Input x="b_mask" expects tensor or scalar of dtype from type domain
-    ['fp16', 'fp32', 'int32', 'bool'] but got tensor[1,8,uint8]`` (pitfalls.md §2). With
+    ['fp16', 'fp32', 'int32', 'bool'] but got tensor[1,8,uint8]``. With
     ``take_over_constant_data=False`` it becomes a partition input instead (CML101).
 
     Weight-only int8 quantization (``dequantize_per_channel`` of an int8 weight) fails the
@@ -35,9 +35,21 @@ from typing import Any
 from coreml_lint.core.findings import Finding, Outcome, SourceFix
 from coreml_lint.program.graph import EIGHT_BIT_DTYPES
 from coreml_lint.rulekit.context import ProgramContext
+from coreml_lint.rulekit.examples import F, Invalid, Valid, case, module, nn, torch
 from coreml_lint.rulekit.rule import Rule
 from coreml_lint.source.context import SourceContext, keyword
 from coreml_lint.source.patterns import enclosing_class
+
+EIGHT_BIT_BUFFER = """
+class Lut(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("lut", torch.arange(256, dtype=torch.uint8))
+
+    def forward(self, x):
+        return x + self.lut[:8].float()
+"""
+INT32_BUFFER = EIGHT_BIT_BUFFER.replace("dtype=torch.uint8", "dtype=torch.int32")
 
 
 class EightBitConstant(Rule):
@@ -74,6 +86,14 @@ class EightBitConstant(Rule):
                 )
 
     source_triggers = ("register_buffer",)
+    source_pattern = "`register_buffer(name, <uint8/int8 tensor>)`"
+    source_fix = "store as int32, when every use casts it"
+    examples = (
+        Invalid(
+            EIGHT_BIT_BUFFER, EIGHT_BIT_BUFFER.replace("dtype=torch.uint8", "dtype=torch.int32")
+        ),
+        Valid(EIGHT_BIT_BUFFER.replace("dtype=torch.uint8", "dtype=torch.int32")),
+    )
 
     def check_source(self, ctx: SourceContext) -> Iterator[Finding]:
         settings = ctx.config.partitioner if ctx.config else None
@@ -249,3 +269,74 @@ def _retype(value: Any, widened: Any) -> Any:
         for a in value.args
     ]
     return value.with_changes(args=args)
+
+
+# -- program cases: what the stock CoreMLPartitioner really does (the oracle lowers each) --
+def mask_buffer() -> Any:
+    return torch.tensor([[0, 1, 200, 255, 3, 0, 7, 9]], dtype=torch.uint8)
+
+
+@case("uint8-buffer", expect={"CML103"}, crash=r"type domain .*but got tensor\[1,8,uint8\]")
+def _():
+    return module(lambda s, x: x * s.mask.float(), mask=mask_buffer()), (torch.randn(1, 8),)
+
+
+@case("uint8-buffer-ios17", expect=set(), settings={"ios": 17})
+def _():
+    return module(lambda s, x: x * s.mask.float(), mask=mask_buffer()), (torch.randn(1, 8),)
+
+
+@case(
+    "uint8-buffer-not-taken-over",
+    expect={"CML101"},
+    settings={"take_over_constant_data": False},
+    crash=r"KeyError: torch\.uint8",
+)
+def _():
+    return module(lambda s, x: x * s.mask.float(), mask=mask_buffer()), (torch.randn(1, 8),)
+
+
+@case("int32-buffer", expect=set())
+def _():
+    return module(lambda s, x: x * s.mask.float(), mask=mask_buffer().to(torch.int32)), (
+        torch.randn(1, 8),
+    )
+
+
+@case("uint8-lut-sliced", expect={"CML103"}, crash=r"slice_by_index.*but got tensor\[256,uint8\]")
+def _():
+    lut = torch.arange(256).to(torch.uint8)
+    return module(lambda s, x: x + s.lut[:8].float(), lut=lut), (torch.randn(8),)
+
+
+@case("float16-lut", expect=set())
+def _():
+    lut = torch.arange(256).to(torch.float16)
+    return module(lambda s, x: x + s.lut[:8].float(), lut=lut), (torch.randn(8),)
+
+
+def int8_weight_linear() -> tuple[nn.Module, tuple[Any, ...]]:
+    import torch.ao.quantization.fx._decomposed  # registers quantized_decomposed ops
+
+    def forward(s, x):
+        w = torch.ops.quantized_decomposed.dequantize_per_channel(
+            s.w, s.scale, s.zp, 0, -128, 127, torch.int8
+        )
+        return F.linear(x, w)
+
+    torch.manual_seed(0)
+    weight = torch.randint(-100, 100, (8, 16), dtype=torch.int8)
+    zero_points = torch.zeros(8, dtype=torch.int64)
+    return module(forward, w=weight, scale=torch.full((8,), 0.01), zp=zero_points), (
+        torch.randn(2, 16),
+    )
+
+
+@case("int8-weight-dequantize", expect={"CML103"}, crash=r"Provided int8")
+def _():
+    return int8_weight_linear()
+
+
+@case("int8-weight-dequantize-ios17", expect=set(), settings={"ios": 17})
+def _():
+    return int8_weight_linear()

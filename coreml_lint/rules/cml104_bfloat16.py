@@ -7,7 +7,7 @@ What it does
 Why it breaks
     The partitioner delegates bf16 ops (its test is by name), and coremltools has no
     bfloat16 entry in its dtype tables, so lowering stops with
-    ``KeyError: torch.bfloat16`` (pitfalls.md §5). ``to_executorch`` is never reached.
+    ``KeyError: torch.bfloat16``. ``to_executorch`` is never reached.
 
 Example
     ``self.lin = nn.Linear(8, 8).to(torch.bfloat16)``; ``self.lin(x.to(torch.bfloat16))``.
@@ -28,6 +28,7 @@ from typing import Any
 from coreml_lint.core.findings import Finding, Outcome
 from coreml_lint.program.graph import DType
 from coreml_lint.rulekit.context import ProgramContext
+from coreml_lint.rulekit.examples import case, module, nn, torch
 from coreml_lint.rulekit.rule import Rule
 
 
@@ -60,3 +61,27 @@ class Bfloat16OnCoreML(Rule):
         from coreml_lint.rulekit.fx import touches
 
         return "touches a bfloat16 tensor" if touches(node, {torch.bfloat16}) else None
+
+
+# -- program cases: what the stock CoreMLPartitioner really does (the oracle lowers each) --
+@case("bfloat16-cast", expect={"CML104"}, crash=r"KeyError: torch\.bfloat16")
+def _():
+    return module(lambda s, x: (x.to(torch.bfloat16) + 1).float()), (torch.randn(2, 4),)
+
+
+@case("bfloat16-linear", expect={"CML104"}, crash=r"KeyError: torch\.bfloat16")
+def _():
+    class M(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.lin = nn.Linear(8, 8).to(torch.bfloat16)
+
+        def forward(self, x, y):
+            return torch.matmul(self.lin(x.to(torch.bfloat16)).float(), y)
+
+    return M(), (torch.randn(1, 2, 8), torch.randn(8, 3))
+
+
+@case("float16-cast", expect=set())
+def _():
+    return module(lambda s, x: (x.to(torch.float16) + 1).float()), (torch.randn(2, 4),)

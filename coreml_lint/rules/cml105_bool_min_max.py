@@ -9,7 +9,7 @@ Why it breaks
     ``maximum`` / ``minimum``, which accept only fp16, fp32 and int32, so lowering stops
     with ``ValueError: Op "aten_amax_default" (op_type: reduce_max) Input x=... expects
     tensor or scalar of dtype from type domain ['fp16', 'fp32', 'int32'] but got
-    tensor[2,6,bool]``, at every target (pitfalls.md §4). ``any``/``all`` cast to int32
+    tensor[2,6,bool]``, at every target. ``any``/``all`` cast to int32
     first and lower fine.
 
 Example
@@ -25,11 +25,12 @@ Fix
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from coreml_lint.core.findings import Finding, Outcome, SourceFix
 from coreml_lint.rulekit.context import ProgramContext
+from coreml_lint.rulekit.examples import Invalid, Valid, case, module, torch
 from coreml_lint.rulekit.rule import Rule
 from coreml_lint.source.context import SourceContext, has_star_args
 from coreml_lint.source.patterns import enclosing_function, is_bool
@@ -74,6 +75,15 @@ class BoolMinMax(Rule):
             )
 
     source_triggers = ("max", "min")
+    source_pattern = "`amax/amin/max/min/maximum/minimum` on visibly bool tensors"
+    source_fix = "`any` / `all` / `logical_or` / `logical_and`"
+    examples = (
+        Invalid("m = (x > 0).amax(dim=1)", "m = (x > 0).any(dim=1)"),
+        Invalid("m = torch.maximum(a > 0, b > 0)", "m = torch.logical_or(a > 0, b > 0)"),
+        Invalid("m = (x > 0).max(dim=1)"),  # returns (values, indices): no drop-in fix
+        Valid("m = x.amax(dim=1)"),
+        Valid("m = torch.maximum(a, b)"),
+    )
 
     def check_source(self, ctx: SourceContext) -> Iterator[Finding]:
         for call in ctx.calls():
@@ -154,3 +164,23 @@ class BoolMinMax(Rule):
         if name.endswith(("max.dim", "min.dim")) and touches(node, {torch.bool}):
             return "bool max/min with dim (no drop-in bool op; the CPU has a kernel)"
         return None
+
+
+# -- program cases: what the stock CoreMLPartitioner really does (the oracle lowers each) --
+def _bool_case(id: str, op: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], bad: bool):
+    @case(id, expect={"CML105"} if bad else set(), crash=r"type domain" if bad else None)
+    def _():
+        return module(lambda s, a, b: op(a > 0, b > 0).float()), (
+            torch.randn(2, 6),
+            torch.randn(2, 6),
+        )
+
+
+_bool_case("bool-amax", lambda m, n: m.amax(dim=1), True)
+_bool_case("bool-max-all", lambda m, n: torch.max(m), True)
+_bool_case("bool-min-dim", lambda m, n: m.min(dim=1).values, True)
+_bool_case("bool-maximum", lambda m, n: torch.maximum(m, n), True)
+_bool_case("bool-minimum", lambda m, n: torch.minimum(m, n), True)
+_bool_case("bool-any", lambda m, n: m.any(dim=1), False)
+_bool_case("bool-logical-or", lambda m, n: torch.logical_or(m, n), False)
+_bool_case("float-amax", lambda m, n: m.float().amax(dim=1), False)

@@ -8,7 +8,7 @@ What it does
 Why it breaks
     The iOS15 Core ML model format has no fp16 inputs, and coremltools refuses:
     ``ValueError: To use fp16 input, please set minimum deployment target to iOS16+``
-    (pitfalls.md §7 7g, §2 for a float16 buffer with ``take_over_constant_data=False``).
+   .
     A float16 model whose inputs are float32 (cast inside) is fine, as is a float16 constant
     the partition owns.
 
@@ -26,6 +26,7 @@ from collections.abc import Iterator
 
 from coreml_lint.core.findings import Finding, Outcome
 from coreml_lint.rulekit.context import ProgramContext
+from coreml_lint.rulekit.examples import case, module, nn, torch
 from coreml_lint.rulekit.rule import Rule
 
 
@@ -57,3 +58,32 @@ class Fp16InputBelowIOS16(Rule):
     cannot_lower = (
         "the program's float16 inputs are the user's signature; lower them at iOS16 or later"
     )
+
+
+# -- program cases: what the stock CoreMLPartitioner really does (the oracle lowers each) --
+@case("fp16-input", expect={"CML106"}, crash=r"To use fp16 input, please set minimum deployment")
+def _():
+    return module(lambda s, x: x * 2 + 1), (torch.randn(2, 8).half(),)
+
+
+@case("fp16-input-ios16", expect=set(), settings={"ios": 16})
+def _():
+    return module(lambda s, x: x * 2 + 1), (torch.randn(2, 8).half(),)
+
+
+@case("fp16-model-fp32-input", expect=set())
+def _():
+    class M(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.lin = nn.Linear(8, 8).half()
+
+        def forward(self, x):
+            return self.lin(x.half()).float()
+
+    return M(), (torch.randn(2, 8),)
+
+
+@case("unfold-on-cpu", expect=set())
+def _():
+    return module(lambda s, x: x.unfold(1, 2, 2) * 2), (torch.randn(2, 8),)

@@ -9,7 +9,7 @@ Why it breaks
     The partitioner hands such a buffer to Core ML as state, and coremltools refuses
     state models below iOS18: ``ValueError: State model is supported only >= iOS18.
     Please update the minimum_deployment_target to at least coremltools.target.iOS18``
-    (pitfalls.md §3).
+   .
 
 Example
     ``self.register_buffer("count", torch.zeros(1, 4))``; ``self.count.add_(1)``.
@@ -23,10 +23,12 @@ Fix
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 from coreml_lint.core.findings import Finding, Outcome
 from coreml_lint.core.settings import PartitionerSettings
 from coreml_lint.rulekit.context import ProgramContext
+from coreml_lint.rulekit.examples import case, module, returns, torch
 from coreml_lint.rulekit.rule import Rule
 from coreml_lint.rules._state import mutable_buffers
 
@@ -59,3 +61,38 @@ class StateBelowIOS18(Rule):
     def adjust_settings(self, settings: PartitionerSettings) -> PartitionerSettings:
         """No state below iOS18: ExecuTorch keeps the mutable buffers."""
         return settings.changed(take_over_mutable_buffer=False)
+
+
+# -- program cases: what the stock CoreMLPartitioner really does (the oracle lowers each) --
+def counter(dtype: Any = None) -> Any:
+    dtype = dtype or torch.float32
+
+    def forward(s, x):
+        s.count.add_(1)
+        return x + s.count
+
+    return module(forward, count=torch.zeros(1, 4, dtype=dtype))
+
+
+@case("state-default-target", expect={"CML201"}, crash=r"State model is supported only >= iOS18")
+def _():
+    return counter(), (torch.randn(1, 4),)
+
+
+@case("state-not-taken-over", expect=set(), settings={"take_over_mutable_buffer": False})
+def _():
+    return counter(), (torch.randn(1, 4),)
+
+
+@case("state-ios18", expect=set(), settings={"ios": 18}, clean=returns(r"read_state"))
+def _():
+    return counter(), (torch.randn(1, 4),)
+
+
+@case("kv-cache-slice-ios18", expect=set(), settings={"ios": 18})
+def _():
+    def forward(s, x):
+        s.cache[:, 2:3] = x
+        return s.cache * 2
+
+    return module(forward, cache=torch.zeros(1, 8, 4)), (torch.randn(1, 1, 4),)

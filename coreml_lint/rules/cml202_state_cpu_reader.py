@@ -9,8 +9,7 @@ Why it breaks
     partition reads it. ExecuTorch then erases the node that carried the update
     (``RuntimeError: Tried to erase Node getitem but it still had 1 users in the graph``),
     or the partition is left with the state update as its only output
-    (``ValueError: Cannot lower a model with no outputs in CoreML.``) (pitfalls.md §3,
-    3d/3e).
+    (``ValueError: Cannot lower a model with no outputs in CoreML.``).
 
 Example
     ``self.count.add_(1); return torch.sin(x) * self.count`` with the ``mul`` kept on the CPU.
@@ -27,6 +26,7 @@ from typing import Any
 
 from coreml_lint.core.findings import Finding, Outcome
 from coreml_lint.rulekit.context import ProgramContext
+from coreml_lint.rulekit.examples import case, module, torch
 from coreml_lint.rulekit.rule import Rule
 from coreml_lint.rules._state import mutable_buffers
 
@@ -67,3 +67,33 @@ class StateCpuReader(Rule):
         ):
             return "read outside its Core ML partition"
         return None
+
+
+# -- program cases: what the stock CoreMLPartitioner really does (the oracle lowers each) --
+
+
+@case(
+    "state-cpu-reader-ios18",
+    expect={"CML202"},
+    settings={"ios": 18, "skip": ["aten.mul.tensor"]},
+    crash=r"Tried to erase Node|no outputs",
+)
+def _():
+    def forward(s, x):
+        s.count.add_(1)
+        return torch.sin(x) * s.count
+
+    return module(forward, count=torch.zeros(1, 4)), (torch.randn(1, 4),)
+
+
+@case(
+    "state-cpu-reader-copy-ios18",
+    expect=set(),
+    settings={"ios": 18, "skip": ["aten.mul.tensor"]},
+)
+def _():
+    def forward(s, x):
+        s.count.add_(1)
+        return torch.sin(x) * (s.count + 0.0)
+
+    return module(forward, count=torch.zeros(1, 4)), (torch.randn(1, 4),)

@@ -8,7 +8,7 @@ Why it breaks
     coremltools only supports fp16 states: it logs ``Core ML only supports fp16 states, so
     buffer step has been cast to fp16`` and every ``read_state`` in the MIL is fp16, int32
     and int64 counters included. An integer in fp16 is exact only up to 2048, so a counter
-    or a cache position silently goes wrong after 2048 steps (pitfalls.md §3, 3g/3h).
+    or a cache position silently goes wrong after 2048 steps.
 
     Two or more integer states written the same value crash instead (found on transformers'
     static cache, whose every layer sets ``cumulative_length.copy_(cache_position[0])`` and
@@ -33,8 +33,10 @@ from typing import Any
 from coreml_lint.core.findings import Finding, Outcome
 from coreml_lint.program.graph import FLOAT_DTYPES
 from coreml_lint.rulekit.context import ProgramContext
+from coreml_lint.rulekit.examples import case, module, nn, returns, torch
 from coreml_lint.rulekit.rule import Rule
 from coreml_lint.rules._state import mutable_buffers, value_key
+from coreml_lint.rules.cml201_state_below_ios18 import counter
 
 
 class IntegerStateFp16(Rule):
@@ -89,3 +91,53 @@ class IntegerStateFp16(Rule):
         if fake.is_floating_point():
             return None
         return f"{fake.dtype} would become an fp16 Core ML state"
+
+
+# -- program cases: what the stock CoreMLPartitioner really does (the oracle lowers each) --
+def position_counters(count: int, then_add: bool) -> nn.Module:
+    """transformers' static cache: each layer sets an int64 0-d ``cumulative_length`` from
+    ``cache_position[0]`` and then adds the new tokens' length."""
+
+    def forward(s, x, cache_position):
+        for i in range(count):
+            length = getattr(s, f"length{i}")
+            length.copy_(cache_position[0])
+            if then_add:
+                length += x.shape[0]
+        return x * 2
+
+    buffers = {f"length{i}": torch.zeros((), dtype=torch.int64) for i in range(count)}
+    return module(forward, **buffers)
+
+
+@case(
+    "int-state-ios18",
+    expect={"CML203"},
+    settings={"ios": 18},
+    silent=returns(r"%count: \(1, 4, ?fp16\)\(State\)|%count: \(1,4,fp16\)\(State\)"),
+)
+def _():
+    return counter(torch.int32), (torch.randn(1, 4),)
+
+
+@case(
+    "int-states-same-value-ios18",
+    expect={"CML203"},
+    settings={"ios": 18},
+    crash=r"KeyError:.*coreml_update_state",
+)
+def _():
+    return position_counters(2, then_add=True), (torch.randn(2, 3), torch.tensor([5]))
+
+
+@case("int-state-one-value-ios18", expect={"CML203"}, settings={"ios": 18})
+def _():
+    return position_counters(1, then_add=True), (torch.randn(2, 3), torch.tensor([5]))
+
+
+@case("buffer-only-copied-into", expect=set())
+def _():
+    """``copy_`` into a buffer nothing reads: torch's run_decompositions writes the source
+    straight back (``_remove_unnecessary_copy_op_pass``), so there is no Core ML state and
+    even the default target lowers."""
+    return position_counters(2, then_add=False), (torch.randn(2, 3), torch.tensor([5]))

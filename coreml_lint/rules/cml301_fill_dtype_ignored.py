@@ -7,12 +7,12 @@ What it does
     ``x.new_empty(...)`` of an integer tensor with no ``fill_`` after it.
 
 Why it breaks
-    coremltools' handlers read only positional arguments, and export records ``dtype=`` as a
-    keyword or not at all (pitfalls.md G2): ``full`` falls back to fp32, ``zeros`` ignores its
-    dtype, ``new_zeros`` always fills ``0.0``. Computed in fp16, 3001 becomes 3000.0 and the
-    partition returns fp32 where the program declares int64 (pitfalls.md §6). When the fill
-    feeds ``gather``/``index_select`` indices, lowering crashes: ``expects ... ['int32'] but
-    got tensor[4,16,fp32]``.
+    coremltools' handlers read only positional arguments, and export records ``dtype=`` as a keyword
+    or not at all (docs/background.md#keyword-arguments): ``full`` falls back to fp32, ``zeros``
+    ignores its dtype, ``new_zeros`` always fills ``0.0``. Computed in fp16, 3001 becomes 3000.0 and
+    the partition returns fp32 where the program declares int64. When the fill feeds
+    ``gather``/``index_select`` indices, lowering crashes: ``expects ... ['int32'] but got
+    tensor[4,16,fp32]``.
 
 Severity
     In source, where the use is not visible: ``error`` for a fill value above 2048,
@@ -44,6 +44,7 @@ from typing import Any
 from coreml_lint.core.findings import Finding, Outcome, Severity
 from coreml_lint.program.graph import FLOAT_DTYPES, DType, Node
 from coreml_lint.rulekit.context import ProgramContext
+from coreml_lint.rulekit.examples import Invalid, Valid, case, module, returns, torch
 from coreml_lint.rulekit.rule import Rule
 from coreml_lint.source.context import (
     SourceContext,
@@ -172,6 +173,25 @@ class FillDtypeIgnored(Rule):
         return f"use torch.zeros_like(...) or torch.full(size, 0, dtype={torch_dtype})"
 
     source_triggers = ("full", "zeros")
+    source_pattern = (
+        "`torch.full(size, <int>)` without `dtype`; `torch.zeros(..., dtype=<int>)`; "
+        "`x.new_zeros(..., dtype=<int>)`"
+    )
+    source_fix = "`dtype=torch.int64`; `torch.full(size, 0, dtype=...)`"
+    examples = (
+        Invalid("x = torch.full((2, 3), 3001)", "x = torch.full((2, 3), 3001, dtype=torch.int64)"),
+        Invalid(
+            "x = torch.zeros(2, 3, dtype=torch.long)",
+            "x = torch.full((2, 3), 0, dtype=torch.long)",
+        ),
+        Invalid(
+            "def f(x):\n    return x.new_zeros((2, 3), dtype=torch.int32)",
+            "def f(x):\n    return torch.full((2, 3), 0, dtype=torch.int32, device=x.device)",
+        ),
+        Valid("x = torch.full((2, 3), 3001, dtype=torch.int64)"),
+        Valid("x = torch.full((2, 3), 0.5)"),
+        Valid("x = torch.zeros(2, 3)"),
+    )
 
     def check_source(self, ctx: SourceContext) -> Iterator[Finding]:
         for call in ctx.calls():
@@ -317,3 +337,56 @@ def integer_fills(ep: Any) -> tuple[Any, list[str]]:
         ep.graph.erase_node(node)
         done.append(f"{node.name}: made as aten.full(..., dtype={fake.dtype})")
     return finish(ep), done
+
+
+# -- program cases: what the stock CoreMLPartitioner really does (the oracle lowers each) --
+def xi() -> tuple[Any, ...]:
+    return (torch.full((1, 4), 1, dtype=torch.int32),)
+
+
+@case("full-int-no-dtype", expect={"CML301"}, silent=returns(r"3000\.0"))
+def _():
+    return module(lambda s, xi: torch.full((1, 4), 3001) + xi), xi()
+
+
+@case("full-int-dtype", expect=set(), clean=returns(r"3001"))
+def _():
+    return module(lambda s, xi: torch.full((1, 4), 3001, dtype=torch.int32) + xi), xi()
+
+
+@case("zeros-int-dtype", expect={"CML301"}, silent=returns(r"3000\.0"))
+def _():
+    return module(lambda s, xi: torch.zeros((1, 4), dtype=torch.int32) + xi + 3001), xi()
+
+
+@case("new-zeros-int", expect={"CML301"}, silent=returns(r"3000\.0"))
+def _():
+    return module(lambda s, xi: xi.new_zeros((1, 4)) + xi + 3001), xi()
+
+
+@case("zeros-like-int", expect=set(), clean=returns(r"3001"))
+def _():
+    return module(lambda s, xi: torch.zeros_like(xi) + xi + 3001), xi()
+
+
+@case("full-int-float-use", expect=set(), clean=returns(r"mul\(x=\[\[2\.0"))
+def _():
+    """An integer fill only used in float arithmetic: torch promotes it to float as well."""
+    return module(lambda s, x: torch.full((1, 4), 2) * x), (torch.randn(1, 4),)
+
+
+@case("float-zeros", expect=set())
+def _():
+    return module(lambda s, x: torch.zeros(1, 4) + x), (torch.randn(1, 4),)
+
+
+@case(
+    "full-index-gather",
+    expect={"CML301"},
+    crash=r"gather_along_axis.*\['int32'\] but got",
+)
+def _():
+    def forward(s, x):
+        return torch.gather(x, 1, torch.full((4, 16), 0) + torch.arange(16))
+
+    return module(forward), (torch.randn(4, 16),)

@@ -7,7 +7,7 @@ What it does
 Why it breaks
     Export drops a trailing ``eps=None`` (and ``weight=None``), and coremltools' handler
     requires exactly four positional inputs: ``ValueError: node aten_rms_norm_default
-    (rms_norm) got 3 input(s), expected [4]`` (2 without a weight) (pitfalls.md §7, G2).
+    (rms_norm) got 3 input(s), expected [4]`` (2 without a weight).
 
 Example
     ``self.norm = nn.RMSNorm(16)``
@@ -28,6 +28,7 @@ from typing import Any
 
 from coreml_lint.core.findings import Finding, Outcome, SourceFix
 from coreml_lint.rulekit.context import ProgramContext
+from coreml_lint.rulekit.examples import Invalid, Valid, case, nn, wrapped
 from coreml_lint.rulekit.rule import Rule
 from coreml_lint.source.context import SourceContext, has_star_args, keyword
 
@@ -52,6 +53,19 @@ class RmsNormWithoutEps(Rule):
             )
 
     source_triggers = ("RMSNorm", "rms_norm")
+    source_pattern = "`nn.RMSNorm(d)` / `F.rms_norm(x, shape)` without `eps`"
+    source_fix = "`eps=torch.finfo(torch.float32).eps` (torch's fp32 default)"
+    examples = (
+        Invalid(
+            "norm = nn.RMSNorm(64)", "norm = nn.RMSNorm(64, eps=torch.finfo(torch.float32).eps)"
+        ),
+        Invalid(
+            "y = F.rms_norm(x, (64,), None, None)",
+            "y = F.rms_norm(x, (64,), None, eps=torch.finfo(torch.float32).eps)",
+        ),
+        Valid("norm = nn.RMSNorm(64, eps=1e-6)"),
+        Valid("y = F.rms_norm(x, (64,), eps=1e-5)"),
+    )
 
     def check_source(self, ctx: SourceContext) -> Iterator[Finding]:
         for call in ctx.calls():
@@ -108,3 +122,24 @@ class RmsNormWithoutEps(Rule):
             node.args, node.kwargs = (node.args[0], node.args[1], weight, eps), {}
             done.append(f"{node.name}: rms_norm given eps={eps:g} (torch's default)")
         return finish(ep), done
+
+
+# -- program cases: what the stock CoreMLPartitioner really does (the oracle lowers each) --
+@case("rmsnorm-no-eps", expect={"CML303"}, crash=r"got 3 input\(s\), expected \[4\]")
+def _():
+    return wrapped(nn.RMSNorm(16))
+
+
+@case("rmsnorm-no-eps-no-affine", expect={"CML303"}, crash=r"got 2 input\(s\), expected \[4\]")
+def _():
+    return wrapped(nn.RMSNorm(16, elementwise_affine=False))
+
+
+@case("rmsnorm-eps", expect=set())
+def _():
+    return wrapped(nn.RMSNorm(16, eps=1e-6))
+
+
+@case("rmsnorm-no-eps-aten-skip", expect=set(), settings={"skip": ["rms_norm.default"]})
+def _():
+    return wrapped(nn.RMSNorm(16))

@@ -7,7 +7,7 @@ Why it breaks
     coremltools builds the eps constant as fp32 and pairs it with the fp16 tensor:
     ``ValueError: In op, of type add, named aten_rms_norm_default_add_eps, the named input y
     must have the same data type as the named input x. However, y has dtype fp32 whereas x
-    has dtype fp16.`` (pitfalls.md §7, 7h). ``layer_norm`` fails the same way, measured here
+    has dtype fp16.``. ``layer_norm`` fails the same way, measured here
     with iOS16: ``In op, of type layer_norm ... epsilon has dtype fp32 whereas x has dtype
     fp16``. Without eps rms_norm fails on the input count first (CML303); an fp16 program
     input also needs iOS16+ (CML106).
@@ -30,6 +30,7 @@ from typing import Any
 
 from coreml_lint.core.findings import Finding, Outcome
 from coreml_lint.rulekit.context import ProgramContext
+from coreml_lint.rulekit.examples import F, case, module, nn, torch, wrapped
 from coreml_lint.rulekit.rule import Rule
 
 
@@ -88,3 +89,26 @@ class RmsNormFp16(Rule):
         if op_base(node) in norms and touches(node, {torch.float16}):
             return "float16 norm with an fp32 eps in Core ML"
         return None
+
+
+# -- program cases: what the stock CoreMLPartitioner really does (the oracle lowers each) --
+
+
+@case(
+    "rmsnorm-fp16-ios16",
+    expect={"CML304"},
+    settings={"ios": 16},
+    crash=r"y has dtype fp32 whereas x has dtype fp16",
+)
+def _():
+    return wrapped(nn.RMSNorm(16, eps=1e-6), torch.float16)
+
+
+@case(
+    "layernorm-fp16-ios16",
+    expect={"CML304"},
+    settings={"ios": 16},
+    crash=r"epsilon has dtype fp32 whereas x has dtype fp16",
+)
+def _():
+    return module(lambda s, x: F.layer_norm(x, (8,)) * 2), (torch.randn(2, 8).half(),)

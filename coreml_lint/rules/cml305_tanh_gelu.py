@@ -9,7 +9,7 @@ Why it breaks
     Export records ``approximate`` as a keyword argument (its schema is keyword-only), and
     coremltools' handler only selects ``TANH_APPROXIMATION`` from a second *positional*
     input, so the MIL is ``gelu(x, mode="EXACT")``. It lowers without a word and computes a
-    different function (up to 4.7e-4 apart in fp32 on [-4, 4]) (pitfalls.md §9, G2).
+    different function (up to 4.7e-4 apart in fp32 on [-4, 4]).
     Moving the argument to a positional one cannot work: the schema is keyword-only.
 
 Example
@@ -29,8 +29,35 @@ from typing import Any
 
 from coreml_lint.core.findings import Finding, Outcome, SourceFix
 from coreml_lint.rulekit.context import ProgramContext
+from coreml_lint.rulekit.examples import (
+    F,
+    Invalid,
+    Valid,
+    case,
+    module,
+    nn,
+    returns,
+    torch,
+    wrapped,
+)
 from coreml_lint.rulekit.rule import Rule
 from coreml_lint.source.context import SourceContext, has_star_args, keyword
+
+TANH_GELU_FUNCTION = """
+def tanh_gelu(x):
+    \"\"\"tanh-approximate GELU written out, so Core ML runs TANH_APPROXIMATION (coreml-lint).\"\"\"
+    return 0.5 * x * (1.0 + torch.tanh(0.7978845608028654 * (x + 0.044715 * x.pow(3))))
+"""
+TANH_GELU_MODULE = """
+class TanhGELU(torch.nn.Module):
+    \"\"\"tanh-approximate GELU written out, so Core ML runs TANH_APPROXIMATION (coreml-lint).\"\"\"
+
+    def forward(self, x):
+        return 0.5 * x * (1.0 + torch.tanh(0.7978845608028654 * (x + 0.044715 * x.pow(3))))
+"""
+_HEADER = "import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n\n"
+TANH_GELU_FUNCTION_FIXED = _HEADER + TANH_GELU_FUNCTION + "\n\ny = tanh_gelu(x)"
+TANH_GELU_MODULE_FIXED = _HEADER + TANH_GELU_MODULE + "\n\nact = TanhGELU()"
 
 
 class TanhGelu(Rule):
@@ -55,6 +82,16 @@ class TanhGelu(Rule):
             )
 
     source_triggers = ("gelu", "GELU")
+    source_pattern = (
+        '`F.gelu(x, approximate="tanh")`, `nn.GELU("tanh")` (also through a module-level constant)'
+    )
+    source_fix = "the tanh formula (a `tanh_gelu` function, a `TanhGELU` module for `nn.GELU`)"
+    examples = (
+        Invalid('y = F.gelu(x, approximate="tanh")', TANH_GELU_FUNCTION_FIXED),
+        Invalid('act = nn.GELU("tanh")', TANH_GELU_MODULE_FIXED),
+        Valid("y = F.gelu(x)"),
+        Valid('y = F.gelu(x, approximate="none")'),
+    )
 
     def check_source(self, ctx: SourceContext) -> Iterator[Finding]:
         for call in ctx.calls():
@@ -83,18 +120,18 @@ class TanhGelu(Rule):
             )
 
     def transform(self, fix: SourceFix, call: Any, edits: Any) -> Any:
+        """A call of a small helper written once per file (a function for ``F.gelu``, a
+        module for ``nn.GELU``): short lines, and the formula in one place."""
         import libcst as cst
 
-        torch = edits.torch()
+        from coreml_lint.rulekit.cst import code
+
+        edits.need_import("torch")  # the helper is written against `torch`
         if fix.kind == "gelu-module":
-            edits.need_import("torch")  # the helper class is written against `torch`
-            edits.need_helper("TanhGELU", TANH_GELU_HELPER)
+            edits.need_helper("TanhGELU", TANH_GELU_MODULE)
             return cst.parse_expression("TanhGELU()")
-        argument = call.args[0].value
-        code = cst.Module([]).code_for_node(argument)
-        if isinstance(argument, (cst.Name, cst.Attribute)):
-            return cst.parse_expression(f"({_formula(code, torch)})")
-        return cst.parse_expression(f"(lambda x: {_formula('x', torch)})({code})")
+        edits.need_helper("tanh_gelu", TANH_GELU_FUNCTION)
+        return cst.parse_expression(f"tanh_gelu({code(call.args[0].value)})")
 
     # torch's decomposition of tanh GELU rounds differently from the fused kernel.
     rewrite_tolerance = 1e-5
@@ -117,20 +154,40 @@ class TanhGelu(Rule):
         return None
 
 
-TANH_GELU_HELPER = """
-class TanhGELU(torch.nn.Module):
-    \"\"\"tanh-approximate GELU written out, so Core ML runs TANH_APPROXIMATION (coreml-lint).\"\"\"
-
-    def forward(self, x):
-        return 0.5 * x * (1.0 + torch.tanh(0.7978845608028654 * (x + 0.044715 * x.pow(3))))
-"""
-
-
-def _formula(x: str, torch: str) -> str:
-    return f"0.5 * {x} * (1.0 + {torch}.tanh(0.7978845608028654 * ({x} + 0.044715 * {x}.pow(3))))"
-
-
 def _is_tanh_gelu(node: Any) -> bool:
     import torch
 
     return node.target == torch.ops.aten.gelu.default and node.kwargs.get("approximate") == "tanh"
+
+
+# -- program cases: what the stock CoreMLPartitioner really does (the oracle lowers each) --
+@case("gelu-tanh", expect={"CML305"}, silent=returns(r'gelu\(x=[^)]*mode="EXACT"'))
+def _():
+    return module(lambda s, x: F.gelu(x, approximate="tanh")), (torch.randn(2, 8),)
+
+
+@case("gelu-tanh-module", expect={"CML305"}, silent=returns(r'mode="EXACT"'))
+def _():
+    return wrapped(nn.GELU(approximate="tanh"))
+
+
+@case("gelu-exact", expect=set())
+def _():
+    return module(lambda s, x: F.gelu(x)), (torch.randn(2, 8),)
+
+
+@case(
+    "gelu-tanh-formula",
+    expect=set(),
+    clean=lambda lowered: 'mode="EXACT"' not in lowered.mil,
+)
+def _():
+    def forward(s, x):
+        return 0.5 * x * (1 + torch.tanh(0.7978845608 * (x + 0.044715 * x.pow(3))))
+
+    return module(forward), (torch.randn(2, 8),)
+
+
+@case("gelu-tanh-skipped", expect=set(), settings={"skip": ["aten.gelu.default"]})
+def _():
+    return module(lambda s, x: F.gelu(x, approximate="tanh")), (torch.randn(2, 8),)

@@ -8,7 +8,7 @@ What it does
 Why it breaks
     Export omits an argument left at its default (the stride), and coremltools' handler
     requires at least three positional inputs: ``ValueError: node aten_max_pool2d_default
-    (max_pool2d) got 2 input(s), expected minimum 3 inputs`` (pitfalls.md G2).
+    (max_pool2d) got 2 input(s), expected minimum 3 inputs`` (docs/background.md#keyword-arguments).
     ``nn.MaxPool2d(2)`` is fine: the module passes its stride explicitly.
 
 Example
@@ -26,6 +26,7 @@ from typing import Any
 
 from coreml_lint.core.findings import Finding, Outcome, SourceFix
 from coreml_lint.rulekit.context import ProgramContext
+from coreml_lint.rulekit.examples import F, Invalid, Valid, case, module, nn, torch, wrapped
 from coreml_lint.rulekit.rule import Rule
 from coreml_lint.source.context import SourceContext, has_star_args, keyword
 from coreml_lint.source.patterns import is_simple
@@ -54,6 +55,14 @@ class PoolWithoutStride(Rule):
             )
 
     source_triggers = ("max_pool",)
+    source_pattern = "`F.max_pool1d/2d(x, k)` without stride, or with stride `None` / `[]`"
+    source_fix = "`stride=k` (torch's default)"
+    examples = (
+        Invalid("y = F.max_pool2d(x, 2)", "y = F.max_pool2d(x, 2, stride=2)"),
+        Invalid("y = F.max_pool1d(x, 3, None)", "y = F.max_pool1d(x, 3, 3)"),
+        Valid("y = F.max_pool2d(x, 2, 2)"),
+        Valid("pool = nn.MaxPool2d(2)"),
+    )
 
     def check_source(self, ctx: SourceContext) -> Iterator[Finding]:
         for call in ctx.calls():
@@ -115,3 +124,14 @@ def _means_default(stride: ast.expr) -> bool:
     if isinstance(stride, ast.Constant):
         return stride.value is None
     return isinstance(stride, (ast.List, ast.Tuple)) and not stride.elts
+
+
+# -- program cases: what the stock CoreMLPartitioner really does (the oracle lowers each) --
+@case("maxpool-no-stride", expect={"CML306"}, crash=r"expected minimum 3 inputs")
+def _():
+    return module(lambda s, x: F.max_pool2d(x, 2)), (torch.randn(1, 3, 8, 8),)
+
+
+@case("maxpool-module", expect=set())
+def _():
+    return wrapped(nn.MaxPool2d(2))[0], (torch.randn(1, 3, 8, 8),)

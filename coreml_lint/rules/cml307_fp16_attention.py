@@ -12,7 +12,7 @@ Why it breaks
     mask arithmetic as fp32 constants, which it then pairs with the fp16 scores:
     ``ValueError: In op, of type mul, named mul_0, the named input `y` must have the same
     data type as the named input `x`. However, y has dtype fp32 whereas x has dtype fp16.``
-    (``sub_0`` / ``add_0`` for the masks). Found by probing (not in pitfalls.md): every fp16
+    (``sub_0`` / ``add_0`` for the masks). Found by probing: every fp16
     decoder transformers builds with ``.half()`` (Llama, Qwen2, GPT-2, BERT, ...) passes
     ``scale=`` and fails this way at every target. The same attention in float32, or in
     fp16 without ``scale`` (unmasked, or masked at iOS18), lowers.
@@ -35,6 +35,7 @@ from typing import Any
 from coreml_lint.core.findings import Finding, Outcome
 from coreml_lint.program.graph import TensorRef
 from coreml_lint.rulekit.context import ProgramContext
+from coreml_lint.rulekit.examples import F, case, module, nn, torch
 from coreml_lint.rulekit.rule import Rule
 
 
@@ -114,3 +115,50 @@ def attention_written_out(
         # views of the exported graph rely on (attn.transpose(1, 2).view(B, L, -1))
         out = out.transpose(1, 2).contiguous().transpose(1, 2)
     return out
+
+
+# -- program cases: what the stock CoreMLPartitioner really does (the oracle lowers each) --
+def attention(dtype: torch.dtype, mask: str, scale: float | None = None) -> nn.Module:
+    """Self-attention on ``x`` cast to ``dtype``, masked the way decoders mask it, with the
+    explicit ``scale=`` transformers passes when ``scale`` is given."""
+
+    def forward(s, x):
+        q = x.to(dtype)
+        n = q.shape[-2]
+        causal = torch.tril(torch.ones(n, n, dtype=torch.bool))
+        kw: dict[str, Any] = {} if scale is None else {"scale": scale}
+        if mask == "causal":
+            kw["is_causal"] = True
+        elif mask == "bool":
+            kw["attn_mask"] = causal
+        elif mask == "float":
+            kw["attn_mask"] = torch.zeros(n, n, dtype=dtype).masked_fill(~causal, float("-inf"))
+        return F.scaled_dot_product_attention(q, q, q, **kw).float()
+
+    return module(forward)
+
+
+def heads() -> tuple[Any, ...]:
+    return (torch.randn(1, 2, 6, 8),)
+
+
+SDPA_FP16_CRASH = r"In op, of type (sub|add|mul), named (sub|add|mul)_\d+.*dtype fp\d+ whereas"
+for _mask in ("causal", "bool", "float"):
+    case(f"fp16-sdpa-{_mask}-mask", expect={"CML307"}, crash=SDPA_FP16_CRASH)(
+        lambda m=_mask: (attention(torch.float16, m), heads())
+    )
+case("fp16-sdpa-causal-ios18", expect=set(), settings={"ios": 18})(
+    lambda: (attention(torch.float16, "causal"), heads())
+)
+case("fp16-sdpa-unmasked", expect=set())(lambda: (attention(torch.float16, "none"), heads()))
+case("fp32-sdpa-causal", expect=set())(lambda: (attention(torch.float32, "causal"), heads()))
+case("fp16-sdpa-scale", expect={"CML307"}, crash=r"In op, of type mul, named mul_\d+.*dtype fp")(
+    lambda: (attention(torch.float16, "none", scale=0.25), heads())
+)
+case(
+    "fp16-sdpa-scale-causal-ios18",
+    expect={"CML307"},
+    settings={"ios": 18},
+    crash=SDPA_FP16_CRASH,
+)(lambda: (attention(torch.float16, "causal", scale=0.25), heads()))
+case("fp32-sdpa-scale", expect=set())(lambda: (attention(torch.float32, "bool", 0.25), heads()))

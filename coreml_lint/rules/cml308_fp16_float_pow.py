@@ -7,14 +7,13 @@ What it does
     (parameter, buffer or constant) operand.
 
 Why it breaks
-    coremltools pairs the float exponent with the fp16 tensor in fp32, and the fp32 result
-    then meets the fp16 weight: ``ValueError: In op, of type linear, named
-    aten_matmul_default, the named input `weight` must have the same data type as the named
-    input `x``` below iOS18, and ``In op, of type add, named aten_addmm_default, ... y has
-    dtype fp32 whereas x has dtype fp16`` for addmm at every target. Found by probing (not
-    in pitfalls.md): GPT-2 in ``.half()`` hits it through its tanh-GELU formula
-    (``torch.pow(x, 3.0)``) feeding ``Conv1D``'s ``addmm``. An integer exponent
-    (``x.pow(3)``), ``nn.Linear`` and a matmul of two activations all lower.
+    coremltools pairs the float exponent with the fp16 tensor in fp32, and the fp32 result then
+    meets the fp16 weight: ``ValueError: In op, of type linear, named aten_matmul_default, the named
+    input `weight` must have the same data type as the named input `x``` below iOS18, and ``In op,
+    of type add, named aten_addmm_default, ... y has dtype fp32 whereas x has dtype fp16`` for addmm
+    at every target. Found by probing: GPT-2 in ``.half()`` hits it through its tanh-GELU formula
+    (``torch.pow(x, 3.0)``) feeding ``Conv1D``'s ``addmm``. An integer exponent (``x.pow(3)``),
+    ``nn.Linear`` and a matmul of two activations all lower.
 
 Example
     ``torch.addmm(b, 0.5 * x * (1 + torch.tanh(0.79788 * (x + 0.044715 * torch.pow(x,
@@ -34,6 +33,7 @@ from typing import Any
 from coreml_lint.core.findings import Finding, Outcome
 from coreml_lint.program.graph import Node, TensorRef
 from coreml_lint.rulekit.context import ProgramContext
+from coreml_lint.rulekit.examples import case, nn, torch
 from coreml_lint.rulekit.rule import Rule
 
 _WEIGHT_KINDS = {"parameter", "buffer", "constant"}
@@ -119,3 +119,49 @@ def _is_weight(ctx: ProgramContext, value: str, depth: int = 3) -> bool:
         return False
     inputs = producer.tensor_inputs()
     return bool(inputs) and _is_weight(ctx, inputs[0], depth - 1)
+
+
+# -- program cases: what the stock CoreMLPartitioner really does (the oracle lowers each) --
+def powered(exponent: float | int, consumer: str) -> nn.Module:
+    """float16 ``pow`` feeding a product with weights, as GPT-2's tanh GELU feeds Conv1D."""
+
+    class M(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.w = nn.Parameter(torch.randn(8, 8) * 0.1)
+            self.b = nn.Parameter(torch.zeros(8))
+            self.linear = nn.Linear(8, 8)
+
+        def forward(self, x):
+            h = x.half()
+            p = torch.tanh(torch.pow(h, exponent) * 0.5 + h)
+            if consumer == "addmm":
+                out = torch.addmm(self.b, p, self.w)
+            elif consumer == "matmul":
+                out = p @ self.w.t()
+            else:
+                out = self.linear(p)
+            return out.float()
+
+    return M().half()
+
+
+def rows() -> tuple[Any, ...]:
+    return (torch.randn(4, 8),)
+
+
+SAME_DTYPE = r"must have the same data type as the named input"
+case("fp16-pow-float-addmm", expect={"CML308"}, crash=SAME_DTYPE)(
+    lambda: (powered(3.0, "addmm"), rows())
+)
+case("fp16-pow-float-addmm-ios18", expect={"CML308"}, settings={"ios": 18}, crash=SAME_DTYPE)(
+    lambda: (powered(3.0, "addmm"), rows())
+)
+case("fp16-pow-fractional-matmul", expect={"CML308"}, crash=SAME_DTYPE)(
+    lambda: (powered(2.5, "matmul"), rows())
+)
+case("fp16-pow-float-matmul-ios18", expect=set(), settings={"ios": 18})(
+    lambda: (powered(3.0, "matmul"), rows())
+)
+case("fp16-pow-int-addmm", expect=set())(lambda: (powered(3, "addmm"), rows()))
+case("fp16-pow-float-linear", expect=set())(lambda: (powered(3.0, "linear"), rows()))

@@ -8,7 +8,7 @@ What it does
     indices and full same-shape index tensors all lower fine and are not flagged.
 
 Why it breaks
-    coremltools' ``index_put`` (pitfalls.md §8) takes an index list with a ``:`` through a
+    coremltools' ``index_put`` takes an index list with a ``:`` through a
     slice-assign path that uses each index as a scalar begin, so it works for one element
     only (``ValueError: Input squeeze_0 has rank 1 != other inputs rank 0``) and refuses
     accumulate (``NotImplementedError: If there existed any whole slice ... only
@@ -30,12 +30,13 @@ Fix
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from coreml_lint.core.findings import Finding, Outcome
 from coreml_lint.program.graph import Node, TensorRef
 from coreml_lint.rulekit.context import ProgramContext
+from coreml_lint.rulekit.examples import case, module, torch
 from coreml_lint.rulekit.rule import Rule
 
 
@@ -120,3 +121,59 @@ class IndexPutForm(Rule):
         if op_base(node) in ("index_put", "_unsafe_index_put"):
             return "index_put form coremltools cannot convert"
         return None
+
+
+# -- program cases: what the stock CoreMLPartitioner really does (the oracle lowers each) --
+def assign(index: Callable[[torch.Tensor, torch.Tensor], None], v_shape: tuple[int, ...]):
+    def forward(s, x, v):
+        y = x.clone()
+        index(y, v)
+        return y
+
+    return module(forward), (torch.randn(2, 4, 3), torch.randn(*v_shape))
+
+
+def _set(y, key, v):
+    y[key] = v
+
+
+@case("index-put-slice-multi", expect={"CML401"}, crash=r"rank 1 != other inputs rank 0")
+def _():
+    return assign(lambda y, v: _set(y, (slice(None), torch.tensor([0, 2])), v), (2, 2, 3))
+
+
+@case("index-put-slice-single", expect=set())
+def _():
+    return assign(lambda y, v: _set(y, (slice(None), torch.tensor([1])), v), (2, 1, 3))
+
+
+@case("index-put-broadcast", expect={"CML401"}, crash=r"Component tensor")
+def _():
+    i0, i1 = torch.tensor([[0], [1]]), torch.tensor([[0, 2, 3]])
+    return assign(lambda y, v: _set(y, (i0, i1), v), (2, 3, 3))
+
+
+@case("index-put-same-shape", expect=set())
+def _():
+    i0, i1 = torch.tensor([0, 1]), torch.tensor([3, 0])
+    return assign(lambda y, v: _set(y, (i0, i1), v), (2, 3))
+
+
+@case(
+    "index-put-accumulate-slice",
+    expect={"CML401"},
+    crash=r"only torch.index_put\(\.\.\., accumulate=False\)",
+)
+def _():
+    idx = torch.tensor([1, 1])
+    return assign(lambda y, v: torch.ops.aten.index_put_(y, [None, idx], v, True), (2, 2, 3))
+
+
+@case("index-put-bool-mask", expect=set())
+def _():
+    def forward(s, x, v):
+        y = x.clone()
+        y[x > 0] = 0.5
+        return y + v
+
+    return module(forward), (torch.randn(2, 4, 3), torch.randn(2, 4, 3))

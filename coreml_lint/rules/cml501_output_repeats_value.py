@@ -9,7 +9,7 @@ Why it breaks
     vanishes and the MIL function returns the var it copied: ``x.clone()`` makes a Core ML
     output that *is* the input var (spec output ``x`` = input name), and ``y, y.clone()``
     makes two outputs with the same name. Nothing rejects this on Linux; on device the
-    output does not hold what the program means (pitfalls.md §10).
+    output does not hold what the program means.
 
 Example
     ``return x.clone(), x * 2``
@@ -27,6 +27,7 @@ from typing import Any
 
 from coreml_lint.core.findings import Finding, Outcome
 from coreml_lint.rulekit.context import ProgramContext
+from coreml_lint.rulekit.examples import case, module, torch
 from coreml_lint.rulekit.rule import Rule
 
 CLONES = {
@@ -107,3 +108,40 @@ class OutputRepeatsValue(Rule):
         if len(set(outputs)) < len(outputs):
             return "duplicated output names"
         return None
+
+
+# -- program cases: what the stock CoreMLPartitioner really does (the oracle lowers each) --
+@case(
+    "output-clone-of-input",
+    expect={"CML501"},
+    silent=lambda lowered: any(d.returns_an_input for d in lowered.delegates),
+)
+def _():
+    return module(lambda s, x: (x.clone(), x * 2)), (torch.randn(2, 4),)
+
+
+@case(
+    "output-clone-of-output",
+    expect={"CML501"},
+    silent=lambda lowered: any(d.duplicate_outputs for d in lowered.delegates),
+)
+def _():
+    def forward(s, x):
+        y = x * 2
+        return y, y.clone()
+
+    return module(forward), (torch.randn(2, 4),)
+
+
+@case(
+    "output-mul-one",
+    expect=set(),
+    clean=lambda lowered: not any(d.returns_an_input for d in lowered.delegates),
+)
+def _():
+    return module(lambda s, x: (x * 1.0, x * 2)), (torch.randn(2, 4),)
+
+
+@case("output-clone-inside", expect=set())
+def _():
+    return module(lambda s, x: (x * 3).clone() + 1), (torch.randn(2, 4),)

@@ -9,7 +9,7 @@ Why it breaks
     stops with ``ValueError: Core ML only supports tensors with rank <= 5. Layer
     "aten_view_copy_default_cast_fp16", with type "reshape", outputs a rank 6 tensor.``
     A 6-D reshape + permute chain lowers, because a coremltools pass rewrites it into
-    rank-4 reshape/transpose ops (pitfalls.md §12).
+    rank-4 reshape/transpose ops.
 
 Example
     ``t.reshape(1, 2, 3, 2, 2, 5).sum(0)``
@@ -26,6 +26,7 @@ from typing import Any
 
 from coreml_lint.core.findings import Finding, Outcome
 from coreml_lint.rulekit.context import ProgramContext
+from coreml_lint.rulekit.examples import case, module, torch
 from coreml_lint.rulekit.rule import Rule
 
 # Ops coremltools turns into reshape/transpose (or nothing: clone is a no-op), which its
@@ -82,3 +83,22 @@ class RankAboveFive(Rule):
         return (
             "touches a tensor of rank > 5" if any(t.dim() > 5 for t in tensors_of(node)) else None
         )
+
+
+# -- program cases: what the stock CoreMLPartitioner really does (the oracle lowers each) --
+@case("rank6-sum", expect={"CML601"}, crash=r"rank <= 5")
+def _():
+    return module(lambda s, t: t.reshape(1, 2, 3, 2, 2, 5).sum(0).sum(0)), (torch.randn(120),)
+
+
+@case("rank6-reshape-permute", expect=set())
+def _():
+    def forward(s, t):
+        return t.reshape(1, 2, 3, 2, 2, 5).permute(5, 4, 3, 2, 1, 0).reshape(-1)
+
+    return module(forward), (torch.randn(120),)
+
+
+@case("rank5-sum", expect=set())
+def _():
+    return module(lambda s, t: t.reshape(2, 3, 2, 2, 5).sum(0)), (torch.randn(120),)

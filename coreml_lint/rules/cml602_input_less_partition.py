@@ -9,7 +9,7 @@ Why it breaks
     ExecuTorch's Core ML backend asserts that a model without inputs targets iOS18:
     ``AssertionError: Deploying a model with no inputs in CoreML requires you set
     minimum_deployment_target to iOS18 or later in the CoreMLPartitioner.``
-    The partitioner itself never avoids such partitions (pitfalls.md §13). A constant
+    The partitioner itself never avoids such partitions. A constant
     subgraph merged into a partition that also has an input is fine.
 
 Example
@@ -28,6 +28,7 @@ from typing import Any
 
 from coreml_lint.core.findings import Finding, Outcome
 from coreml_lint.rulekit.context import ProgramContext
+from coreml_lint.rulekit.examples import case, module, torch
 from coreml_lint.rulekit.rule import Rule
 
 
@@ -63,3 +64,33 @@ class InputLessPartition(Rule):
         ep = constant_prop_pass(ep)
         folded = before - sum(1 for n in ep.graph.nodes if n.op == "call_function")
         return ep, [f"constant_prop_pass folded {folded} constant op(s)"] if folded else []
+
+
+# -- program cases: what the stock CoreMLPartitioner really does (the oracle lowers each) --
+def constant_plus(s, x):
+    c = torch.arange(4).float() * 2
+    return x + c
+
+
+@case(
+    "input-less-partition",
+    expect={"CML602"},
+    settings={"skip": ["aten.add.tensor"]},
+    crash=r"no inputs in CoreML requires",
+)
+def _():
+    return module(constant_plus), (torch.randn(4),)
+
+
+@case(
+    "input-less-partition-ios18",
+    expect=set(),
+    settings={"skip": ["aten.add.tensor"], "ios": 18},
+)
+def _():
+    return module(constant_plus), (torch.randn(4),)
+
+
+@case("constant-merged-with-input", expect=set())
+def _():
+    return module(lambda s, x: (torch.arange(4).float().exp(), x * 2)), (torch.randn(4),)

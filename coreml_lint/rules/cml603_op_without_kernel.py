@@ -8,11 +8,11 @@ What it does
       edge-spelled ``skip_ops_for_coreml_delegation`` entry): ``to_executorch`` fails with
       ``RuntimeError: Missing out variants: {'aten::rms_norm'}`` when the op has no out
       variant, and the program fails at load with ``kernel 'aten::matmul.out' not found``
-      when it has one the portable runtime lacks (pitfalls.md G1, §5);
+      when it has one the portable runtime lacks (docs/background.md#skip-list-names);
     - a non-core op that coremltools cannot convert and torch does not decompose, which
       fails edge verification in ``to_edge_transform_and_lower``;
     - a core op left on the CPU with no kernel in the pip portable runtime (e.g.
-      ``zeros_like`` after skipping it, pitfalls.md §11): loading fails unless your runtime
+      ``zeros_like`` after skipping it, ): loading fails unless your runtime
       links another kernel library.
 
 Why it breaks
@@ -36,6 +36,7 @@ from coreml_lint.core.findings import Finding, Outcome, Severity
 from coreml_lint.core.settings import PartitionerSettings
 from coreml_lint.program.placement import CPU
 from coreml_lint.rulekit.context import ProgramContext
+from coreml_lint.rulekit.examples import Invalid, Valid, case, module, nn, torch, wrapped
 from coreml_lint.rulekit.rule import Rule
 
 
@@ -44,6 +45,19 @@ class OpLeftWithoutKernel(Rule):
     name = "op-left-without-kernel"
     outcome = Outcome.CRASH
     summary = "op kept whole then left on the CPU, or without a CPU kernel"
+    # Found in source by CML605's check of skip entries, which owns the rewrite.
+    source_pattern = (
+        "`skip_ops_for_coreml_delegation` entries that keep a non-core op whole for Core ML "
+        "and then leave it on the CPU"
+    )
+    source_fix = "the ATen spelling, so torch decomposes the op"
+    examples = (
+        Invalid(
+            'p = CoreMLPartitioner(skip_ops_for_coreml_delegation=["aten.rms_norm.default"])',
+            'p = CoreMLPartitioner(skip_ops_for_coreml_delegation=["rms_norm.default"])',
+        ),
+        Valid('p = CoreMLPartitioner(skip_ops_for_coreml_delegation=["rms_norm.default"])'),
+    )
 
     def check(self, ctx: ProgramContext) -> Iterator[Finding]:
         table = ctx.table
@@ -98,3 +112,33 @@ class OpLeftWithoutKernel(Rule):
         name = getattr(node.target, "__name__", "").lower()
         edge_name = name if "::" in name else "aten." + name
         return edge_name in {s.lower() for s in settings.skip_ops_for_coreml_delegation}
+
+
+# -- program cases: what the stock CoreMLPartitioner really does (the oracle lowers each) --
+@case(
+    "rmsnorm-edge-skip",
+    expect={"CML603"},
+    settings={"skip": ["aten.rms_norm.default"]},
+    crash=r"Missing out variants: \{'aten::rms_norm'\}",
+)
+def _():
+    return wrapped(nn.RMSNorm(16, eps=1e-6))
+
+
+@case(
+    "matmul-edge-skip",
+    expect={"CML603"},
+    settings={"skip": ["aten.matmul.default"]},
+    runs_on_portable=False,
+)
+def _():
+    return module(lambda s, x, y: torch.matmul(x, y)), (torch.randn(2, 3, 4), torch.randn(4, 5))
+
+
+@case(
+    "matmul-aten-skip",
+    expect=set(),
+    settings={"skip": ["matmul.default"]},
+)
+def _():
+    return module(lambda s, x, y: torch.matmul(x, y)), (torch.randn(2, 3, 4), torch.randn(4, 5))

@@ -25,6 +25,7 @@ from coreml_lint.core.findings import Finding, Outcome
 from coreml_lint.core.settings import PartitionerSettings
 from coreml_lint.program.placement import CPU
 from coreml_lint.rulekit.context import ProgramContext
+from coreml_lint.rulekit.examples import case, module, torch
 from coreml_lint.rulekit.rule import Rule
 
 
@@ -52,3 +53,16 @@ class FullGraphUnsupportedOp(Rule):
 
     def adjust_settings(self, settings: PartitionerSettings) -> PartitionerSettings:
         return settings.changed(lower_full_graph=False)
+
+
+# -- program cases: what the stock CoreMLPartitioner really does (the oracle lowers each) --
+
+
+@case(
+    "full-graph-acosh",
+    expect={"CML604"},
+    settings={"lower_full_graph": True},
+    crash=r"CoreML does not support the op",
+)
+def _():
+    return module(lambda s, x: torch.acosh(x + 2)), (torch.rand(4),)

@@ -7,10 +7,10 @@ What it does
 
 Why it breaks
     The partitioner compares entries exactly, in lower case, against two different names
-    (pitfalls.md G1): ``matmul.default`` in the ATen graph (``ops_to_not_decompose``) and
-    ``aten.matmul.default`` in the edge graph (``partition``). ``"aten.div.Tensor"`` never
-    matches (upper case); ``"gelu.default"`` only stops nothing: gelu is a core op, is not
-    decomposed and is still delegated. The skip you believe protects you does not.
+    (docs/background.md#skip-list-names): ``matmul.default`` in the ATen graph
+    (``ops_to_not_decompose``) and ``aten.matmul.default`` in the edge graph (``partition``).
+    ``"aten.div.Tensor"`` never matches (upper case); ``"gelu.default"`` only stops nothing: gelu is
+    a core op, is not decomposed and is still delegated. The skip you believe protects you does not.
 
 Example
     ``CoreMLPartitioner(skip_ops_for_coreml_delegation=["aten.gelu.Default"])``
@@ -30,6 +30,7 @@ from typing import Any
 from coreml_lint.core.findings import Finding, Outcome, Severity, SourceFix
 from coreml_lint.program.optable import load_optable
 from coreml_lint.rulekit.context import ProgramContext
+from coreml_lint.rulekit.examples import F, Invalid, Valid, case, module, torch
 from coreml_lint.rulekit.rule import Rule
 from coreml_lint.source.context import SourceContext, keyword
 
@@ -77,6 +78,19 @@ class SkipEntryIneffective(Rule):
         return None
 
     source_triggers = ("skip_ops_for_coreml_delegation",)
+    source_pattern = "`skip_ops_for_coreml_delegation` entries that never match or do nothing"
+    source_fix = "the spelling that does what was meant"
+    examples = (
+        Invalid(
+            'p = CoreMLPartitioner(skip_ops_for_coreml_delegation=["aten.div.Tensor"])',
+            'p = CoreMLPartitioner(skip_ops_for_coreml_delegation=["aten.div.tensor"])',
+        ),
+        Invalid(
+            'p = CoreMLPartitioner(skip_ops_for_coreml_delegation=["gelu.default"])',
+            'p = CoreMLPartitioner(skip_ops_for_coreml_delegation=["aten.gelu.default"])',
+        ),
+        Valid('p = CoreMLPartitioner(skip_ops_for_coreml_delegation=["aten.gelu.default"])'),
+    )
 
     def check_source(self, ctx: SourceContext) -> Iterator[Finding]:
         from coreml_lint.rules.cml603_op_without_kernel import OpLeftWithoutKernel
@@ -112,7 +126,8 @@ class SkipEntryIneffective(Rule):
 
 
 def judge_skip_entry(entry: str, table: Any) -> tuple[str, str, str | None] | None:
-    """What an entry does, from its spelling alone (pitfalls.md G1): None when it is fine."""
+    """What an entry does, from its spelling alone (docs/background.md#skip-list-names): None
+    when it is fine."""
     lowered = entry.lower()
     if entry != lowered:
         return (
@@ -142,3 +157,17 @@ def judge_skip_entry(entry: str, table: Any) -> tuple[str, str, str | None] | No
                 "aten." + lowered,
             )
     return None
+
+
+# -- program cases: what the stock CoreMLPartitioner really does (the oracle lowers each) --
+
+
+@case(
+    "skip-entry-without-effect",
+    expect=set(),
+    settings={"skip": ["gelu.default", "aten.div.Tensor"]},
+    warnings=frozenset({"CML605"}),
+    # The oracle's placement check sees gelu and div still delegated: the entries did nothing.
+)
+def _():
+    return module(lambda s, x: F.gelu(x) / 3), (torch.randn(2, 8),)

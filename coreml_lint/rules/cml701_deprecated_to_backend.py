@@ -10,7 +10,7 @@ Why it breaks
     ``warnings``). ``to_edge`` never asks the partitioner which ops to keep whole, so SDPA,
     ``linear`` and ``layer_norm`` are decomposed before Core ML sees them: the delegate gets
     2-3x more edge ops (72 vs 22 on a small transformer block) and 1.5-1.9x more MIL ops
-    (pitfalls.md §14).
+   .
 
 Example
     ``to_edge(torch.export.export(model, inputs)).to_backend(CoreMLPartitioner())``
@@ -27,6 +27,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from coreml_lint.core.findings import Finding, Outcome, Severity, SourceFix
+from coreml_lint.rulekit.examples import Invalid, Valid
 from coreml_lint.rulekit.rule import Rule
 from coreml_lint.source.context import SourceContext, has_star_args
 from coreml_lint.source.patterns import enclosing_function, single_assignment
@@ -39,6 +40,24 @@ TO_EDGE = {
 PARTITIONER = "CoreMLPartitioner"
 
 
+TO_BACKEND = """
+import torch
+from executorch.backends.apple.coreml.partition import CoreMLPartitioner
+from executorch.exir import to_edge
+
+ep = torch.export.export(model, inputs)
+lowered = to_edge(ep).to_backend(CoreMLPartitioner())
+"""
+TO_BACKEND_FIXED = """
+import torch
+from executorch.backends.apple.coreml.partition import CoreMLPartitioner
+from executorch.exir import to_edge_transform_and_lower
+
+ep = torch.export.export(model, inputs)
+lowered = to_edge_transform_and_lower(ep, partitioner=[CoreMLPartitioner()])
+"""
+
+
 class DeprecatedToBackend(Rule):
     code = "CML701"
     name = "deprecated-to-backend"
@@ -46,6 +65,9 @@ class DeprecatedToBackend(Rule):
     outcome = Outcome.CPU
     summary = "to_edge().to_backend(CoreMLPartitioner()): Core ML gets a decomposed graph"
     source_triggers = ("to_backend",)
+    source_pattern = "`to_edge(ep).to_backend(CoreMLPartitioner(...))`, also split over statements"
+    source_fix = "`to_edge_transform_and_lower(ep, partitioner=[...])` (the chained form)"
+    examples = (Invalid(TO_BACKEND, TO_BACKEND_FIXED), Valid(TO_BACKEND_FIXED))
 
     def check_source(self, ctx: SourceContext) -> Iterator[Finding]:
         for call in ctx.calls():
