@@ -108,8 +108,8 @@ class TanhGelu(Rule):
                 continue
             yield ctx.finding(
                 call,
-                'gelu(approximate="tanh") lowers as exact GELU in Core ML: coremltools never '
-                "reads the keyword export records it as",
+                'gelu(approximate="tanh") lowers as exact GELU in Core ML: export records '
+                "approximate= as a keyword argument, and coremltools never reads it",
                 fix="write the tanh formula out (coremltools fuses it into TANH_APPROXIMATION)",
                 edit=ctx.edit(
                     call,
@@ -126,11 +126,11 @@ class TanhGelu(Rule):
 
         from coreml_lint.rulekit.cst import code
 
-        edits.need_import("torch")  # the helper is written against `torch`
+        torch = edits.torch()  # the helper is written against the file's name for torch
         if fix.kind == "gelu-module":
-            edits.need_helper("TanhGELU", TANH_GELU_MODULE)
+            edits.need_helper("TanhGELU", TANH_GELU_MODULE.replace("torch.", f"{torch}."))
             return cst.parse_expression("TanhGELU()")
-        edits.need_helper("tanh_gelu", TANH_GELU_FUNCTION)
+        edits.need_helper("tanh_gelu", TANH_GELU_FUNCTION.replace("torch.", f"{torch}."))
         return cst.parse_expression(f"tanh_gelu({code(call.args[0].value)})")
 
     # torch's decomposition of tanh GELU rounds differently from the fused kernel.
