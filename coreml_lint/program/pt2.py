@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from coreml_lint.lint.errors import InputError
+from coreml_lint.program.gcpause import gc_paused
 from coreml_lint.program.graph import (
     DType,
     Graph,
@@ -95,9 +96,11 @@ def read_pt2_stream(stream: IO[bytes], label: str) -> list[Graph]:
             if info.filename in seen:
                 raise InputError(f"{label}: duplicated archive member {info.filename!r}")
             seen.add(info.filename)
-            document = _load_json(archive, info, label)
             method = info.filename.rsplit("/", 1)[-1][: -len(".json")]
-            graphs.append(graph_from_document(document, label, method))
+            with gc_paused():
+                document = _load_json(archive, info, label)
+                graphs.append(graph_from_document(document, label, method))
+                del document
         return graphs
 
 
