@@ -119,13 +119,14 @@ class _Partitioner:
         self._oldest_round()
 
     def _visit_supported(self, v: int) -> None:
-        down = cpu_down = direct = 0
+        down = cpu_down = direct = beyond = 0
         for s in self.users[v]:
             if self.supported[s]:
                 pid = self._find(s)
                 bit = 1 << self.slot[pid]
                 direct |= bit
                 down |= self.down[pid] | bit
+                beyond |= self.down[pid]
                 self._vpreds(pid).add(v)
             else:
                 cpu_down |= self.down[s]
@@ -134,7 +135,7 @@ class _Partitioner:
         self.direct[v] = direct
         self.vpreds[v] = set()
         self.dirty = True
-        cur = self._absorb(v, -1)
+        cur = self._absorb(v, -1, beyond | cpu_down)
         if self.slot[cur] < 0:  # it absorbed nothing: a new, youngest partition
             slot = len(self.slot_pid)
             self.slot_pid.append(cur)
@@ -154,11 +155,14 @@ class _Partitioner:
         self.dirty = self.live.bit_count() != before
         return self.dirty
 
-    def _absorb(self, cur: int, after: int) -> int:
+    def _absorb(self, cur: int, after: int, fence: int | None = None) -> int:
         """Let ``cur`` absorb, oldest first, every partition with a slot above ``after``
-        that it can merge with; returns the partition ``cur`` became."""
+        that it can merge with; returns the partition ``cur`` became. ``fence`` is
+        ``_long_down(cur)`` when the caller has it."""
+        if fence is None:
+            fence = self._long_down(cur)
+        fence |= self.blocked[cur]
         while True:
-            fence = self._long_down(cur) | self.blocked[cur]
             candidates = (self.live & ~fence) >> (after + 1)
             if not candidates:
                 return cur
@@ -167,8 +171,10 @@ class _Partitioner:
             if fence & self.mask[other]:  # a merged-away slot of ``other`` is fenced
                 continue
             if self.mask[cur] and self._reaches_long(other, cur):
+                fence |= self.blocked[cur]
                 continue
             cur = self._merge(cur, other)
+            fence = self._long_down(cur) | self.blocked[cur]
 
     def _long_down(self, pid: int) -> int:
         """Slots of the partitions ``pid`` reaches through at least one other vertex."""
@@ -200,32 +206,42 @@ class _Partitioner:
         return False
 
     def _merge(self, a: int, b: int) -> int:
-        # The survivor keeps the older slot; the fresh partition has none yet.
-        keep, gone = a, b
-        if self.slot[a] < 0 or 0 <= self.slot[b] < self.slot[a]:
-            keep, gone = b, a
-        # What the ancestors of each side already reach (the fresh one has none).
-        old_reach = [self.down[p] | self.mask[p] for p in (a, b) if self.slot[p] >= 0]
+        """Merge partition ``b`` (live, with a slot) and ``a``; the older slot survives."""
+        if self.slot[a] < 0:
+            return self._join_fresh(a, b)
+        keep, gone = (a, b) if self.slot[a] < self.slot[b] else (b, a)
+        before = [self.down[p] | 1 << self.slot[p] for p in (keep, gone)]
         self.parent[gone] = keep
-        mask = self.mask[keep] | self.mask[gone]
-        self.mask[keep] = mask
+        mask = self.mask[keep] = self.mask[keep] | self.mask[gone]
         self.down[keep] = (self.down[keep] | self.down[gone]) & ~mask
         self.cpu_down[keep] |= self.cpu_down[gone]
         self.direct[keep] = (self.direct[keep] | self.direct[gone]) & ~mask
         self.blocked[keep] |= self.blocked[gone]
-        if self.slot[gone] >= 0:
-            self.live &= ~(1 << self.slot[gone])
-        preds = self._vpreds(keep)
-        other_preds = self._vpreds(gone)
-        if len(preds) < len(other_preds):
-            preds, other_preds = other_preds, preds
-        preds |= other_preds
+        self.live &= ~(1 << self.slot[gone])
+        preds, other = self._vpreds(keep), self._vpreds(gone)
+        if len(preds) < len(other):
+            preds, other = other, preds
+        preds |= other
         self.vpreds[keep], self.vpreds[gone] = preds, None
         reach = self.down[keep] | 1 << self.slot[keep]
-        if any(reach & ~old for old in old_reach):
+        if any(reach & ~old for old in before):  # some ancestors reach less than this
             self._raise(keep, reach)
         self.dirty = True
         return keep
+
+    def _join_fresh(self, v: int, pid: int) -> int:
+        """The fresh partition ``{v}`` joins ``pid``: ``pid``'s slot stays, and since
+        ``v`` has no visited ancestor, only ``pid``'s may reach more than before."""
+        self.parent[v] = pid
+        mask, old = self.mask[pid], self.down[pid]
+        down = self.down[pid] = (old | self.down[v]) & ~mask
+        self.cpu_down[pid] |= self.cpu_down[v]
+        self.direct[pid] = (self.direct[pid] | self.direct[v]) & ~mask
+        self.vpreds[v] = None
+        if down & ~old:
+            self._raise(pid, down | 1 << self.slot[pid])
+        self.dirty = True
+        return pid
 
     def _vpreds(self, pid: int) -> set[int]:
         preds = self.vpreds[pid]

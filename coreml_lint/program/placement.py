@@ -269,38 +269,39 @@ def _partition(graph: Graph, placements: dict[str, NodePlacement]) -> list[Parti
 
 
 def _describe_boundaries(placement: Placement) -> None:
-    """Fill each partition's inputs, owned constants, states and outputs."""
+    """Fill each partition's inputs, owned constants, states and outputs (each in node
+    order, then argument order), in one pass over the nodes."""
     graph, settings = placement.graph, placement.settings
     kinds = {spec.name: spec.kind for spec in graph.inputs}
     mutated_buffers = _mutated_buffer_inputs(graph)
-    graph_outputs = {o.name for o in graph.outputs if o.name}
-    producer_partition: dict[str, int | None] = {}
-    for p in placement.nodes.values():
-        for out in p.node.outputs:
-            producer_partition[out] = p.partition
-    users = graph.users()
+    owner: dict[str, int | None] = {}  # value -> partition of the node that makes it
+    leaves: set[str] = set()  # values read outside the partition that makes them
+    seen: set[tuple[int, str]] = set()
+    for node in graph.nodes:
+        pid = placement.nodes[node.name].partition
+        for name in node.tensor_inputs():
+            made_in = owner.get(name, -1)
+            if made_in == pid:
+                continue
+            if made_in is not None and made_in >= 0:
+                leaves.add(name)
+            if pid is None or (pid, name) in seen:
+                continue
+            seen.add((pid, name))
+            part = placement.partitions[pid]
+            if name in mutated_buffers and settings.take_over_mutable_buffer:
+                part.states.append(name)
+            elif kinds.get(name) in ("parameter", "buffer", "constant") and (
+                name not in mutated_buffers
+            ):
+                (part.constants if settings.take_over_constant_data else part.inputs).append(name)
+            else:
+                part.inputs.append(name)
+        for out in node.outputs:
+            owner[out] = pid
+    leaves.update(o.name for o in graph.outputs if o.name)
     for part in placement.partitions:
-        seen: set[str] = set()
-        for node in part.nodes:
-            for name in node.tensor_inputs():
-                if name in seen or producer_partition.get(name, -1) == part.id:
-                    continue
-                seen.add(name)
-                kind = kinds.get(name)
-                if name in mutated_buffers and settings.take_over_mutable_buffer:
-                    part.states.append(name)
-                elif kind in ("parameter", "buffer", "constant") and name not in mutated_buffers:
-                    (part.constants if settings.take_over_constant_data else part.inputs).append(
-                        name
-                    )
-                else:
-                    part.inputs.append(name)
-            for out in node.outputs:
-                outside = any(
-                    placement.nodes[u.name].partition != part.id for u in users.get(out, [])
-                )
-                if outside or out in graph_outputs:
-                    part.outputs.append(out)
+        part.outputs.extend(out for node in part.nodes for out in node.outputs if out in leaves)
 
 
 def _mutated_buffer_inputs(graph: Graph) -> set[str]:
