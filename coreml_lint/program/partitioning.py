@@ -223,6 +223,7 @@ class _Partitioner:
             preds, other = other, preds
         preds |= other
         self.vpreds[keep], self.vpreds[gone] = preds, None
+        self.down[gone] = self.cpu_down[gone] = self.direct[gone] = self.blocked[gone] = 0
         reach = self.down[keep] | 1 << self.slot[keep]
         if any(reach & ~old for old in before):  # some ancestors reach less than this
             self._raise(keep, reach)
@@ -238,6 +239,7 @@ class _Partitioner:
         self.cpu_down[pid] |= self.cpu_down[v]
         self.direct[pid] = (self.direct[pid] | self.direct[v]) & ~mask
         self.vpreds[v] = None
+        self.down[v] = self.cpu_down[v] = self.direct[v] = 0  # only the survivor's are read
         if down & ~old:
             self._raise(pid, down | 1 << self.slot[pid])
         self.dirty = True
