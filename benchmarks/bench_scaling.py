@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import resource
 import statistics
 import subprocess
 import sys
@@ -87,32 +88,34 @@ def program_path(blocks: int, flavour: str) -> Path:
     return path
 
 
-def graph_counts(path: Path) -> tuple[int, int]:
-    """Nodes of the canonical graph and predicted partitions (in this process)."""
+def graph_counts(path: Path) -> tuple[int, int, int]:
+    """Call nodes and placeholders of the canonical graph, and predicted partitions."""
     from coreml_lint.program.canonical import canonicalize
     from coreml_lint.program.placement import predict_placement
     from coreml_lint.program.pt2 import read_pt2
 
     (graph,) = read_pt2(path)
     graph = canonicalize(graph)
-    return len(graph.nodes), len(predict_placement(graph).partitions)
+    return len(graph.nodes), len(graph.inputs), len(predict_placement(graph).partitions)
 
 
 _CHILD = """
-import resource, runpy, sys, time
-start = time.perf_counter()
+import resource, runpy, sys
 sys.argv = ["coreml-lint", *sys.argv[1:]]
 try:
     runpy.run_module("coreml_lint", run_name="__main__")
 except SystemExit:
     pass
-wall = time.perf_counter() - start
-print("BENCH", wall, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)
+usage = resource.getrusage(resource.RUSAGE_SELF)
+print("BENCH", usage.ru_maxrss, file=sys.stderr)
 """
 
 
-def lint_run(path: Path, extra: list[str]) -> tuple[float, float]:
-    """Wall time (whole process, start-up included) and peak RSS in MB of one run."""
+def lint_run(path: Path, extra: list[str]) -> tuple[float, float, float]:
+    """Wall time and CPU time (user + system) of one ``coreml-lint`` process, start-up
+    included, and its peak RSS in MB. On a loaded machine the CPU time is the steadier
+    figure; on an idle one the two agree."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     done = subprocess.run(
         [sys.executable, "-c", _CHILD, str(path), *extra],
@@ -122,10 +125,12 @@ def lint_run(path: Path, extra: list[str]) -> tuple[float, float]:
         cwd=ROOT,
     )
     wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     line = [ln for ln in done.stderr.splitlines() if ln.startswith("BENCH ")]
     if not line:
         raise RuntimeError(f"coreml-lint failed on {path}:\n{done.stderr[-2000:]}")
-    return wall, int(line[-1].split()[2]) / 1024
+    return wall, cpu, int(line[-1].split()[1]) / 1024
 
 
 def stock_partition_time(path: Path) -> tuple[float, float, int]:
@@ -154,17 +159,23 @@ def main() -> None:
     args = parser.parse_args()
 
     rows = []
+    print(
+        "program            call nodes  +placeholders  partitions   wall s    cpu s  "
+        "peak RSS MB  cpu us/node"
+    )
     for blocks in args.blocks:
         for flavour in args.flavours:
             path = program_path(blocks, flavour)
-            nodes, partitions = graph_counts(path)
+            nodes, placeholders, partitions = graph_counts(path)
             runs = [lint_run(path, args.lint_args.split()) for _ in range(args.repeat)]
             wall = statistics.median(r[0] for r in runs)
-            rss = max(r[1] for r in runs)
-            rows.append((blocks, flavour, nodes, partitions, wall, rss))
+            cpu = statistics.median(r[1] for r in runs)
+            rss = max(r[2] for r in runs)
+            total = nodes + placeholders
+            rows.append((blocks, flavour, nodes, total, partitions, wall, cpu, rss))
             print(
-                f"{blocks:4d} blocks {flavour:5s}: {nodes:6d} nodes {partitions:4d} partitions "
-                f"wall {wall:6.2f} s  peak RSS {rss:6.0f} MB  {wall / nodes * 1e6:6.1f} us/node",
+                f"{blocks:4d} blocks {flavour:5s} {nodes:10d} {total:14d} {partitions:11d} "
+                f"{wall:8.2f} {cpu:8.2f} {rss:12.0f} {cpu / total * 1e6:12.1f}",
                 flush=True,
             )
     if args.stock:

@@ -186,16 +186,22 @@ class _GraphBuilder:
         )
 
     def _tensor_info(self, meta: dict[str, Any]) -> TensorInfo:
-        dtype = SCALAR_TYPES.get(meta["dtype"], f"scalar_type_{meta['dtype']}")
+        dtype = SCALAR_TYPES.get(meta["dtype"])
+        if dtype is None:
+            dtype = f"scalar_type_{meta['dtype']}"
         strides = meta.get("strides")
         return TensorInfo(
-            dtype=dtype,
-            shape=self._sym_ints(meta["sizes"]),
-            strides=self._sym_ints(strides) if isinstance(strides, list) else None,
+            dtype,
+            self._sym_ints(meta["sizes"]),
+            self._sym_ints(strides) if isinstance(strides, list) else None,
         )
 
     @staticmethod
     def _sym_ints(values: list[Any]) -> tuple[int | str, ...]:
+        try:  # the common case: every size is a plain int
+            return tuple([int(value["as_int"]) for value in values])
+        except KeyError:
+            pass
         out: list[int | str] = []
         for value in values:
             if "as_int" in value:
