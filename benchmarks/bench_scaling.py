@@ -14,6 +14,10 @@ For each program it prints the node and partition counts, the wall time and peak
 ``--repeat`` runs) and the time per node. ``--stock`` also times the stock
 ``CoreMLPartitioner().partition()`` on the 48-block programs, after ``to_edge`` (timed
 apart); the issue measured 96.5 s for the split one.
+
+``--source 400`` adds the source side of the issue: ``coreml-lint check DIR --diff`` and
+``--fix`` on 400 generated modules with 300 safe CML301 fixes each (a fresh copy for each
+run), next to one ``libcst.parse_module`` pass over the same files.
 """
 
 from __future__ import annotations
@@ -149,6 +153,70 @@ def stock_partition_time(path: Path) -> tuple[float, float, int]:
     return edge_time, partition_time, len(result.partition_tags)
 
 
+# --- source side: --fix and --diff on many files, next to one libcst parse ----------------
+
+
+def source_tree(files: int, fixes: int) -> Path:
+    """``files`` modules with ``fixes`` lines each that CML301's safe fix rewrites
+    (``torch.full((2,), 3)`` gains ``dtype=torch.int64``), generated once."""
+    root = CACHE / f"source-{files}x{fixes}"
+    if not root.exists():
+        tmp = root.with_name(root.name + "-partial")
+        tmp.mkdir(parents=True, exist_ok=True)
+        for k in range(files):
+            body = [f"    a{i} = torch.full((2,), {(i + k) % 7 + 1})" for i in range(fixes)]
+            text = "\n".join(["import torch", "", "", "def f(x):", *body, "    return x", ""])
+            (tmp / f"module_{k:04d}.py").write_text(text)
+        tmp.rename(root)
+    return root
+
+
+def timed_process(args: list[str]) -> tuple[float, float, str]:
+    """Wall and CPU time of one child process, and its standard output."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    done = subprocess.run(args, capture_output=True, text=True, check=False, cwd=ROOT)
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return wall, cpu, done.stdout
+
+
+def source_bench(files: int, fixes: int) -> None:
+    import shutil
+    import tempfile
+
+    import libcst
+
+    pristine = source_tree(files, fixes)
+    paths = sorted(pristine.glob("*.py"))
+    lines = sum(p.read_text().count("\n") for p in paths)
+    start, cpu_start = time.perf_counter(), time.process_time()
+    for path in paths:
+        libcst.parse_module(path.read_text())
+    parse_wall, parse_cpu = time.perf_counter() - start, time.process_time() - cpu_start
+    print(f"source: {files} files, {lines} lines, {files * fixes} safe fixes")
+    print(
+        f"  one libcst.parse_module pass (in process): wall {parse_wall:7.1f} s  "
+        f"cpu {parse_cpu:7.1f} s"
+    )
+    for mode in ("--diff", "--fix"):
+        with tempfile.TemporaryDirectory() as tmp:
+            tree = Path(tmp) / "src"
+            shutil.copytree(pristine, tree)
+            wall, cpu, out = timed_process(
+                [sys.executable, "-m", "coreml_lint", "check", str(tree), mode]
+            )
+            fixed = sum(p.read_text().count("dtype=torch.int64") for p in tree.glob("*.py"))
+        said = [ln for ln in out.splitlines() if "fix" in ln.lower() or "passed" in ln.lower()]
+        tail = said[-1] if said else ""
+        print(
+            f"  coreml-lint check {mode:6s}: wall {wall:7.1f} s  cpu {cpu:7.1f} s  "
+            f"({wall / parse_wall:4.1f}x the parse; {fixed} fixes written; {tail!r})",
+            flush=True,
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--blocks", type=int, nargs="+", default=[48, 192, 768])
@@ -156,6 +224,14 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--stock", action="store_true", help="time CoreMLPartitioner too")
     parser.add_argument("--lint-args", default="--output-format concise")
+    parser.add_argument(
+        "--source",
+        type=int,
+        default=0,
+        metavar="FILES",
+        help="also time --fix and --diff on FILES generated modules (the issue used 400)",
+    )
+    parser.add_argument("--fixes", type=int, default=300, help="safe fixes per module")
     args = parser.parse_args()
 
     rows = []
@@ -186,6 +262,8 @@ def main() -> None:
                 f"CoreMLPartitioner().partition() {partition_time:6.1f} s, {tags} partitions",
                 flush=True,
             )
+    if args.source:
+        source_bench(args.source, args.fixes)
     print(json.dumps({"rows": rows}))
 
 
