@@ -115,14 +115,14 @@ print("BENCH", usage.ru_maxrss, file=sys.stderr)
 """
 
 
-def lint_run(path: Path, extra: list[str]) -> tuple[float, float, float]:
+def lint_run(argv: list[str]) -> tuple[float, float, float]:
     """Wall time and CPU time (user + system) of one ``coreml-lint`` process, start-up
     included, and its peak RSS in MB. On a loaded machine the CPU time is the steadier
     figure; on an idle one the two agree."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     done = subprocess.run(
-        [sys.executable, "-c", _CHILD, str(path), *extra],
+        [sys.executable, "-c", _CHILD, *argv],
         capture_output=True,
         text=True,
         check=False,
@@ -133,7 +133,7 @@ def lint_run(path: Path, extra: list[str]) -> tuple[float, float, float]:
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     line = [ln for ln in done.stderr.splitlines() if ln.startswith("BENCH ")]
     if not line:
-        raise RuntimeError(f"coreml-lint failed on {path}:\n{done.stderr[-2000:]}")
+        raise RuntimeError(f"coreml-lint {argv} failed:\n{done.stderr[-2000:]}")
     return wall, cpu, int(line[-1].split()[1]) / 1024
 
 
@@ -235,15 +235,17 @@ def main() -> None:
     args = parser.parse_args()
 
     rows = []
+    startup = statistics.median(lint_run(["--version"])[1] for _ in range(args.repeat))
+    print(f"start-up (coreml-lint --version): cpu {startup:.2f} s")
     print(
         "program            call nodes  +placeholders  partitions   wall s    cpu s  "
-        "peak RSS MB  cpu us/node"
+        "peak RSS MB  cpu us/node  (without start-up)"
     )
     for blocks in args.blocks:
         for flavour in args.flavours:
             path = program_path(blocks, flavour)
             nodes, placeholders, partitions = graph_counts(path)
-            runs = [lint_run(path, args.lint_args.split()) for _ in range(args.repeat)]
+            runs = [lint_run([str(path), *args.lint_args.split()]) for _ in range(args.repeat)]
             wall = statistics.median(r[0] for r in runs)
             cpu = statistics.median(r[1] for r in runs)
             rss = max(r[2] for r in runs)
@@ -251,7 +253,8 @@ def main() -> None:
             rows.append((blocks, flavour, nodes, total, partitions, wall, cpu, rss))
             print(
                 f"{blocks:4d} blocks {flavour:5s} {nodes:10d} {total:14d} {partitions:11d} "
-                f"{wall:8.2f} {cpu:8.2f} {rss:12.0f} {cpu / total * 1e6:12.1f}",
+                f"{wall:8.2f} {cpu:8.2f} {rss:12.0f} {cpu / total * 1e6:12.1f}"
+                f"  {(cpu - startup) / total * 1e6:8.1f}",
                 flush=True,
             )
     if args.stock:
