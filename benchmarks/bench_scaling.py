@@ -172,14 +172,14 @@ def source_tree(files: int, fixes: int) -> Path:
 
 
 def timed_process(args: list[str]) -> tuple[float, float, str]:
-    """Wall and CPU time of one child process, and its standard output."""
+    """Wall and CPU time of one child process, and what it printed (both streams)."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     done = subprocess.run(args, capture_output=True, text=True, check=False, cwd=ROOT)
     wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return wall, cpu, done.stdout
+    return wall, cpu, done.stdout + done.stderr
 
 
 def source_bench(files: int, fixes: int) -> None:
