@@ -5,7 +5,7 @@ Run by hand (needs torch; ``--stock`` also needs executorch and coremltools):
     PYTHONPATH=$PWD .venv/bin/python benchmarks/bench_scaling.py [--stock] [--blocks 48 192 768]
 
 It builds a pre-norm transformer block repeated N times (tiny dims) in two flavours and
-caches each exported program under ``benchmarks/.cache/`` (``*.pt2`` is git-ignored):
+caches each exported program under ``benchmarks/.cache/`` (which git ignores):
 ``clean``, which Core ML takes whole, and ``split``, where every block also takes the
 ``argmax`` of its flattened output (``dim=None``, which executorch 1.5.1 refuses for
 Core ML) and adds it back, so the partitioner has to cut the graph once per block.
@@ -75,13 +75,21 @@ def build_model(blocks: int, split: bool):
     return Stack().eval(), (torch.randn(1, TOKENS, DIM),)
 
 
+def cache_dir() -> Path:
+    """``benchmarks/.cache``, which ignores itself in git (programs and generated sources)."""
+    CACHE.mkdir(parents=True, exist_ok=True)
+    marker = CACHE / ".gitignore"
+    if not marker.exists():
+        marker.write_text("*\n")
+    return CACHE
+
+
 def program_path(blocks: int, flavour: str) -> Path:
     """The cached exported program, built on first use."""
-    path = CACHE / f"blocks{blocks}-{flavour}.pt2"
+    path = cache_dir() / f"blocks{blocks}-{flavour}.pt2"
     if not path.exists():
         import torch
 
-        CACHE.mkdir(parents=True, exist_ok=True)
         torch.manual_seed(0)
         model, inputs = build_model(blocks, flavour == "split")
         with torch.no_grad():
@@ -159,7 +167,7 @@ def stock_partition_time(path: Path) -> tuple[float, float, int]:
 def source_tree(files: int, fixes: int) -> Path:
     """``files`` modules with ``fixes`` lines each that CML301's safe fix rewrites
     (``torch.full((2,), 3)`` gains ``dtype=torch.int64``), generated once."""
-    root = CACHE / f"source-{files}x{fixes}"
+    root = cache_dir() / f"source-{files}x{fixes}"
     if not root.exists():
         tmp = root.with_name(root.name + "-partial")
         tmp.mkdir(parents=True, exist_ok=True)
