@@ -37,92 +37,98 @@ def torch_transcription(users: list[list[int]], supported: list[bool], placehold
     fx node ``k`` is a placeholder for ``k < placeholders``, then the nodes, then the output
     node, which reads every node nothing else reads. No getitem nodes, so the getitem pass
     has nothing to do; ``allows_single_node_partition=True`` as executorch passes it."""
-    n = len(users)
-    total = placeholders + n + 1
-    fx_users: list[list[int]] = [[] for _ in range(total)]
-    for i, out in enumerate(users):
-        fx_users[placeholders + i] = [placeholders + u for u in out] or [total - 1]
-    fx_supported = [False] * placeholders + list(supported) + [False]
-    downstreams: list[set[int]] = [set() for _ in range(total)]  # _DependencyViewer
-    for node in reversed(range(total)):
-        for user in fx_users[node]:
-            downstreams[node].add(user)
-            downstreams[node].update(downstreams[user])
+    return _Transcription(users, supported, placeholders).propose()
 
-    partition_map: dict[int, set[int]] = {}
-    assignment: dict[int, int] = {}
-    partitions: dict[int, dict[int, None]] = {}
-    partitions_order: dict[int, int] = {}
-    partition_users: dict[int, set[int]] = {}
-    new_partition_id = itertools.count()
 
-    def downstream_partitions(user_nodes, source_ids) -> set[int]:
+class _Transcription:
+    """torch's local variables and closures, as attributes and methods of the same names."""
+
+    def __init__(self, users: list[list[int]], supported: list[bool], placeholders: int):
+        n = len(users)
+        self.placeholders = placeholders
+        self.total = placeholders + n + 1
+        self.fx_users: list[list[int]] = [[] for _ in range(self.total)]
+        for i, out in enumerate(users):
+            self.fx_users[placeholders + i] = [placeholders + u for u in out] or [self.total - 1]
+        self.fx_supported = [False] * placeholders + list(supported) + [False]
+        self.downstreams: list[set[int]] = [set() for _ in range(self.total)]  # DependencyViewer
+        for node in reversed(range(self.total)):
+            for user in self.fx_users[node]:
+                self.downstreams[node].add(user)
+                self.downstreams[node].update(self.downstreams[user])
+        self.partition_map: dict[int, set[int]] = {}
+        self.assignment: dict[int, int] = {}
+        self.partitions: dict[int, dict[int, None]] = {}
+        self.partitions_order: dict[int, int] = {}
+        self.partition_users: dict[int, set[int]] = {}
+        self.new_partition_id = itertools.count()
+
+    def downstream_partitions(self, user_nodes, source_ids) -> set[int]:
         found: set[int] = set()
         for user in user_nodes:
-            for path_node in itertools.chain((user,), downstreams[user]):
-                target = assignment.get(path_node)
+            for path_node in itertools.chain((user,), self.downstreams[user]):
+                target = self.assignment.get(path_node)
                 if target is None:
                     continue
                 found.add(target)
-                found.update(partition_map[target])
+                found.update(self.partition_map[target])
         return found - set(source_ids)
 
-    def creates_cycle(self_id: int, other_id: int, all_user_nodes: set[int]) -> bool:
-        self_nodes, other_nodes = partitions[self_id], partitions[other_id]
+    def dfs_iter_find_cycle(self, self_id: int, other_id: int, all_user_nodes) -> bool:
+        self_nodes, other_nodes = self.partitions[self_id], self.partitions[other_id]
         for user in all_user_nodes:
-            for path_node in itertools.chain((user,), downstreams[user]):
+            for path_node in itertools.chain((user,), self.downstreams[user]):
                 if path_node in self_nodes or path_node in other_nodes:
                     return True
-                if path_node in assignment:
-                    p_map = partition_map[assignment[path_node]]
+                if path_node in self.assignment:
+                    p_map = self.partition_map[self.assignment[path_node]]
                     if self_id in p_map or other_id in p_map:
                         return True
         return False
 
-    def maybe_merge(self_id: int, other_id: int) -> int:
-        self_nodes, other_nodes = partitions[self_id], partitions[other_id]
-        all_user_nodes = partition_users[self_id] | partition_users[other_id]
+    def maybe_merge_partition(self, self_id: int, other_id: int) -> int:
+        self_nodes, other_nodes = self.partitions[self_id], self.partitions[other_id]
+        all_user_nodes = self.partition_users[self_id] | self.partition_users[other_id]
         all_user_nodes.difference_update(other_nodes, self_nodes)
-        if creates_cycle(self_id, other_id, all_user_nodes):
+        if self.dfs_iter_find_cycle(self_id, other_id, all_user_nodes):
             return self_id
         merge_id, removed_id = self_id, other_id
         if len(self_nodes) < len(other_nodes):
             merge_id, removed_id = removed_id, merge_id
-        partitions[merge_id].update(partitions[removed_id])
-        for node in partitions.pop(removed_id):
-            assignment[node] = merge_id
-        partitions_order[merge_id] = min(
-            partitions_order[merge_id], partitions_order.pop(removed_id)
-        )
-        partition_map[merge_id] = partition_map[merge_id] | partition_map.pop(removed_id)
-        partition_users[merge_id] = all_user_nodes
-        del partition_users[removed_id]
-        partition_map[merge_id].update(
-            downstream_partitions(all_user_nodes, (merge_id, removed_id))
-        )
-        partition_map[merge_id].discard(merge_id)
-        partition_map[merge_id].discard(removed_id)
+        self.partitions[merge_id].update(self.partitions[removed_id])
+        for node in self.partitions.pop(removed_id):
+            self.assignment[node] = merge_id
+        order = self.partitions_order
+        order[merge_id] = min(order[merge_id], order.pop(removed_id))
+        p_map = self.partition_map
+        p_map[merge_id] = p_map[merge_id] | p_map.pop(removed_id)
+        self.partition_users[merge_id] = all_user_nodes
+        del self.partition_users[removed_id]
+        p_map[merge_id].update(self.downstream_partitions(all_user_nodes, (merge_id, removed_id)))
+        p_map[merge_id].discard(merge_id)
+        p_map[merge_id].discard(removed_id)
         return merge_id
 
-    for node in reversed(range(total)):
-        candidates: dict[int, None] = {}
-        if fx_supported[node]:
-            pid = next(new_partition_id)
-            partitions_order[pid] = pid
-            assignment[node] = pid
-            partitions[pid] = {node: None}
-            partition_users[pid] = set(fx_users[node])
-            partition_map[pid] = downstream_partitions(fx_users[node], (pid,))
-            candidates[pid] = None
-        for pid, _ in sorted(partitions_order.items(), key=lambda item: item[1]):
-            candidates[pid] = None
-        ordered = list(candidates)
-        if len(ordered) > 1:
-            self_id = ordered[0]
-            for other_id in ordered[1:]:
-                self_id = maybe_merge(self_id, other_id)
-    found = [sorted(k - placeholders for k in nodes) for nodes in partitions.values()]
-    return sorted(found)
+    def propose(self) -> list[list[int]]:
+        for node in reversed(range(self.total)):
+            merge_candidates: dict[int, None] = {}
+            if self.fx_supported[node]:
+                pid = next(self.new_partition_id)
+                self.partitions_order[pid] = pid
+                self.assignment[node] = pid
+                self.partitions[pid] = {node: None}
+                self.partition_users[pid] = set(self.fx_users[node])
+                self.partition_map[pid] = self.downstream_partitions(self.fx_users[node], (pid,))
+                merge_candidates[pid] = None
+            for pid, _ in sorted(self.partitions_order.items(), key=lambda item: item[1]):
+                merge_candidates[pid] = None
+            candidates = list(merge_candidates)
+            if len(candidates) > 1:
+                self_id = candidates[0]
+                for other_id in candidates[1:]:
+                    self_id = self.maybe_merge_partition(self_id, other_id)
+        found = [sorted(k - self.placeholders for k in p) for p in self.partitions.values()]
+        return sorted(found)
 
 
 def fast(users: list[list[int]], supported: list[bool], placeholders: int) -> list[list[int]]:
