@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from coreml_lint.program.gcpause import gc_paused
 from coreml_lint.program.graph import DType, Graph, Node, OutputSpec, TensorInfo, TensorRef
 from coreml_lint.program.optable import OpTable, load_optable
 
@@ -54,7 +55,8 @@ _DROPOUTS = {"aten.dropout.default", "aten.feature_dropout.default", "aten.alpha
 
 def canonicalize(graph: Graph, table: OpTable | None = None) -> Graph:
     """A new graph in functional ATen form; the input graph is not changed."""
-    return _Canonicalizer(graph, table or load_optable()).run()
+    with gc_paused():
+        return _Canonicalizer(graph, table or load_optable()).run()
 
 
 def _is_inplace(node: Node) -> bool:
@@ -89,21 +91,23 @@ class _Canonicalizer:
         return self.current.get(self.alias_of.get(name, name), name)
 
     def _map_args(self, value: Any) -> Any:
+        """``value`` with every tensor name resolved; the same object when none changes."""
         if isinstance(value, TensorRef):
-            return TensorRef(self.resolve(value.name))
+            name = self.resolve(value.name)
+            return value if name == value.name else TensorRef(name)
         if isinstance(value, list):
-            return [self._map_args(v) for v in value]
+            mapped = [self._map_args(v) for v in value]
+            return value if all(a is b for a, b in zip(mapped, value, strict=True)) else mapped
         return value
 
     def run(self) -> Graph:
         for node in self.graph.nodes:
             if node.target in _ASSERTION_OPS:
                 continue
-            node = replace(
-                node,
-                args=self._map_args(node.args),
-                kwargs={k: self._map_args(v) for k, v in node.kwargs.items()},
-            )
+            args = self._map_args(node.args)
+            kwargs = {k: self._map_args(v) for k, v in node.kwargs.items()}
+            if args is not node.args or any(kwargs[k] is not v for k, v in node.kwargs.items()):
+                node = node.replaced(args=args, kwargs=kwargs)
             if node.target in _IDENTITIES:
                 self._identity(node)
             elif node.target in _DROPOUTS and node.arg(2, "train") is False:
@@ -185,9 +189,10 @@ class _Canonicalizer:
     def _emit(self, node: Node, **changes: Any) -> Node:
         if changes.get("target") and changes["target"] != node.target:
             changes.setdefault("origin", node.target)
-        new = replace(node, **changes)
-        self.nodes.append(new)
-        return new
+        if any(getattr(node, key) is not value for key, value in changes.items()):
+            node = node.replaced(**changes)
+        self.nodes.append(node)  # nodes are never edited in place, so one may be shared
+        return node
 
     def _identity(self, node: Node) -> None:
         inputs = node.tensor_inputs()
@@ -261,8 +266,7 @@ class _Canonicalizer:
         if not swap:
             return mutation_outputs, kept
         self.nodes = [
-            replace(
-                node,
+            node.replaced(
                 args=_swap_refs(node.args, swap),
                 kwargs={k: _swap_refs(v, swap) for k, v in node.kwargs.items()},
             )

@@ -7,11 +7,29 @@ from and the pre-commit hook's venv (no torch, no coremltools) can run them.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 FLOAT_DTYPES = frozenset({"float16", "float32", "float64", "bfloat16"})
 EIGHT_BIT_DTYPES = frozenset({"uint8", "int8"})
+
+
+class _computed_once:
+    """``functools.cached_property`` without its per-access lock (Python 3.11 takes one on
+    every read, a third of canonicalisation's time). The value is stored in the
+    instance's ``__dict__``, where later reads find it without calling anything."""
+
+    def __init__(self, func: Callable[[Any], Any]) -> None:
+        self.func = func
+        self.name = func.__name__
+        self.__doc__ = func.__doc__
+
+    def __get__(self, instance: Any, owner: type | None = None) -> Any:
+        if instance is None:
+            return self
+        value = instance.__dict__[self.name] = self.func(instance)
+        return value
 
 
 @dataclass(frozen=True)
@@ -76,34 +94,54 @@ class Node:
     # The saved-graph node this one came from, when canonicalisation renamed it.
     origin: str | None = None
 
-    @property
+    # The tensor names the arguments read, worked out once (``tensor_inputs``): rules,
+    # placement and canonicalisation ask for them over and over. Nodes are never edited
+    # in place (``dataclasses.replace`` makes a new one, which starts without it).
+    _refs: tuple[str, ...] | None = field(default=None, init=False, repr=False, compare=False)
+
+    @_computed_once
     def namespace(self) -> str:
         return self.target.split(".", 1)[0]
 
-    @property
+    @_computed_once
     def aten_name(self) -> str:
         """The name the partitioner sees in the ATen graph (``OpOverload.__name__``): the op
         and overload without the namespace, ``add.Tensor``."""
         parts = self.target.split(".")
         return ".".join(parts[1:]) if len(parts) >= 3 else self.target
 
-    @property
+    @_computed_once
     def op_base(self) -> str:
         """``aten.add.Tensor`` -> ``add``."""
         parts = self.target.split(".")
         return parts[1] if len(parts) > 2 else parts[-1]
 
     def tensor_inputs(self) -> list[str]:
-        names: list[str] = []
-        for value in [*self.args, *self.kwargs.values()]:
-            _collect_refs(value, names)
-        return names
+        refs = self._refs
+        if refs is None:
+            names: list[str] = []
+            for value in self.args:
+                _collect_refs(value, names)
+            for value in self.kwargs.values():
+                _collect_refs(value, names)
+            refs = self._refs = tuple(names)
+        return list(refs)
+
+    def replaced(self, **changes: Any) -> Node:
+        """``dataclasses.replace(self, **changes)`` without its per-call introspection
+        (canonicalisation makes one per node)."""
+        values = {name: getattr(self, name) for name in _NODE_FIELDS}
+        values.update(changes)
+        return Node(**values)
 
     def arg(self, index: int, keyword: str, default: Any = None) -> Any:
         """An argument by position or keyword, whichever export used."""
         if index < len(self.args):
             return self.args[index]
         return self.kwargs.get(keyword, default)
+
+
+_NODE_FIELDS = tuple(f.name for f in fields(Node) if f.init)
 
 
 def _collect_refs(value: Any, into: list[str]) -> None:
@@ -152,7 +190,11 @@ class Graph:
         users: dict[str, list[Node]] = {}
         for node in self.nodes:
             for name in dict.fromkeys(node.tensor_inputs()):
-                users.setdefault(name, []).append(node)
+                entry = users.get(name)
+                if entry is None:
+                    users[name] = [node]
+                else:
+                    entry.append(node)
         return users
 
     def dtype(self, name: str) -> str | None:

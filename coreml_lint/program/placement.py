@@ -25,8 +25,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from coreml_lint.core.settings import PartitionerSettings
+from coreml_lint.program.gcpause import gc_paused
 from coreml_lint.program.graph import Graph, Node
 from coreml_lint.program.optable import OpTable, load_optable
+from coreml_lint.program.partitioning import propose_partitions
 
 COREML = "coreml"
 CPU = "cpu"
@@ -165,6 +167,19 @@ def predict_placement(
     """Place every node of a canonical graph on Core ML or the CPU, then partition."""
     settings = settings or PartitionerSettings()
     table = table or load_optable()
+    with gc_paused():
+        return _predict(graph, settings, table)
+
+
+def _predict(graph: Graph, settings: PartitionerSettings, table: OpTable) -> Placement:
+    converters: dict[str, bool] = {}
+
+    def has_converter(name: str) -> bool:
+        known = converters.get(name)
+        if known is None:
+            known = converters[name] = table.coreml_has_converter(name)
+        return known
+
     skip = set(settings.skip_ops_for_coreml_delegation)
     skip_matches: dict[str, dict[str, list[str]]] = {
         entry: {"aten": [], "edge": []} for entry in settings.skip_ops_for_coreml_delegation
@@ -180,7 +195,7 @@ def predict_placement(
             skip_matches[aten_key]["aten"].append(node.name)
         aten_supported = (
             not aten_skipped
-            and table.coreml_has_converter(aten_name)
+            and has_converter(aten_name)
             and _override_reason(node, aten_name) is None
         )
         kept_whole = (
@@ -209,7 +224,7 @@ def predict_placement(
         if edge_key in skip:
             skip_matches[edge_key]["edge"].append(node.name)
             where, reason = CPU, f"skip_ops_for_coreml_delegation has {edge_key!r}"
-        elif not table.coreml_has_converter(edge):
+        elif not has_converter(edge):
             where, reason = CPU, "coremltools 9.0 has no converter for it"
         elif (why := _override_reason(node, aten_name)) is not None:
             where, reason = CPU, why
@@ -224,118 +239,58 @@ def predict_placement(
 
 
 def _partition(graph: Graph, placements: dict[str, NodePlacement]) -> list[Partition]:
-    """Group Core ML nodes the way torch's CapabilityBasedPartitioner does.
-
-    It walks the nodes in reverse topological order, opens a partition for each supported
-    node and greedily merges every pair of partitions whose union would not form a cycle
-    (horizontal fusion is on). A union forms a cycle when some node or partition outside
-    it is both reachable from it and reaches it; we test that with reachability bitsets.
-    """
+    """Group Core ML nodes the way torch's CapabilityBasedPartitioner does
+    (``partitioning.propose_partitions``); partitions are numbered by their first node."""
     nodes = graph.nodes
-    index = {n.name: i for i, n in enumerate(nodes)}
-    producer = {out: index[n.name] for n in nodes for out in n.outputs}
-    preds: list[set[int]] = [set() for _ in nodes]
+    producer = {out: i for i, n in enumerate(nodes) for out in n.outputs}
+    users: list[list[int]] = [[] for _ in nodes]
     for i, node in enumerate(nodes):
-        for name in node.tensor_inputs():
-            if name in producer:
-                preds[i].add(producer[name])
-    anc = [0] * len(nodes)
-    for i in range(len(nodes)):
-        acc = 0
-        for p in preds[i]:
-            acc |= anc[p] | (1 << p)
-        anc[i] = acc
-    succs: list[list[int]] = [[] for _ in nodes]
-    for i, ps in enumerate(preds):
-        for p in ps:
-            succs[p].append(i)
-    desc = [0] * len(nodes)
-    for i in reversed(range(len(nodes))):
-        acc = 0
-        for s in succs[i]:
-            acc |= desc[s] | (1 << s)
-        desc[i] = acc
-
-    members: dict[int, int] = {}  # partition id -> bitset of nodes
-    p_anc: dict[int, int] = {}
-    p_desc: dict[int, int] = {}
-    order: dict[int, int] = {}
-    next_id = 0
-
-    def cycle(a: int, b: int) -> bool:
-        union = members[a] | members[b]
-        down, up = p_desc[a] | p_desc[b], p_anc[a] | p_anc[b]
-        if down & up & ~union:
-            return True
-        return any(
-            (down & bits) and (up & bits) for pid, bits in members.items() if pid not in (a, b)
-        )
-
-    for position, i in enumerate(reversed(range(len(nodes)))):
-        if placements[nodes[i].name].where != COREML:
-            continue
-        pid = next_id
-        next_id += 1
-        members[pid], p_anc[pid], p_desc[pid], order[pid] = 1 << i, anc[i], desc[i], position
-        candidates = sorted(members, key=order.__getitem__)
-        current = candidates[0]
-        for other in candidates[1:]:
-            if other not in members or current == other or cycle(current, other):
-                continue
-            keep, drop = (current, other)
-            if members[keep].bit_count() < members[drop].bit_count():
-                keep, drop = drop, keep
-            members[keep] |= members.pop(drop)
-            p_anc[keep] |= p_anc.pop(drop)
-            p_desc[keep] |= p_desc.pop(drop)
-            order[keep] = min(order[keep], order.pop(drop))
-            current = keep
-
+        for j in {producer[name] for name in node.tensor_inputs() if name in producer}:
+            users[j].append(i)
+    supported = [placements[n.name].where == COREML for n in nodes]
     partitions = []
-    for new_id, pid in enumerate(
-        sorted(members, key=lambda p: (members[p] & -members[p]).bit_length())
-    ):
-        bits = members[pid]
-        part_nodes = [nodes[i] for i in range(len(nodes)) if bits >> i & 1]
+    for pid, members in enumerate(propose_partitions(users, supported, len(graph.inputs))):
+        part_nodes = [nodes[i] for i in members]
         for node in part_nodes:
-            placements[node.name].partition = new_id
-        partitions.append(Partition(new_id, part_nodes))
+            placements[node.name].partition = pid
+        partitions.append(Partition(pid, part_nodes))
     return partitions
 
 
 def _describe_boundaries(placement: Placement) -> None:
-    """Fill each partition's inputs, owned constants, states and outputs."""
+    """Fill each partition's inputs, owned constants, states and outputs (each in node
+    order, then argument order), in one pass over the nodes."""
     graph, settings = placement.graph, placement.settings
     kinds = {spec.name: spec.kind for spec in graph.inputs}
     mutated_buffers = _mutated_buffer_inputs(graph)
-    graph_outputs = {o.name for o in graph.outputs if o.name}
-    producer_partition: dict[str, int | None] = {}
-    for p in placement.nodes.values():
-        for out in p.node.outputs:
-            producer_partition[out] = p.partition
-    users = graph.users()
+    owner: dict[str, int | None] = {}  # value -> partition of the node that makes it
+    leaves: set[str] = set()  # values read outside the partition that makes them
+    seen: set[tuple[int, str]] = set()
+    for node in graph.nodes:
+        pid = placement.nodes[node.name].partition
+        for name in node.tensor_inputs():
+            made_in = owner.get(name, -1)
+            if made_in == pid:
+                continue
+            if made_in is not None and made_in >= 0:
+                leaves.add(name)
+            if pid is None or (pid, name) in seen:
+                continue
+            seen.add((pid, name))
+            part = placement.partitions[pid]
+            if name in mutated_buffers and settings.take_over_mutable_buffer:
+                part.states.append(name)
+            elif kinds.get(name) in ("parameter", "buffer", "constant") and (
+                name not in mutated_buffers
+            ):
+                (part.constants if settings.take_over_constant_data else part.inputs).append(name)
+            else:
+                part.inputs.append(name)
+        for out in node.outputs:
+            owner[out] = pid
+    leaves.update(o.name for o in graph.outputs if o.name)
     for part in placement.partitions:
-        seen: set[str] = set()
-        for node in part.nodes:
-            for name in node.tensor_inputs():
-                if name in seen or producer_partition.get(name, -1) == part.id:
-                    continue
-                seen.add(name)
-                kind = kinds.get(name)
-                if name in mutated_buffers and settings.take_over_mutable_buffer:
-                    part.states.append(name)
-                elif kind in ("parameter", "buffer", "constant") and name not in mutated_buffers:
-                    (part.constants if settings.take_over_constant_data else part.inputs).append(
-                        name
-                    )
-                else:
-                    part.inputs.append(name)
-            for out in node.outputs:
-                outside = any(
-                    placement.nodes[u.name].partition != part.id for u in users.get(out, [])
-                )
-                if outside or out in graph_outputs:
-                    part.outputs.append(out)
+        part.outputs.extend(out for node in part.nodes for out in node.outputs if out in leaves)
 
 
 def _mutated_buffer_inputs(graph: Graph) -> set[str]:

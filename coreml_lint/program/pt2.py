@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from coreml_lint.core.errors import InputError
+from coreml_lint.program.gcpause import gc_paused
 from coreml_lint.program.graph import (
     DType,
     Graph,
@@ -95,9 +96,11 @@ def read_pt2_stream(stream: IO[bytes], label: str) -> list[Graph]:
             if info.filename in seen:
                 raise InputError(f"{label}: duplicated archive member {info.filename!r}")
             seen.add(info.filename)
-            document = _load_json(archive, info, label)
             method = info.filename.rsplit("/", 1)[-1][: -len(".json")]
-            graphs.append(graph_from_document(document, label, method))
+            with gc_paused():
+                document = _load_json(archive, info, label)
+                graphs.append(graph_from_document(document, label, method))
+                del document
         return graphs
 
 
@@ -183,16 +186,22 @@ class _GraphBuilder:
         )
 
     def _tensor_info(self, meta: dict[str, Any]) -> TensorInfo:
-        dtype = SCALAR_TYPES.get(meta["dtype"], f"scalar_type_{meta['dtype']}")
+        dtype = SCALAR_TYPES.get(meta["dtype"])
+        if dtype is None:
+            dtype = f"scalar_type_{meta['dtype']}"
         strides = meta.get("strides")
         return TensorInfo(
-            dtype=dtype,
-            shape=self._sym_ints(meta["sizes"]),
-            strides=self._sym_ints(strides) if isinstance(strides, list) else None,
+            dtype,
+            self._sym_ints(meta["sizes"]),
+            self._sym_ints(strides) if isinstance(strides, list) else None,
         )
 
     @staticmethod
     def _sym_ints(values: list[Any]) -> tuple[int | str, ...]:
+        try:  # the common case: every size is a plain int
+            return tuple([int(value["as_int"]) for value in values])
+        except KeyError:
+            pass
         out: list[int | str] = []
         for value in values:
             if "as_int" in value:
