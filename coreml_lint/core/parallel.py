@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import signal
 from collections.abc import Callable, Sequence
@@ -29,6 +28,8 @@ def parallel_map(
     workers = min(os.cpu_count() or 1, max_workers)
     if len(items) < PARALLEL_THRESHOLD or workers < 2:
         return [func(item) for item in items]
+    import multiprocessing  # only when there is work for a pool (keeps start-up light)
+
     pool = multiprocessing.get_context("fork").Pool(workers, initializer=_ignore_sigint)
     try:
         chunk = max(1, min(8, len(items) // (workers * 8)))

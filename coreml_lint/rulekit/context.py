@@ -75,13 +75,35 @@ class ProgramContext:
     def on_coreml(self, node: Node) -> bool:
         return self.placement.on_coreml(node)
 
-    def coreml_nodes(self, *, include_decomposed: bool = False) -> Iterator[Node]:
+    def coreml_nodes(self, *, include_decomposed: bool = False) -> list[Node]:
         """Delegated nodes. A node torch decomposes first is not one (its pieces are),
         so op-specific rules skip it unless they ask for it."""
+        return self._delegated[1] if include_decomposed else self._delegated[0]
+
+    @cached_property
+    def _delegated(self) -> tuple[list[Node], list[Node]]:
+        """(delegated nodes, the same plus decomposed ones), listed once per graph."""
+        whole, every = [], []
         for node in self.graph.nodes:
             p = self.placement.nodes[node.name]
-            if p.where == COREML and (include_decomposed or not p.decomposed):
-                yield node
+            if p.where == COREML:
+                every.append(node)
+                if not p.decomposed:
+                    whole.append(node)
+        return whole, every
+
+    def readers_in(self, value: str, part: Any) -> list[Node]:
+        """The nodes of partition ``part`` that read ``value``."""
+        return [u for u in self.users.get(value, []) if self.placement.partition_of(u) is part]
+
+    @cached_property
+    def boundaries(self) -> dict[str, Any]:
+        """Value -> the first partition that receives or returns it."""
+        found: dict[str, Any] = {}
+        for part in self.placement.partitions:
+            for value in [*part.inputs, *part.outputs]:
+                found.setdefault(value, part)
+        return found
 
     def coreml_users_downstream(
         self,

@@ -45,7 +45,7 @@ class EightBitPartitionInput(Rule):
                 dtype = ctx.dtype(value)
                 if dtype not in EIGHT_BIT_DTYPES:
                     continue
-                readers = [u for u in ctx.users.get(value, []) if u in part.nodes]
+                readers = ctx.readers_in(value, part)
                 if not readers:
                     continue
                 origin = self._origin(ctx, value)

@@ -66,7 +66,7 @@ class EightBitConstant(Rule):
                 dtype = ctx.dtype(value)
                 if dtype not in EIGHT_BIT_DTYPES:
                     continue
-                readers = [u for u in ctx.users.get(value, []) if u in part.nodes]
+                readers = ctx.readers_in(value, part)
                 if not readers:
                     continue
                 spec = next(s for s in ctx.graph.inputs if s.name == value)

@@ -43,7 +43,7 @@ class Fp16InputBelowIOS16(Rule):
             for value in part.inputs:
                 if ctx.dtype(value) != "float16":
                     continue
-                readers = [u for u in ctx.users.get(value, []) if u in part.nodes]
+                readers = ctx.readers_in(value, part)
                 if not readers:
                     continue
                 yield ctx.finding(

@@ -53,12 +53,9 @@ class RankAboveFive(Rule):
                 continue
             offender = next((n for n in touching if n.op_base not in SHAPE_ONLY), None)
             crossing = None
-            if offender is None:
-                for part in ctx.placement.partitions:
-                    if value in part.inputs or value in part.outputs:
-                        crossing = part
-                        offender = touching[0]
-                        break
+            if offender is None and value in ctx.boundaries:
+                crossing = ctx.boundaries[value]
+                offender = touching[0]
             if offender is None or offender.name in reported:
                 continue
             reported.add(offender.name)
