@@ -55,3 +55,29 @@ def _placement_matches(case_id, lowered):
     predicted_cpu = {p.edge_name for p in report.placement.nodes.values() if p.where == "cpu"}
     assert len(report.placement.partitions) == lowered.delegate_calls
     assert predicted_cpu == set(lowered.edge_cpu_ops)
+
+
+@pytest.mark.parametrize("case_id", [c for c in CASE_IDS if BY_ID[c].expect])
+def test_advice_that_leaves_nothing_lowers(case_id):
+    """A promise checked end to end: when the combined advice claims to avoid every error,
+    the stock lowering with exactly those settings reaches a .pte."""
+    from conftest import exported, settings_of
+    from oracle import lower
+
+    from coreml_lint import lint_program
+    from coreml_lint.core.config import LintConfig
+
+    advice = lint_program(exported(case_id), LintConfig(partitioner=settings_of(case_id))).advice
+    if advice is None or advice.after:
+        return  # no advice, or advice that says what it leaves: nothing promised to lower
+    assert not advice.introduces and not advice.leaves
+    s = advice.settings
+    lowered = lower(
+        exported(case_id),
+        ios=s.minimum_deployment_target if s.minimum_deployment_target != 15 else None,
+        skip=list(s.skip_ops_for_coreml_delegation) or None,
+        take_over_mutable_buffer=s.take_over_mutable_buffer,
+        take_over_constant_data=s.take_over_constant_data,
+        lower_full_graph=s.lower_full_graph,
+    )
+    assert lowered.ok, f"advice {advice.code} claimed to avoid every error: {lowered.message}"

@@ -142,12 +142,18 @@ class SafeCoreMLPartitioner(CoreMLPartitioner):
         )
 
     def _return_buffers(self, program: Any) -> None:
-        """Untag the mutable buffers Core ML state must not own."""
+        """Untag the mutable buffers Core ML state must not own. ExecuTorch then writes
+        them with an in-place copy, which a value that requires grad refuses, so the
+        returned buffer's recorded value stops requiring grad (nothing it computes
+        changes)."""
         for node in program.graph.nodes:
             if node.op != "placeholder" or "delegation_tag" not in node.meta:
                 continue
             if self.plan.buffer_to_return(node, program) is not None:
                 del node.meta["delegation_tag"]
+                value = node.meta.get("val")
+                if isinstance(value, torch.Tensor) and value.requires_grad:
+                    node.meta["val"] = value.detach()
 
     def ops_to_not_decompose(self, ep: Any) -> tuple[list[Any], Any]:
         """The stock list, less every op type a refused node, or a node a rule wants

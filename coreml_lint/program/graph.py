@@ -66,6 +66,8 @@ class TensorInfo:
     dtype: str
     shape: tuple[int | str, ...]
     strides: tuple[int | str, ...] | None = None
+    requires_grad: bool = False  # as export recorded it (a buffer written from parameters
+    # that require grad inherits it when the program is exported outside torch.no_grad())
 
     @property
     def rank(self) -> int:

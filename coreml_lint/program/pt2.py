@@ -194,6 +194,7 @@ class _GraphBuilder:
             dtype,
             self._sym_ints(meta["sizes"]),
             self._sym_ints(strides) if isinstance(strides, list) else None,
+            meta.get("requires_grad") is True,
         )
 
     @staticmethod

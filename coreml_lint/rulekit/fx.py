@@ -93,3 +93,19 @@ def mutable_buffer_readers(node: torch.fx.Node, program: Any) -> list[torch.fx.N
     return list(node.users) + [
         user for n in program.graph.nodes if n.name in written for user in n.users
     ]
+
+
+def stop_requiring_grad(ep: ExportedProgram) -> list[str]:
+    """Clear ``requires_grad`` on the program's placeholders (their recorded values) and on
+    its parameters, as a ``torch.no_grad()`` export would have left them: a buffer that
+    ExecuTorch writes with ``copy_`` must not require grad. Returns the names changed."""
+    changed = []
+    for node in ep.graph.nodes:
+        fake = val(node)
+        if node.op == "placeholder" and isinstance(fake, torch.Tensor) and fake.requires_grad:
+            node.meta["val"] = fake.detach()
+            changed.append(node.name)
+    for tensor in ep.state_dict.values():
+        if isinstance(tensor, torch.Tensor) and tensor.requires_grad:
+            tensor.requires_grad_(False)
+    return changed

@@ -54,9 +54,18 @@ class StateBelowIOS18(Rule):
                 "becomes Core ML state: lowering fails with `ValueError: State model is "
                 "supported only >= iOS18`",
                 fix="set take_over_mutable_buffer=False, or target iOS18",
-                partitioner={"take_over_mutable_buffer": False},
+                partitioner=self._advice(ctx, buf),
                 buffer=buf.target,
             )
+
+    @staticmethod
+    def _advice(ctx: ProgramContext, buf: Any) -> dict[str, Any]:
+        """Keep the buffer with ExecuTorch; unless it requires grad, which ExecuTorch's
+        write refuses (CML204): then iOS18, where it can be Core ML state."""
+        info = ctx.graph.tensors.get(buf.placeholder)
+        if info is not None and info.requires_grad:
+            return {"minimum_deployment_target": 18}
+        return {"take_over_mutable_buffer": False}
 
     def adjust_settings(self, settings: PartitionerSettings) -> PartitionerSettings:
         """No state below iOS18: ExecuTorch keeps the mutable buffers."""
