@@ -188,3 +188,71 @@ def test_installed_console_script(write_case):
         check=False,
     )
     assert result.returncode == 1 and "CML305" in result.stdout
+
+
+def test_statistics_lists_each_rule_once(capsys, tmp_path):
+    """CML301 can be an error on one line and a warning on another: still one line."""
+    source = tmp_path / "fills.py"
+    source.write_text("import torch\n\na = torch.full((2,), 3)\nb = torch.full((2,), 3001)\n")
+    code, out, _ = run(capsys, str(source), "--statistics")
+    assert code == 1
+    (line,) = [line for line in out.splitlines() if "CML301" in line]
+    assert line.split()[0] == "2" and "error 1" in line and "warning 1" in line
+
+
+def test_fix_hints_say_what_is_true(capsys, tmp_path):
+    source = tmp_path / "m.py"
+    source.write_text("import torch\n\na = torch.full((2,), 3001)\n")
+    _, out, _ = run(capsys, str(source))
+    assert "1 fixable with --fix" in out and "--unsafe-fixes" not in out
+    source.write_text(
+        "import torch\nimport torch.nn.functional as F\n\ny = F.gelu(x, approximate='tanh')\n"
+    )
+    _, out, _ = run(capsys, str(source))
+    assert "1 more with --unsafe-fixes" in out and "fixable with --fix" not in out
+    _, out, _ = run(capsys, str(source), "--fix")
+    assert "1 left need --unsafe-fixes" in out
+    code, out, _ = run(capsys, str(source), "--fix", "--unsafe-fixes")
+    assert code == 0 and "Fixed 1 finding(s) in 1 file(s)." in out
+
+
+def test_concise_output_has_no_advice_block(capsys, write_case):
+    program = write_case("gelu-tanh")
+    _, full, _ = run(capsys, str(program))
+    assert "partitioner settings that avoid" in full
+    _, concise, _ = run(capsys, str(program), "--output-format", "concise")
+    assert "partitioner settings" not in concise and "CoreMLPartitioner(" not in concise
+
+
+def test_json_carries_the_checkable_advice(capsys, write_case):
+    code, out, _ = run(capsys, str(write_case("state-default-target")), "--output-format", "json")
+    assert code == 1
+    (program,) = json.loads(out)["programs"]
+    advice = program["advice"]
+    assert advice["partitioner"]["take_over_mutable_buffer"] is False
+    assert advice["partitioner"]["minimum_deployment_target"] == 15
+    assert advice["avoids"] == ["CML201"] and advice["leaves"] == [] == advice["introduces"]
+
+
+@pytest.mark.oracle
+def test_check_advice_reports_the_real_outcome(capsys, write_case):
+    code, out, _ = run(capsys, str(write_case("state-default-target")), "--check-advice")
+    assert code == 1  # the findings are still findings
+    assert "checked with the stock lowering: lowers to a .pte" in out
+    _, out, _ = run(capsys, str(write_case("grad-buffer-default-target")), "--check-advice")
+    assert "checked with the stock lowering: lowers to a .pte" in out  # iOS18: state
+
+
+def test_lower_without_the_heavy_packages_says_what_to_install(capsys, monkeypatch, tmp_path):
+    import importlib.util as util
+
+    real = util.find_spec
+    monkeypatch.setattr(
+        util, "find_spec", lambda name, *a: None if name == "torch" else real(name, *a)
+    )
+    code, _, err = run(capsys, "lower", str(tmp_path / "x.pt2"), "-o", str(tmp_path / "x.pte"))
+    assert code == 2
+    assert err.strip() == (
+        "error: `coreml-lint lower` needs torch, executorch and coremltools (torch not "
+        'installed): pip install "coreml-lint[lower]"'
+    )
