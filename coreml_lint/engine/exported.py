@@ -23,7 +23,23 @@ def graph_of(exported_program: Any, label: str = "<ExportedProgram>") -> Graph:
     torch.export.save(exported_program, buffer)
     buffer.seek(0)
     (graph,) = read_pt2_stream(buffer, label)
+    _keep_leaf_grad(graph, exported_program)
     return graph
+
+
+def _keep_leaf_grad(graph: Graph, exported_program: Any) -> None:
+    """What matters to ExecuTorch's in-place buffer write is a *leaf* value that requires
+    grad (CML204). A saved archive records ``requires_grad`` but not leaf-ness, and every
+    value comes back from ``torch.export.load`` as a leaf; in memory, a strict (dynamo)
+    export's buffer values are not leaves and lower fine. So for the program in memory,
+    the flag is what the program really holds."""
+    import torch
+
+    for node in exported_program.graph.nodes:
+        value = node.meta.get("val")
+        info = graph.tensors.get(node.name)
+        if node.op == "placeholder" and info is not None and isinstance(value, torch.Tensor):
+            info.requires_grad = bool(value.requires_grad and value.is_leaf)
 
 
 def lint_exported_program(

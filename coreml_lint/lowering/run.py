@@ -69,15 +69,39 @@ def lower(
     report = LowerReport.start(first, settings)
     say("functionalizing (run_decompositions({}))")
     ep = exported_program.run_decompositions({})
-    ep = _apply_rewrites(ep, _fired(first), report, say)
-    say("linting the rewritten program")
-    second = lint_exported_program(ep, config)
+    ep, second = _rewrite_until_stable(ep, first, config, report, say)
     plan = LoweringPlan.for_rules([rule() for rule in _fired(second)], settings)
     models: list[Any] = []
     program, placed = _lower_with(ep, plan, models, compute_precision, compute_units, second, say)
     report.finish(second, plan, placed, mil_problems(models, exported_program))
     say("done")
     return LowerResult(program, report)
+
+
+MAX_REWRITE_ROUNDS = 3
+
+
+def _rewrite_until_stable(
+    ep: ExportedProgram, first: ProgramReport, config: LintConfig, report: Any, say: Progress
+) -> tuple[ExportedProgram, ProgramReport]:
+    """Apply the rewrites of the rules that fired, lint again, and repeat for rules a
+    rewrite made fire (a checked rewrite is a new program: a buffer that was no leaf in
+    memory is one after the save/load copy the check works on, for instance)."""
+    tried: set[str] = set()
+    latest = first
+    for _ in range(MAX_REWRITE_ROUNDS):
+        rules = [
+            r for r in _fired(latest) if r.code not in tried and "rewrite" in r.lowering_hooks()
+        ]
+        if not rules:
+            break
+        tried.update(r.code for r in rules)
+        ep = _apply_rewrites(ep, rules, report, say)
+        say("linting the rewritten program")
+        latest = lint_exported_program(ep, config)
+    if latest is first:  # nothing to rewrite: the functional program, linted as it is
+        latest = lint_exported_program(ep, config)
+    return ep, latest
 
 
 def _fired(report: ProgramReport) -> list[type[Rule]]:

@@ -66,8 +66,10 @@ class TensorInfo:
     dtype: str
     shape: tuple[int | str, ...]
     strides: tuple[int | str, ...] | None = None
-    requires_grad: bool = False  # as export recorded it (a buffer written from parameters
-    # that require grad inherits it when the program is exported outside torch.no_grad())
+    # A value that requires grad as a leaf (a buffer written from parameters that require
+    # grad inherits it when the program is exported outside torch.no_grad(); a saved
+    # archive's values are all leaves once loaded).
+    requires_grad: bool = False
 
     @property
     def rank(self) -> int:

@@ -104,7 +104,7 @@ def _():
 
 @case(
     "uint8-made-on-cpu",
-    expect={"CML101", "CML102"},
+    expect={"CML101"},
     settings={"skip": ["dim_order_ops._to_dim_order_copy.default"]},
     crash=r"KeyError: torch\.uint8",
 )

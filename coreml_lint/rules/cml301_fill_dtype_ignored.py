@@ -98,9 +98,9 @@ class FillDtypeIgnored(Rule):
                 outcome = Outcome.CRASH
             elif leaves:
                 message = (
-                    f"{why}: the partition returns it as float where the program declares "
-                    f"{dtype}, computed in fp16 (integers above 2048 are rounded: 3001 "
-                    "becomes 3000)"
+                    f"{why}: Core ML computes it in fp16 and the partition returns it as "
+                    f"float (the runtime converts it back to {dtype}), so integers above 2048 "
+                    "are rounded: 3001 becomes 3000"
                 )
                 outcome = Outcome.SILENT
             else:

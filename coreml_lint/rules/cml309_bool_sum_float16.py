@@ -7,8 +7,9 @@ What it does
 Why it breaks
     torch counts in int64. coremltools casts the bool tensor to float16 and runs
     ``reduce_sum`` in float16, whose integers are exact only up to 2048: a count of 3001
-    comes back as 3000 (and the partition returns it as float where the program declares
-    int64). Over 2048 elements or fewer every count is exact, so it is not flagged.
+    comes back as 3000 (the partition returns float, which ExecuTorch's runtime converts to
+    the program's int64 after the rounding). Over 2048 elements or fewer every count is
+    exact, so it is not flagged.
 
 Example
     ``n_valid = (tokens != pad_id).sum(dim=1)`` over a 4096-token sequence.
