@@ -9,8 +9,9 @@ What it does
 Why it breaks
     coremltools' handlers read only positional arguments, and export records ``dtype=`` as a keyword
     or not at all (docs/background.md#keyword-arguments): ``full`` falls back to fp32, ``zeros``
-    ignores its dtype, ``new_zeros`` always fills ``0.0``. Computed in fp16, 3001 becomes 3000.0 and
-    the partition returns fp32 where the program declares int64. When the fill feeds
+    ignores its dtype, ``new_zeros`` always fills ``0.0``. Computed in fp16, 3001 becomes 3000.0
+    (the partition returns float, which the runtime converts back to int64, rounded). When
+    the fill feeds
     ``gather``/``index_select`` indices, lowering crashes: ``expects ... ['int32'] but got
     tensor[4,16,fp32]``.
 
