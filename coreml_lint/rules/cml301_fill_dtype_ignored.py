@@ -11,9 +11,8 @@ Why it breaks
     or not at all (docs/background.md#keyword-arguments): ``full`` falls back to fp32, ``zeros``
     ignores its dtype, ``new_zeros`` always fills ``0.0``. Computed in fp16, 3001 becomes 3000.0
     (the partition returns float, which the runtime converts back to int64, rounded). When
-    the fill feeds
-    ``gather``/``index_select`` indices, lowering crashes: ``expects ... ['int32'] but got
-    tensor[4,16,fp32]``.
+    the fill feeds ``gather``/``index_select`` indices, lowering crashes: ``expects ...
+    ['int32'] but got tensor[4,16,fp32]``.
 
 Severity
     In source, where the use is not visible: ``error`` for a fill value above 2048,
