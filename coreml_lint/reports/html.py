@@ -377,7 +377,8 @@ def _program_section(p: int, program: HtmlProgram, data: dict[str, Any]) -> str:
 
 
 def render_html(programs: Sequence[HtmlProgram], *, title: str = DEFAULT_TITLE) -> str:
-    """The report for one or more linted methods, as one self-contained HTML page."""
+    """The report for one or more linted methods, as one self-contained HTML page (write it
+    as UTF-8). It opens from disk with no network: everything is inline."""
     datas = [program_data(program) for program in programs]
     sections = "".join(
         _program_section(p, program, data)

@@ -60,7 +60,8 @@ table.t th { background: #eef1f4; font-weight: 600; font-size: 12px; }
 table.t tr[data-goto-node] { cursor: pointer; }
 table.t tr[data-goto-node]:hover { background: #f3f7fb; }
 .pair { display: grid; grid-template-columns: minmax(0, 1fr) minmax(0, 2fr); gap: 16px; }
-.kv { display: grid; grid-template-columns: max-content 1fr; gap: 4px 12px; }
+.kv { display: grid; grid-template-columns: max-content minmax(0, 1fr); gap: 4px 12px; }
+.kv > span { min-width: 0; overflow-wrap: anywhere; }
 .kv .k { color: var(--muted); }
 .sev { display: inline-block; padding: 0 6px; border-radius: 4px; font-size: 11.5px;
   font-weight: 600; color: #fff; background: var(--info); }
@@ -125,7 +126,7 @@ table.t tr[data-goto-node]:hover { background: #f3f7fb; }
   margin-left: 6px; }
 .pin .fix { margin-top: 3px; font-size: 12.5px; }
 .pin .fix b { color: var(--ok); }
-aside#details { position: fixed; right: 0; top: 52px; bottom: 0; width: 370px; overflow: auto;
+aside#details { position: fixed; right: 0; top: 60px; bottom: 0; width: 370px; overflow: auto;
   background: var(--card); border-left: 1px solid var(--line); padding: 14px 16px; }
 aside#details h4 { margin: 0 0 8px; font-size: 15px; word-break: break-all; }
 aside#details .empty { color: var(--muted); }
@@ -274,6 +275,7 @@ JS = r"""
     var box = el("div", "item island");
     box.style.setProperty("--h", hue(part.id));
     var head = add(box, "div", "head");
+    head.tabIndex = 0;
     add(head, "span", "ttl", "Core ML partition " + part.id);
     add(head, "span", "meta", plural(part.nodes.length, "node") + " \u00b7 " +
       opSummary(prog, part.ops, 4));
@@ -302,6 +304,7 @@ JS = r"""
   function buildCpu(prog, item) {
     var box = el("div", "item cpu");
     var head = add(box, "div", "head");
+    head.tabIndex = 0;
     add(head, "span", "ttl", "CPU \u00b7 " + plural(item.nodes.length, "node"));
     var ops = {}, why = {};
     item.nodes.forEach(function (n) {
@@ -343,6 +346,7 @@ JS = r"""
     var nd = prog.nodes[n];
     var wrap = el("div", "nwrap");
     var r = add(wrap, "div", "node " + (nd[3] ? "on-coreml" : "on-cpu"));
+    r.tabIndex = 0;
     r.dataset.n = n;
     r.dataset.p = prog.p;
     add(r, "span", "nname", nd[0]);
@@ -609,6 +613,12 @@ JS = r"""
   DATA.programs.forEach(prepare);
   DATA.programs.forEach(renderFlow);
   document.addEventListener("click", onClick);
+  document.addEventListener("keydown", function (ev) {
+    if ((ev.key === "Enter" || ev.key === " ") && ev.target.matches(".item > .head, .node")) {
+      ev.preventDefault();
+      ev.target.click();
+    }
+  });
   var timer = null;
   document.getElementById("search").addEventListener("input", function (ev) {
     clearTimeout(timer);
