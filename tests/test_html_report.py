@@ -147,6 +147,27 @@ def test_page_has_no_url_and_escapes_program_text(tmp_path: Path) -> None:
     assert "Content-Security-Policy" in page and "default-src 'none'" in page
 
 
+def test_advice_keys_in_order_and_an_empty_program() -> None:
+    program = hostile_program()
+    program.advice = {
+        "errors_before": 2,
+        "partitioner": {"skip_ops_for_coreml_delegation": ["aten.gelu.default"]},
+        "introduces": ["CML603"],
+        "leaves": [{"code": "CML301", "message": "fp16 fill"}],
+        "avoids": ["CML305"],
+        "code": "CoreMLPartitioner(skip_ops_for_coreml_delegation=['aten.gelu.default'])",
+    }
+    page = render_html([program])
+    advice = page[page.index("Combined advice") : page.index("Findings (")]
+    labels = re.findall(r"<span class='k'>([^<]+)</span>", advice)
+    assert labels == ["avoids", "leaves", "introduces", "partitioner", "errors before"]
+    assert "CML301: fp16 fill" in advice and "aten.gelu.default" in advice
+    empty = Graph([], [], [], {}, source="empty.pt2")
+    page = render_html([HtmlProgram("empty.pt2", empty, predict_placement(empty), [])])
+    assert "Placement: 0 Core ML partition(s), 0 CPU run(s)" in page
+    assert "No finding." in page
+
+
 @needs_chromium
 def test_hostile_names_render_as_text(tmp_path: Path, browser: Browser) -> None:
     browser.open(write(tmp_path, "hostile.html", render_html([hostile_program()])))
