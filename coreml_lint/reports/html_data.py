@@ -141,7 +141,7 @@ class _Builder:
     def node_row(self, node: Node) -> list[Any]:
         where = self.placement.nodes[node.name]
         flags = (KEPT_WHOLE if where.kept_whole else 0) | (DECOMPOSED if where.decomposed else 0)
-        if node.name in self.refused or (node.origin or "") in self.refused:
+        if node.name in self.refused:  # lower names refused nodes by their edge-graph name
             flags |= REFUSED
         loc = source_location(node.stack_trace)
         loc_id = self.locs([loc.path, loc.line, loc.source_line or ""]) if loc else -1
