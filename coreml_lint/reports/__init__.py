@@ -1,2 +1,2 @@
-"""Output formats: ``text`` (full, concise, statistics, placement, advice), ``machine``
-(json, github, sarif) and ``html`` (one self-contained page)."""
+"""Output formats: ``text`` (full, concise, statistics, advice), ``machine`` (json, github,
+sarif), ``html`` (one self-contained page) and ``model_explorer`` (a node-data overlay)."""
