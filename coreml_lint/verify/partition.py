@@ -1,0 +1,255 @@
+"""Verify one Core ML partition: its interface, the semantic pass and the float16 pass.
+
+- *interface*: what the embedded program hands back to ExecuTorch: one output per eager
+  output, no output that is an input var or a var returned twice (pitfall 10: the device's
+  behaviour is undefined), dtypes ExecuTorch can take (int32 for an int64 output is Core
+  ML's only integer; an 8-bit output returned as int32, an integer returned as float, or an
+  integer buffer held in an fp16 state are not).
+- *semantic*: the float32 conversion of the partition, executed, against eager, tightly.
+- *float16*: the program ExecuTorch embeds, executed with fp16 storage, judged for what fp16
+  cannot excuse (:mod:`coreml_lint.verify.compare`).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+from coreml_lint.verify.compare import FLOAT16, SEMANTIC, Numbers, as_numpy, compare
+from coreml_lint.verify.eager import PartitionRun
+from coreml_lint.verify.localize import describe_node, first_departure
+from coreml_lint.verify.mil.dtypes import NUMPY, mil_dtype, round_fp16, store
+from coreml_lint.verify.mil.program import ExecutionError, Plan, fp16_state_vars
+from coreml_lint.verify.mil.registry import Unsupported
+from coreml_lint.verify.report import (
+    AGREE,
+    DIVERGE,
+    ERROR,
+    NOT_VERIFIED,
+    Divergence,
+    PartitionResult,
+    PassResult,
+)
+
+# eager dtype -> the MIL dtypes that carry it faithfully across the delegate boundary
+CARRIERS = {
+    "float32": {"fp32", "fp16"},  # an fp16 output (iOS16+): precision, judged by the fp16 pass
+    "float16": {"fp16"},
+    "int64": {"int32"},
+    "int32": {"int32"},
+    "int16": {"int16"},
+    "int8": {"int8"},
+    "uint8": {"uint8"},
+    "bool": {"bool"},
+}
+STATE_CARRIERS = {"float32": {"fp16"}, "float16": {"fp16"}}
+
+
+@dataclass
+class Partition:
+    index: int
+    name: str  # lowered_module_<i>
+    lowered: Any  # LoweredBackendModule
+    mlmodel: Any  # the embedded (fp16) MlModel
+    run: PartitionRun  # eager reference
+
+
+def _sanitize(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_]", "_", name)
+
+
+def _user_input_names(ep: Any) -> list[str]:
+    return [s.arg.name for s in ep.graph_signature.input_specs if s.kind.name == "USER_INPUT"]
+
+
+def _output_names(ep: Any) -> list[str]:
+    return [s.arg.name for s in ep.graph_signature.output_specs if s.kind.name == "USER_OUTPUT"]
+
+
+def _state_targets(function: Any, eager: PartitionRun) -> dict[str, str]:
+    """MIL state input name -> mutated buffer target."""
+    from coremltools.converters.mil.mil import types
+
+    by_clean = {_sanitize(t): t for t in eager.buffers}
+    found = {}
+    for name, var in function.inputs.items():
+        if types.is_state(var.sym_type):
+            target = name if name in eager.buffers else by_clean.get(_sanitize(name))
+            if target is not None:
+                found[name] = target
+    return found
+
+
+def bind_inputs(function: Any, ep: Any, run: PartitionRun, widen: bool) -> tuple[dict, dict, dict]:
+    """(inputs, initial states, state name -> buffer target) for the MIL function."""
+    from coremltools.converters.mil.mil import types
+
+    names = _user_input_names(ep)
+    by_name = dict(zip(names, run.inputs))
+    by_clean = {_sanitize(n): v for n, v in by_name.items()}
+    plain = [n for n, v in function.inputs.items() if not types.is_state(v.sym_type)]
+    inputs = {}
+    for position, name in enumerate(plain):
+        value = by_name.get(name, by_clean.get(_sanitize(name)))
+        if value is None and position < len(run.inputs):
+            value = run.inputs[position]
+        if value is None:
+            raise KeyError(f"no eager value for Core ML input {name}")
+        inputs[name] = store(as_numpy(value), mil_dtype(function.inputs[name]))
+    targets = _state_targets(function, run)
+    states = {}
+    for name, target in targets.items():
+        value = as_numpy(run.buffers[target]).astype(np.float32)
+        states[name] = value if widen else round_fp16(value)
+    return inputs, states, targets
+
+
+def check_interface(p: Partition, function: Any) -> list[Divergence]:
+    """Divergences in what the embedded program hands back to ExecuTorch."""
+    found = []
+    ep = p.lowered.original_module
+    names = _output_names(ep)
+    outputs = list(function.outputs)
+    if len(outputs) != len(p.run.outputs):
+        found.append(_div(p, "interface", "interface", "outputs",
+                          f"Core ML returns {len(outputs)} outputs, eager {len(p.run.outputs)}"))
+    input_names = set(function.inputs)
+    seen: dict[str, int] = {}
+    for i, (var, value) in enumerate(zip(outputs, p.run.outputs)):
+        label = f"output {i} ({names[i] if i < len(names) else var.name})"
+        if var.name in input_names:
+            found.append(_div(p, "interface", "output-is-input", label,
+                              f"the Core ML output is the input var {var.name} itself"))
+        if var.name in seen:
+            found.append(_div(p, "interface", "duplicate-output", label,
+                              f"the Core ML output var {var.name} is also output {seen[var.name]}"))
+        seen.setdefault(var.name, i)
+        eager_dtype = str(getattr(value, "dtype", "")).replace("torch.", "")
+        mil = mil_dtype(var)
+        if eager_dtype in CARRIERS and mil not in CARRIERS[eager_dtype]:
+            found.append(_div(p, "interface", "dtype", label,
+                              f"Core ML returns {mil} where eager returns {eager_dtype}"))
+    found += _check_states(p, function)
+    return found
+
+
+def _check_states(p: Partition, function: Any) -> list[Divergence]:
+    found = []
+    for name, target in _state_targets(function, p.run).items():
+        eager_dtype = str(p.run.buffers[target].dtype).replace("torch.", "")
+        mil = mil_dtype(function.inputs[name])
+        if mil not in STATE_CARRIERS.get(eager_dtype, {eager_dtype}):
+            found.append(_div(p, "interface", "dtype", f"state {target}",
+                              f"the {eager_dtype} buffer is held in a {mil} Core ML state "
+                              f"(integers above 2048 are not exact in fp16)"))
+    return found
+
+
+def _div(p: Partition, check: str, kind: str, output: str, message: str) -> Divergence:
+    return Divergence(partition=p.index, check=check, kind=kind, output=output, message=message)
+
+
+def run_pass(
+    p: Partition, program: Any, mode: str, explain: Callable[[str], str | None] | None
+) -> tuple[PassResult, list[Divergence]]:
+    """Execute ``program`` on the partition's eager inputs and judge it as ``mode`` judges."""
+    start = time.perf_counter()
+    result = PassResult()
+    plan = Plan.of(program)
+    result.mil_ops = len(plan.steps)
+    if not plan.runnable:
+        result.status, result.not_verified_ops = NOT_VERIFIED, list(plan.unknown)
+        result.message = "not verified: " + ", ".join(f"op {op}" for op in plan.unknown)
+        return result, []
+    ep = p.lowered.original_module
+    widen = mode == SEMANTIC
+    try:
+        inputs, states, targets = bind_inputs(plan.function, ep, p.run, widen)
+        values = plan.run(inputs, states, fp16_state_vars(plan.function) if widen else frozenset())
+    except Unsupported as exc:
+        result.status, result.message = NOT_VERIFIED, f"not verified: {exc}"
+        result.not_verified_ops = [str(exc)]
+        return result, []
+    except (ExecutionError, KeyError) as exc:
+        result.status, result.message = ERROR, f"could not execute: {exc}"
+        return result, []
+    divergences = _judge(p, plan, values, states, targets, mode, result, explain)
+    result.status = DIVERGE if divergences else AGREE
+    result.seconds = time.perf_counter() - start
+    return result, divergences
+
+
+def _judge(p, plan, values, states, targets, mode, result, explain) -> list[Divergence]:
+    names = _output_names(p.lowered.original_module)
+    found = []
+    checks = []
+    for i, var in enumerate(plan.function.outputs[: len(p.run.outputs)]):
+        label = f"output {i} ({names[i] if i < len(names) else var.name})"
+        checks.append((label, var.name, values.get(var.name), p.run.outputs[i]))
+    for name, target in targets.items():
+        if target in p.run.mutations:
+            checks.append((f"state {target}", None, states[name], p.run.mutations[target]))
+    for label, var_name, actual, expected in checks:
+        numbers = compare(actual, expected, mode)
+        result.outputs[label] = asdict(numbers)
+        if not numbers.ok:
+            found.append(_divergence(p, plan, values, mode, label, var_name, numbers, explain))
+    return found
+
+
+def _divergence(p, plan, values, mode, label, var_name, numbers: Numbers, explain) -> Divergence:
+    div = _div(p, mode, numbers.kind or "values", label, numbers.describe())
+    div.numbers = asdict(numbers)
+    graph = p.lowered.original_module.graph_module
+    culprit = None
+    if var_name is not None:
+        culprit = first_departure(plan, values, p.run.values, var_name, mode)
+    if culprit is not None:
+        op, div.mil_var, div.node = culprit
+        div.mil_op = op.op_type
+    elif var_name is not None:
+        div.mil_var = var_name
+        producer = next((op for op in plan.function.operations if var_name in
+                         [v.name for v in op.outputs]), None)
+        div.mil_op = producer.op_type if producer is not None else None
+        div.node = _output_node(p, label)
+    div.target, div.source, div.code = describe_node(graph, div.node)
+    if explain is not None and div.node is not None:
+        div.rule = explain(div.node)
+    return div
+
+
+def _output_node(p: Partition, label: str) -> str | None:
+    match = re.match(r"output (\d+)", label)
+    names = _output_names(p.lowered.original_module)
+    if match and int(match.group(1)) < len(names):
+        return names[int(match.group(1))]
+    return None
+
+
+def verify_partition(
+    p: Partition, float32_program: Any, explain: Callable[[str], str | None] | None = None
+) -> tuple[PartitionResult, list[Divergence]]:
+    """Both passes and the interface check of one partition."""
+    function = p.mlmodel._mil_program.functions["main"]
+    result = PartitionResult(index=p.index, name=p.name)
+    result.inputs = list(function.inputs)
+    result.outputs = [v.name for v in function.outputs]
+    result.states = list(_state_targets(function, p.run).values())
+    divergences = check_interface(p, function)
+    if float32_program is not None:
+        result.semantic, found = run_pass(p, float32_program, SEMANTIC, explain)
+        divergences += found
+    result.float16, found = run_pass(p, p.mlmodel._mil_program, FLOAT16, explain)
+    divergences += found
+    if any(d.check == "interface" for d in divergences):
+        result.float16.status = DIVERGE if result.float16.status == AGREE else result.float16.status
+    return result, divergences
+
+
+__all__ = ["NUMPY", "Partition", "verify_partition"]
