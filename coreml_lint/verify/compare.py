@@ -18,6 +18,12 @@ exact, and a float error above ``FLOAT16_TOL`` (5e-2) of the tensor's scale, whi
 does not reach in the suite's models (measured: at most a few 1e-3) but a wrong constant,
 an overflowed intermediate or a lost mask does.
 
+A partition whose eager module itself computes in float16 (a ``.half()`` model) cannot be
+held to float32 agreement: torch's half kernels round where MIL rounds differently (a fused
+attention rounds once, its MIL decomposition after each op). Its semantic pass uses
+``SEMANTIC_HALF_TOL`` (4e-3 of the scale, 8 fp16 ulps; measured differences stay below
+4e-4) instead.
+
 In both passes, positions where eager itself is NaN or inf are left out (nothing to agree
 with), and an eager integer tensor must match exactly.
 """
@@ -32,7 +38,9 @@ import numpy as np
 SEMANTIC_RTOL = 1e-5
 SEMANTIC_ATOL = 1e-5
 FLOAT16_TOL = 5e-2
+SEMANTIC_HALF_TOL = 4e-3
 SEMANTIC = "semantic"
+SEMANTIC_HALF = "semantic-half"  # the semantic pass of a partition that computes in fp16
 FLOAT16 = "float16"
 
 
@@ -120,7 +128,7 @@ def _floats(a: np.ndarray, e: np.ndarray, mode: str) -> Numbers:
     if mode == SEMANTIC:
         limit = SEMANTIC_RTOL * np.abs(e) + SEMANTIC_ATOL * scale
     else:
-        limit = np.full(e.shape, FLOAT16_TOL * scale)
+        limit = np.full(e.shape, (SEMANTIC_HALF_TOL if mode == SEMANTIC_HALF else FLOAT16_TOL) * scale)
     bad = finite & (diff > limit)
     numbers.mismatched = int(bad.sum())
     finite_diff = diff[np.isfinite(diff)]

@@ -68,6 +68,8 @@ class _Runner(torch.fx.Interpreter):
     def call_function(self, target: Any, args: Any, kwargs: Any) -> Any:
         if self.runs is not None and "executorch_call_delegate" in str(target):
             lowered, *inputs = args
+            # copies: the program's own later nodes may write into these tensors
+            inputs = [t.clone() if isinstance(t, torch.Tensor) else t for t in inputs]
             run = run_partition(lowered.original_module, list(inputs))
             self.runs[self._delegate_names.get(id(lowered), str(len(self.runs)))] = run
             return tuple(run.outputs)

@@ -74,15 +74,16 @@ def ancestors(function: Any, var_name: str) -> set[str]:
 
 
 def first_departure(
-    plan: Any, values: dict[str, Any], eager: dict[str, Any], output_var: str, mode: str
-) -> tuple[Any, str, str] | None:
-    """(MIL op, var name, eager node name) of the first matched ancestor that departs."""
+    plan: Any, values: dict[str, Any], eager: dict[str, Any], output_var: str | None, mode: str
+) -> tuple[Any, str, str, Any] | None:
+    """(MIL op, var name, eager node name, numbers) of the first matched var that departs:
+    among the ancestors of ``output_var``, or anywhere when it is None."""
     import torch
 
-    wanted = ancestors(plan.function, output_var)
+    wanted = ancestors(plan.function, output_var) if output_var is not None else None
     for step in plan.steps:
         for name, _, _ in step.outputs:
-            if name not in wanted or name not in values:
+            if (wanted is not None and name not in wanted) or name not in values:
                 continue
             node = node_for(name, eager)
             expected = eager.get(node) if node else None
@@ -90,8 +91,9 @@ def first_departure(
                 continue
             if tuple(expected.shape) != tuple(getattr(values[name], "shape", ())):
                 continue
-            if not compare(values[name], expected, mode).ok:
-                return step.op, name, node
+            numbers = compare(values[name], expected, mode)
+            if not numbers.ok:
+                return step.op, name, node, numbers
     return None
 
 

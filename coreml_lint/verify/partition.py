@@ -20,7 +20,14 @@ from typing import Any
 
 import numpy as np
 
-from coreml_lint.verify.compare import FLOAT16, SEMANTIC, Numbers, as_numpy, compare
+from coreml_lint.verify.compare import (
+    FLOAT16,
+    SEMANTIC,
+    SEMANTIC_HALF,
+    Numbers,
+    as_numpy,
+    compare,
+)
 from coreml_lint.verify.eager import PartitionRun
 from coreml_lint.verify.localize import describe_node, first_departure
 from coreml_lint.verify.mil.dtypes import NUMPY, mil_dtype, round_fp16, store
@@ -178,10 +185,20 @@ def run_pass(
     except (ExecutionError, KeyError) as exc:
         result.status, result.message = ERROR, f"could not execute: {exc}"
         return result, []
+    if mode == SEMANTIC and computes_in_half(p.run):
+        mode = SEMANTIC_HALF
     divergences = _judge(p, plan, values, states, targets, mode, result, explain)
     result.status = DIVERGE if divergences else AGREE
     result.seconds = time.perf_counter() - start
     return result, divergences
+
+
+def computes_in_half(run: PartitionRun) -> bool:
+    """Whether the partition's eager module computes anything in float16/bfloat16."""
+    import torch
+
+    half = (torch.float16, torch.bfloat16)
+    return any(isinstance(v, torch.Tensor) and v.dtype in half for v in run.values.values())
 
 
 def _judge(p, plan, values, states, targets, mode, result, explain) -> list[Divergence]:
@@ -199,18 +216,38 @@ def _judge(p, plan, values, states, targets, mode, result, explain) -> list[Dive
         result.outputs[label] = asdict(numbers)
         if not numbers.ok:
             found.append(_divergence(p, plan, values, mode, label, var_name, numbers, explain))
+    if not found and mode in (SEMANTIC, SEMANTIC_HALF):
+        found += _intermediate(p, plan, values, mode, explain)
     return found
 
 
+def _intermediate(p, plan, values, mode, explain) -> list[Divergence]:
+    """The semantic pass also holds every intermediate to eager: a wrong op whose effect the
+    outputs dilute on these inputs (tanh GELU fed small activations) is still wrong. The
+    float16 pass does not: fp16 legitimately turns a finfo.min mask into -inf inside."""
+    culprit = first_departure(plan, values, p.run.values, None, mode)
+    if culprit is None:
+        return []
+    op, var, node, numbers = culprit
+    check = SEMANTIC if mode == SEMANTIC_HALF else mode
+    div = _div(p, check, numbers.kind or "values", f"intermediate {node}", numbers.describe())
+    div.numbers, div.mil_op, div.mil_var, div.node = asdict(numbers), op.op_type, var, node
+    div.target, div.source, div.code = describe_node(p.lowered.original_module.graph_module, node)
+    if explain is not None:
+        div.rule = explain(node)
+    return [div]
+
+
 def _divergence(p, plan, values, mode, label, var_name, numbers: Numbers, explain) -> Divergence:
-    div = _div(p, mode, numbers.kind or "values", label, numbers.describe())
+    check = SEMANTIC if mode == SEMANTIC_HALF else mode
+    div = _div(p, check, numbers.kind or "values", label, numbers.describe())
     div.numbers = asdict(numbers)
     graph = p.lowered.original_module.graph_module
     culprit = None
     if var_name is not None:
         culprit = first_departure(plan, values, p.run.values, var_name, mode)
     if culprit is not None:
-        op, div.mil_var, div.node = culprit
+        op, div.mil_var, div.node, _ = culprit
         div.mil_op = op.op_type
     elif var_name is not None:
         div.mil_var = var_name

@@ -119,6 +119,9 @@ class Plan:
                 args = {}
                 for name, ref in step.inputs:
                     args[name] = tuple(env[r] for r in ref) if isinstance(ref, tuple) else env[ref]
+                if step.op.op_type == "cast" and step.outputs[0][0] in keep_wide:
+                    env[step.outputs[0][0]] = store(args["x"], "fp32")  # a state's fp16 cast
+                    continue
                 try:
                     result = step.kernel(step.op, args)
                 except ExecutionError:
