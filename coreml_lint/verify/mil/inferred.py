@@ -32,8 +32,8 @@ REDUCTIONS = (
     "reduce_l1_norm reduce_l2_norm reduce_log_sum reduce_log_sum_exp reduce_sum_square"
 ).split()
 TENSOR = (
-    "reshape transpose expand_dims slice_by_index concat split stack tile pad gather "
-    "gather_along_axis select fill fill_like shape identity topk argsort non_zero one_hot "
+    "reshape transpose expand_dims slice_by_index split stack tile pad gather "
+    "gather_along_axis select fill fill_like shape identity topk argsort non_zero "
     "flatten2d reverse slice_update"
 ).split()
 LINEAR = "linear matmul einsum layer_norm l2_norm".split()

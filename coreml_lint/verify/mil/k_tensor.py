@@ -6,7 +6,10 @@
 - ``band_part``: value_inference loops over every element in Python.
 - ``cumsum``: value_inference fails for ``exclusive=True`` (``np.zeros(shape, data)``).
 - ``reverse_sequence``: value_inference raises NotImplementedError.
-- ``pixel_shuffle``, ``pixel_unshuffle``, ``sliding_windows``, ``reshape_like``: none.
+- ``concat``: value_inference ignores ``interleave`` (found by this project's conformance
+  test; not in mil-oracle.md).
+- ``one_hot``, ``pixel_shuffle``, ``pixel_unshuffle``, ``sliding_windows``,
+  ``reshape_like``: none.
 """
 
 from __future__ import annotations
@@ -85,6 +88,31 @@ def _reverse_sequence(op: Any, a: dict[str, Any]) -> np.ndarray:
         src[seq_axis] = slice(0, int(length))
         out[tuple(src)] = np.flip(x[tuple(src)], axis=seq_axis - (batch_axis < seq_axis))
     return out
+
+
+@kernel("concat", how=WRAPPED, note="value_inference ignores interleave")
+def _concat(op: Any, a: dict[str, Any]) -> np.ndarray:
+    values = [np.asarray(v) for v in a["values"]]
+    axis = int(a["axis"])
+    if values[0].ndim == 0:
+        return np.stack(values)
+    if not a.get("interleave", False):
+        return np.concatenate(values, axis=axis)
+    axis %= values[0].ndim
+    stacked = np.stack(values, axis=axis + 1)  # a0, b0, a1, b1, ... along ``axis``
+    shape = list(values[0].shape)
+    shape[axis] *= len(values)
+    return stacked.reshape(shape)
+
+
+@kernel("one_hot", how=OWN)
+def _one_hot(op: Any, a: dict[str, Any]) -> np.ndarray:
+    indices = np.asarray(a["indices"]).astype(np.int64)
+    size = int(a["one_hot_vector_size"])
+    hot = indices[..., None] == np.arange(size)
+    on, off = a.get("on_value", 1), a.get("off_value", 0)
+    out = np.where(hot, on, off)
+    return np.moveaxis(out, -1, int(a.get("axis", -1)))
 
 
 @kernel("pixel_shuffle", how=OWN)
