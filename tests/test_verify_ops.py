@@ -405,6 +405,12 @@ def test_resize_bilinear_and_nearest():
     close(rn, F.interpolate(t(x), size=(8, 10), mode="nearest"))
 
 
+def test_crop():
+    x = grid(1, 2, 6, 7)
+    (out,) = run(lambda v: mb.crop(x=v, crop_height=[1, 2], crop_width=[0, 3]), x)
+    close(out, t(x)[..., 1:4, 0:4], tol=0)
+
+
 def test_fractional_nearest_is_not_guessed():
     x = grid(1, 1, 4, 4)
     with pytest.raises(Exception) as info:

@@ -100,7 +100,11 @@ def verify_lowered(
     report.inputs = report.inputs or described
     start = time.perf_counter()
     say("running the program in eager (delegates as their partitions' eager modules)")
-    runs = run_lowered(ep, user_inputs)
+    try:
+        runs = run_lowered(ep, user_inputs)
+    except Exception as exc:
+        report.not_verified.append(f"eager run failed: {type(exc).__name__}: {exc}")
+        return report.finish()
     report.timings["eager"] = time.perf_counter() - start
     for index, (name, lowered) in enumerate(delegates):
         if name not in runs:
@@ -168,6 +172,9 @@ def _resolve_inputs(ep: Any, inputs: Any) -> tuple[list[Any], list[str]]:
     if isinstance(inputs, (str, Path)):
         inputs = load_inputs(inputs)
     made = list(inputs)
+    expected = sum(1 for s in ep.graph_signature.input_specs if s.kind.name == "USER_INPUT")
+    if len(made) != expected:
+        raise ValueError(f"the program takes {expected} user inputs, {len(made)} were given")
     return made, [_describe(v, "given") for v in made]
 
 

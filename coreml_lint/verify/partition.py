@@ -169,6 +169,7 @@ def run_pass(
     result = PassResult()
     plan = Plan.of(program)
     result.mil_ops = len(plan.steps)
+    result.op_types = sorted(plan.op_types)
     if not plan.runnable:
         result.status, result.not_verified_ops = NOT_VERIFIED, list(plan.unknown)
         result.message = "not verified: " + ", ".join(f"op {op}" for op in plan.unknown)
@@ -279,13 +280,13 @@ def verify_partition(
     result.outputs = [v.name for v in function.outputs]
     result.states = list(_state_targets(function, p.run).values())
     divergences = check_interface(p, function)
+    result.interface.status = DIVERGE if divergences else AGREE
+    result.interface.message = "; ".join(f"{d.output}: {d.message}" for d in divergences)
     if float32_program is not None:
         result.semantic, found = run_pass(p, float32_program, SEMANTIC, explain)
         divergences += found
     result.float16, found = run_pass(p, p.mlmodel._mil_program, FLOAT16, explain)
     divergences += found
-    if any(d.check == "interface" for d in divergences):
-        result.float16.status = DIVERGE if result.float16.status == AGREE else result.float16.status
     return result, divergences
 
 

@@ -53,6 +53,7 @@ class PassResult:
     not_verified_ops: list[str] = field(default_factory=list)
     outputs: dict[str, dict[str, Any]] = field(default_factory=dict)  # name -> numbers
     mil_ops: int = 0
+    op_types: list[str] = field(default_factory=list)  # the MIL op types executed
     seconds: float = 0.0
 
 
@@ -63,12 +64,13 @@ class PartitionResult:
     inputs: list[str] = field(default_factory=list)
     outputs: list[str] = field(default_factory=list)
     states: list[str] = field(default_factory=list)
+    interface: PassResult = field(default_factory=PassResult)  # what ExecuTorch gets back
     semantic: PassResult = field(default_factory=PassResult)
     float16: PassResult = field(default_factory=PassResult)
 
     @property
     def status(self) -> str:
-        statuses = {self.semantic.status, self.float16.status}
+        statuses = {self.interface.status, self.semantic.status, self.float16.status}
         for status in (DIVERGE, ERROR, NOT_VERIFIED, SKIPPED):
             if status in statuses:
                 return status

@@ -1,4 +1,4 @@
-"""Upsampling and resizing of the last two dims (no value_inference in coremltools).
+"""Upsampling, resizing and cropping of the last two dims (no value_inference in coremltools).
 
 Bilinear sampling grids follow the op documentation (``align_corners`` /
 ``half_pixel_centers`` for ``upsample_bilinear``, ``sampling_mode`` for
@@ -83,6 +83,14 @@ def _upsample_bilinear(op: Any, a: dict[str, Any]) -> np.ndarray:
     else:
         mode = "UNALIGN_CORNERS" if half_pixel else "ASYMMETRIC"
     return bilinear(a["x"], out_h, out_w, mode)
+
+
+@kernel("crop", how=OWN)
+def _crop(op: Any, a: dict[str, Any]) -> np.ndarray:
+    x = np.asarray(a["x"])
+    top, bottom = (int(v) for v in np.atleast_1d(a["crop_height"]))
+    left, right = (int(v) for v in np.atleast_1d(a["crop_width"]))
+    return x[..., top : x.shape[-2] - bottom, left : x.shape[-1] - right]
 
 
 @kernel("resize_bilinear", how=OWN)
