@@ -102,7 +102,7 @@ def test_reciprocal_is_inverse_with_epsilon():
     assert len(semantic) == 2 and report.exit_code == 1
     for divergence in semantic:
         assert divergence.mil_op == "inverse" and divergence.target == "aten.reciprocal.default"
-        assert abs(abs(divergence.numbers["expected"]) - 1000) < 1  # the input +-1e-3
+        assert round(abs(divergence.numbers["expected"])) in (1000, 2000)  # at x = +-1e-3
         assert abs(divergence.numbers["actual"] / divergence.numbers["expected"] - 1) > 0.09
 
 
