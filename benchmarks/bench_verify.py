@@ -17,14 +17,14 @@ import os
 
 os.environ.setdefault("TQDM_DISABLE", "1")  # before coremltools is imported: no progress bars
 
-import io  # noqa: E402
-import logging  # noqa: E402
-import sys  # noqa: E402
-import time  # noqa: E402
+import io
+import logging
+import sys
+import time
 
-import torch  # noqa: E402
-import torch.nn as nn  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
 
 
 class Block(nn.Module):

@@ -111,8 +111,15 @@ def test_small_cnn_agrees_and_exercises_the_kernels():
     report = verify(_export(SmallCNN(), (torch.randn(1, 3, 16, 16),)))
     assert report.status == "agree", report.summary()
     ops = set(report.partitions[0].float16.op_types)
-    assert {"conv", "conv_transpose", "batch_norm", "max_pool", "avg_pool",
-            "upsample_nearest_neighbor", "upsample_bilinear"} <= ops  # fmt: skip
+    assert {
+        "conv",
+        "conv_transpose",
+        "batch_norm",
+        "max_pool",
+        "avg_pool",
+        "upsample_nearest_neighbor",
+        "upsample_bilinear",
+    } <= ops
 
 
 @pytest.mark.parametrize("name", ["bert", "gemma", "gpt2", "llama", "qwen2", "vit"])
@@ -147,8 +154,13 @@ def test_verify_lowered_user_inputs_and_explain(tmp_path):
     large = [[100.0, 200.0, -400.0, 1000.0, 500.0, 250.0, -1000.0, 300.0]] * 2
     torch.save((torch.tensor(large),), path)  # 1/(x + 1e-4) is within 1e-6 of 1/x here
     messages: list[str] = []
-    report = verify_lowered(edge, mlmodels, inputs=path, progress=messages.append,
-                            explain=lambda node: "CML999" if "reciprocal" in node else None)  # fmt: skip
+    report = verify_lowered(
+        edge,
+        mlmodels,
+        inputs=path,
+        progress=messages.append,
+        explain=lambda node: "CML999" if "reciprocal" in node else None,
+    )
     assert report.status == "agree", report.summary()
     assert messages and report.inputs == ["given float32[2, 8]"]
     small = torch.full((2, 8), 1e-3)

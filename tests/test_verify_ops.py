@@ -57,16 +57,19 @@ def run(build: Callable[..., Any], *inputs: np.ndarray, opset: Any = None) -> li
     plan = Plan.of(prog)
     assert plan.runnable, plan.unknown
     names = list(prog.functions["main"].inputs)
-    values = plan.run(dict(zip(names, inputs)))
+    values = plan.run(dict(zip(names, inputs, strict=True)))
     return [values[v.name] for v in prog.functions["main"].outputs]
 
 
 def close(actual: Any, expected: Any, tol: float = 1e-5) -> None:
     expected = expected.detach().numpy() if isinstance(expected, torch.Tensor) else expected
     np.testing.assert_allclose(
-        np.asarray(actual, dtype=np.float64), np.asarray(expected, dtype=np.float64),
-        rtol=tol, atol=tol, equal_nan=True,
-    )  # fmt: skip
+        np.asarray(actual, dtype=np.float64),
+        np.asarray(expected, dtype=np.float64),
+        rtol=tol,
+        atol=tol,
+        equal_nan=True,
+    )
 
 
 def t(a: np.ndarray) -> torch.Tensor:
@@ -82,13 +85,28 @@ def grid(*shape: int) -> np.ndarray:
 
 # ------------------------------------------------------------------ elementwise unary
 UNARY = {
-    "abs": torch.abs, "ceil": torch.ceil, "cos": torch.cos, "cosh": torch.cosh,
-    "exp": torch.exp, "exp2": torch.exp2, "floor": torch.floor, "sign": torch.sign,
-    "sin": torch.sin, "sinh": torch.sinh, "square": torch.square, "tan": torch.tan,
-    "tanh": torch.tanh, "atan": torch.atan, "erf": torch.erf, "round": torch.round,
-    "relu": torch.relu, "sigmoid": torch.sigmoid, "softsign": F.softsign,
-    "relu6": F.relu6, "silu": F.silu,
-}  # fmt: skip
+    "abs": torch.abs,
+    "ceil": torch.ceil,
+    "cos": torch.cos,
+    "cosh": torch.cosh,
+    "exp": torch.exp,
+    "exp2": torch.exp2,
+    "floor": torch.floor,
+    "sign": torch.sign,
+    "sin": torch.sin,
+    "sinh": torch.sinh,
+    "square": torch.square,
+    "tan": torch.tan,
+    "tanh": torch.tanh,
+    "atan": torch.atan,
+    "erf": torch.erf,
+    "round": torch.round,
+    "relu": torch.relu,
+    "sigmoid": torch.sigmoid,
+    "softsign": F.softsign,
+    "relu6": F.relu6,
+    "silu": F.silu,
+}
 
 
 @pytest.mark.parametrize("name", sorted(UNARY))
@@ -99,19 +117,24 @@ def test_unary(name):
     close(out, UNARY[name](t(x)), tol=1e-5)
 
 
-@pytest.mark.parametrize("name, fn", [("acos", torch.acos), ("asin", torch.asin),
-                                      ("atanh", torch.atanh), ("sqrt", torch.sqrt)])  # fmt: skip
+@pytest.mark.parametrize(
+    "name, fn",
+    [("acos", torch.acos), ("asin", torch.asin), ("atanh", torch.atanh), ("sqrt", torch.sqrt)],
+)
 def test_unary_restricted_domain(name, fn):
     x = np.clip(np.abs(grid(3, 5)), 0, 0.99).astype(np.float32)
     (out,) = run(lambda v: getattr(mb, name)(x=v), x)
     close(out, fn(t(x)))
 
 
-@pytest.mark.parametrize("name, fn, eps", [
-    ("inverse", lambda x, e: 1 / (x + e), 1e-4),
-    ("log", lambda x, e: torch.log(x + e), 1e-45),
-    ("rsqrt", lambda x, e: torch.rsqrt(x + e), 1e-12),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "name, fn, eps",
+    [
+        ("inverse", lambda x, e: 1 / (x + e), 1e-4),
+        ("log", lambda x, e: torch.log(x + e), 1e-45),
+        ("rsqrt", lambda x, e: torch.rsqrt(x + e), 1e-12),
+    ],
+)
 def test_unary_with_epsilon(name, fn, eps):
     x = np.abs(grid(3, 5)) + np.float32(1e-3)
     (out,) = run(lambda v: getattr(mb, name)(x=v, epsilon=eps), x)
@@ -136,12 +159,15 @@ def test_logical_not():
     np.testing.assert_array_equal(out, ~m)
 
 
-@pytest.mark.parametrize("dtype, fn", [
-    ("int32", lambda x: x.to(torch.int32)),
-    ("fp16", lambda x: x.half().float()),
-    ("bool", lambda x: x != 0),
-    ("fp32", lambda x: x),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "dtype, fn",
+    [
+        ("int32", lambda x: x.to(torch.int32)),
+        ("fp16", lambda x: x.half().float()),
+        ("bool", lambda x: x != 0),
+        ("fp32", lambda x: x),
+    ],
+)
 def test_cast_from_float(dtype, fn):
     x = grid(3, 6) * 3.3
     x[0, :3] = [70000.0, -2.7, 2.7]  # overflows fp16; truncation toward zero for int32
@@ -162,11 +188,21 @@ def test_cast_from_int_and_bool():
 
 # ------------------------------------------------------------------ elementwise binary
 BINARY = {
-    "add": torch.add, "sub": torch.sub, "mul": torch.mul, "real_div": torch.div,
-    "floor_div": torch.floor_divide, "mod": torch.remainder, "maximum": torch.maximum,
-    "minimum": torch.minimum, "equal": torch.eq, "not_equal": torch.ne, "greater": torch.gt,
-    "greater_equal": torch.ge, "less": torch.lt, "less_equal": torch.le,
-}  # fmt: skip
+    "add": torch.add,
+    "sub": torch.sub,
+    "mul": torch.mul,
+    "real_div": torch.div,
+    "floor_div": torch.floor_divide,
+    "mod": torch.remainder,
+    "maximum": torch.maximum,
+    "minimum": torch.minimum,
+    "equal": torch.eq,
+    "not_equal": torch.ne,
+    "greater": torch.gt,
+    "greater_equal": torch.ge,
+    "less": torch.lt,
+    "less_equal": torch.le,
+}
 
 
 @pytest.mark.parametrize("name", sorted(BINARY))
@@ -185,13 +221,18 @@ def test_binary(name, dtype):
 def test_pow():
     x = np.abs(grid(3, 4)) + np.float32(0.1)
     for exponent in (2.0, 3.0, 0.5, -1.0):
-        (out,) = run(lambda a: mb.pow(x=a, y=np.float32(exponent)), x)
+        (out,) = run(lambda a, e=exponent: mb.pow(x=a, y=np.float32(e)), x)
         close(out, torch.pow(t(x), exponent))
 
 
-@pytest.mark.parametrize("name, fn", [("logical_and", torch.logical_and),
-                                      ("logical_or", torch.logical_or),
-                                      ("logical_xor", torch.logical_xor)])  # fmt: skip
+@pytest.mark.parametrize(
+    "name, fn",
+    [
+        ("logical_and", torch.logical_and),
+        ("logical_or", torch.logical_or),
+        ("logical_xor", torch.logical_xor),
+    ],
+)
 def test_logical(name, fn):
     a, b = RNG.random((3, 4)) > 0.5, RNG.random((1, 4)) > 0.5
     (out,) = run(lambda p, q: getattr(mb, name)(x=p, y=q), a, b)
@@ -208,9 +249,12 @@ def test_parametric_activations():
         (lambda v: mb.sigmoid_hard(x=v, alpha=1 / 6, beta=0.5), F.hardsigmoid(t(x))),
         (lambda v: mb.scaled_tanh(x=v, alpha=1.5, beta=0.5), 1.5 * torch.tanh(0.5 * t(x))),
         (lambda v: mb.softplus(x=v), F.softplus(t(x))),
-        (lambda v: mb.clamped_relu(x=v, alpha=0.1, beta=6.0),
-         torch.clamp(t(x), max=6.0) * (t(x) > 0) + torch.clamp(0.1 * t(x), max=6.0) * (t(x) <= 0)),
-    ]  # fmt: skip
+        (
+            lambda v: mb.clamped_relu(x=v, alpha=0.1, beta=6.0),
+            torch.clamp(t(x), max=6.0) * (t(x) > 0)
+            + torch.clamp(0.1 * t(x), max=6.0) * (t(x) <= 0),
+        ),
+    ]
     for build, expected in cases:
         (out,) = run(build, x)
         close(out, expected)
@@ -266,13 +310,14 @@ def test_reductions(name, keep):
     close(out, REDUCE[name](t(x), [-1], keep))
 
 
-@pytest.mark.parametrize("name, fn", [("reduce_argmax", torch.argmax),
-                                      ("reduce_argmin", torch.argmin)])  # fmt: skip
+@pytest.mark.parametrize(
+    "name, fn", [("reduce_argmax", torch.argmax), ("reduce_argmin", torch.argmin)]
+)
 def test_arg_reductions(name, fn):
     x = grid(3, 5)
     x[1] = [2.0, 7.0, 7.0, 1.0, 7.0]  # ties: the first index, as torch
     for keep in (True, False):
-        (out,) = run(lambda v: getattr(mb, name)(x=v, axis=1, keep_dims=keep), x)
+        (out,) = run(lambda v, k=keep: getattr(mb, name)(x=v, axis=1, keep_dims=k), x)
         np.testing.assert_array_equal(out, fn(t(x), dim=1, keepdim=keep).numpy())
 
 
@@ -291,7 +336,9 @@ def test_linear_matmul_einsum():
     for tx, ty in ((False, True), (True, False)):
         a = x if not tx else np.swapaxes(x, -1, -2).copy()
         b2 = y if ty else np.swapaxes(y, -1, -2).copy()
-        (mm,) = run(lambda p, q: mb.matmul(x=p, y=q, transpose_x=tx, transpose_y=ty), a, b2)
+        (mm,) = run(
+            lambda p, q, a=tx, b=ty: mb.matmul(x=p, y=q, transpose_x=a, transpose_y=b), a, b2
+        )
         close(mm, torch.matmul(t(x), t(y).transpose(-1, -2)), tol=1e-5)
     q, k = grid(1, 2, 3, 4), grid(1, 4, 3, 5)
     (es,) = run(lambda p, r: mb.einsum(values=(p, r), equation="nchw,nwhu->nchu"), q, k)
@@ -310,23 +357,40 @@ def test_layer_norm_and_l2_norm():
 def test_batch_norm_and_instance_norm():
     x = grid(2, 3, 4, 5)
     mean, var, g, b = grid(3), np.abs(grid(3)) + 0.5, grid(3), grid(3)
-    (bn,) = run(lambda v: mb.batch_norm(x=v, mean=mean, variance=var, gamma=g, beta=b,
-                                         epsilon=1e-5), x)  # fmt: skip
+    (bn,) = run(
+        lambda v: mb.batch_norm(x=v, mean=mean, variance=var, gamma=g, beta=b, epsilon=1e-5), x
+    )
     close(bn, F.batch_norm(t(x), t(mean), t(var), t(g), t(b), False, 0.0, 1e-5))
     (inorm,) = run(lambda v: mb.instance_norm(x=v, gamma=g, beta=b, epsilon=1e-5), x)
     close(inorm, F.instance_norm(t(x), weight=t(g), bias=t(b), eps=1e-5), tol=1e-5)
 
 
 # ------------------------------------------------------------------ conv & pool
-@pytest.mark.parametrize("stride, dilation, groups, pad", [
-    (1, 1, 1, (0, 0, 0, 0)), (2, 1, 1, (1, 1, 1, 1)), (1, 2, 1, (2, 2, 0, 1)),
-    (2, 1, 3, (1, 0, 1, 0)), (1, 1, 6, (1, 1, 1, 1)),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "stride, dilation, groups, pad",
+    [
+        (1, 1, 1, (0, 0, 0, 0)),
+        (2, 1, 1, (1, 1, 1, 1)),
+        (1, 2, 1, (2, 2, 0, 1)),
+        (2, 1, 3, (1, 0, 1, 0)),
+        (1, 1, 6, (1, 1, 1, 1)),
+    ],
+)
 def test_conv2d(stride, dilation, groups, pad):
     x, w, b = grid(2, 6, 9, 8), grid(12, 6 // groups, 3, 3), grid(12)
-    (out,) = run(lambda v: mb.conv(x=v, weight=w, bias=b, strides=[stride, stride],
-                                   dilations=[dilation, dilation], groups=groups,
-                                   pad_type="custom", pad=list(pad)), x)  # fmt: skip
+    (out,) = run(
+        lambda v: mb.conv(
+            x=v,
+            weight=w,
+            bias=b,
+            strides=[stride, stride],
+            dilations=[dilation, dilation],
+            groups=groups,
+            pad_type="custom",
+            pad=list(pad),
+        ),
+        x,
+    )
     xp = F.pad(t(x), (pad[2], pad[3], pad[0], pad[1]))
     close(out, F.conv2d(xp, t(w), t(b), stride, 0, dilation, groups), tol=1e-4)
 
@@ -343,31 +407,60 @@ def test_conv_pad_types_1d_3d(pad_type):
     close(o3, F.conv3d(t(x3), t(w3)), tol=1e-4)
 
 
-@pytest.mark.parametrize("stride, pad, groups, dilation, output_padding", [
-    (2, 1, 1, 1, 0), (2, 1, 1, 1, 1), (3, 0, 2, 1, 0), (1, 2, 1, 2, 0),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "stride, pad, groups, dilation, output_padding",
+    [
+        (2, 1, 1, 1, 0),
+        (2, 1, 1, 1, 1),
+        (3, 0, 2, 1, 0),
+        (1, 2, 1, 2, 0),
+    ],
+)
 def test_conv_transpose2d(stride, pad, groups, dilation, output_padding):
     x, w, b = grid(1, 4, 5, 6), grid(4, 6 // groups, 3, 3), grid(6)
-    expected = F.conv_transpose2d(t(x), t(w), t(b), stride, pad, output_padding, groups,
-                                  dilation)  # fmt: skip
-    (out,) = run(lambda v: mb.conv_transpose(
-        x=v, weight=w, bias=b, strides=[stride] * 2, dilations=[dilation] * 2, groups=groups,
-        pad_type="custom", pad=[pad] * 4, output_shape=list(expected.shape),
-    ), x)  # fmt: skip
+    expected = F.conv_transpose2d(t(x), t(w), t(b), stride, pad, output_padding, groups, dilation)
+    (out,) = run(
+        lambda v: mb.conv_transpose(
+            x=v,
+            weight=w,
+            bias=b,
+            strides=[stride] * 2,
+            dilations=[dilation] * 2,
+            groups=groups,
+            pad_type="custom",
+            pad=[pad] * 4,
+            output_shape=list(expected.shape),
+        ),
+        x,
+    )
     close(out, expected, tol=1e-4)
 
 
-@pytest.mark.parametrize("kernel, stride, pad, ceil", [
-    (2, 2, 0, False), (3, 2, 1, False), (3, 2, 1, True), (2, 2, 0, True), (3, 1, 1, False),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "kernel, stride, pad, ceil",
+    [
+        (2, 2, 0, False),
+        (3, 2, 1, False),
+        (3, 2, 1, True),
+        (2, 2, 0, True),
+        (3, 1, 1, False),
+    ],
+)
 def test_pools(kernel, stride, pad, ceil):
     x = grid(1, 2, 7, 9)
-    common = dict(kernel_sizes=[kernel] * 2, strides=[stride] * 2, pad_type="custom",
-                  pad=[pad] * 4, ceil_mode=ceil)  # fmt: skip
+    common = dict(
+        kernel_sizes=[kernel] * 2,
+        strides=[stride] * 2,
+        pad_type="custom",
+        pad=[pad] * 4,
+        ceil_mode=ceil,
+    )
     (mx,) = run(lambda v: mb.max_pool(x=v, **common), x)
     close(mx, F.max_pool2d(t(x), kernel, stride, pad, ceil_mode=ceil))
     for exclude in (False, True):
-        (av,) = run(lambda v: mb.avg_pool(x=v, exclude_padding_from_average=exclude, **common), x)
+        (av,) = run(
+            lambda v, e=exclude: mb.avg_pool(x=v, exclude_padding_from_average=e, **common), x
+        )
         close(av, F.avg_pool2d(t(x), kernel, stride, pad, ceil, count_include_pad=not exclude))
 
 
@@ -376,32 +469,43 @@ def test_pool_1d_and_l2():
     (mx,) = run(lambda v: mb.max_pool(x=v, kernel_sizes=[3], strides=[2], pad_type="valid"), x)
     close(mx, F.max_pool1d(t(x), 3, 2))
     x2 = grid(1, 2, 6, 6)
-    (l2,) = run(lambda v: mb.l2_pool(x=v, kernel_sizes=[2, 2], strides=[2, 2], pad_type="valid"),
-                x2)  # fmt: skip
+    (l2,) = run(
+        lambda v: mb.l2_pool(x=v, kernel_sizes=[2, 2], strides=[2, 2], pad_type="valid"), x2
+    )
     close(l2, F.lp_pool2d(t(x2), 2, 2, 2))
 
 
 # ------------------------------------------------------------------ resize
 def test_upsample_nearest_and_bilinear():
     x = grid(1, 2, 3, 4)
-    (nn_,) = run(lambda v: mb.upsample_nearest_neighbor(x=v, scale_factor_height=2,
-                                                        scale_factor_width=3), x)  # fmt: skip
+    (nn_,) = run(
+        lambda v: mb.upsample_nearest_neighbor(x=v, scale_factor_height=2, scale_factor_width=3), x
+    )
     close(nn_, F.interpolate(t(x), scale_factor=(2, 3), mode="nearest"))
     for align in (True, False):
-        (bl,) = run(lambda v: mb.upsample_bilinear(x=v, scale_factor_height=2,
-                                                   scale_factor_width=2, align_corners=align),
-                    x, opset=ct.target.iOS16)  # fmt: skip
+        (bl,) = run(
+            lambda v, a=align: mb.upsample_bilinear(
+                x=v, scale_factor_height=2, scale_factor_width=2, align_corners=a
+            ),
+            x,
+            opset=ct.target.iOS16,
+        )
         close(bl, F.interpolate(t(x), scale_factor=2, mode="bilinear", align_corners=align))
 
 
 def test_resize_bilinear_and_nearest():
     x = grid(1, 2, 4, 5)
     for mode, align in (("STRICT_ALIGN_CORNERS", True), ("UNALIGN_CORNERS", False)):
-        (out,) = run(lambda v: mb.resize_bilinear(x=v, target_size_height=7, target_size_width=3,
-                                                  sampling_mode=mode), x)  # fmt: skip
+        (out,) = run(
+            lambda v, m=mode: mb.resize_bilinear(
+                x=v, target_size_height=7, target_size_width=3, sampling_mode=m
+            ),
+            x,
+        )
         close(out, F.interpolate(t(x), size=(7, 3), mode="bilinear", align_corners=align))
-    (rn,) = run(lambda v: mb.resize_nearest_neighbor(x=v, target_size_height=8,
-                                                     target_size_width=10), x)  # fmt: skip
+    (rn,) = run(
+        lambda v: mb.resize_nearest_neighbor(x=v, target_size_height=8, target_size_width=10), x
+    )
     close(rn, F.interpolate(t(x), size=(8, 10), mode="nearest"))
 
 
@@ -414,8 +518,12 @@ def test_crop():
 def test_fractional_nearest_is_not_guessed():
     x = grid(1, 1, 4, 4)
     with pytest.raises(Exception) as info:
-        run(lambda v: mb.upsample_nearest_neighbor(x=v, scale_factor_height=1.5,
-                                                   scale_factor_width=1.5), x)  # fmt: skip
+        run(
+            lambda v: mb.upsample_nearest_neighbor(
+                x=v, scale_factor_height=1.5, scale_factor_width=1.5
+            ),
+            x,
+        )
     assert isinstance(info.value.__cause__, Unsupported)
 
 
@@ -424,8 +532,9 @@ def test_pixel_shuffle_unshuffle():
     (ps,) = run(lambda v: mb.pixel_shuffle(x=v, upscale_factor=2), x)
     close(ps, F.pixel_shuffle(t(x), 2))
     y = grid(1, 2, 4, 6)
-    (pu,) = run(lambda v: mb.pixel_unshuffle(x=v, downscale_factor=np.uint32(2)), y,
-                opset=ct.target.iOS16)  # fmt: skip
+    (pu,) = run(
+        lambda v: mb.pixel_unshuffle(x=v, downscale_factor=np.uint32(2)), y, opset=ct.target.iOS16
+    )
     close(pu, F.pixel_unshuffle(t(y), 2))
 
 
@@ -443,15 +552,27 @@ def test_shape_ops():
         (lambda v: mb.tile(x=v, reps=[1, 2, 1, 3]), t(x).repeat(1, 2, 1, 3)),
         (lambda v: mb.identity(x=v), t(x)),
         (lambda v: mb.shape(x=v), torch.tensor(x.shape)),
-        (lambda v: mb.slice_by_size(x=v, begin=[1, 0, 1, 1], size=[1, -1, 2, -1]),
-         t(x)[1:2, :, 1:3, 1:]),
-        (lambda v: mb.slice_by_index(x=v, begin=[0, 0, 2, 3], end=[2, 1, 0, 0],
-                                     stride=[1, 1, -1, -2], end_mask=[False, False, True, True]),
-         t(x).flip(2, 3)[:, :, 0:, 0::2]),
-        (lambda v: mb.slice_by_index(x=v, begin=[1, 0, 0, 1], end=[2, 1, 3, 3],
-                                     squeeze_mask=[True, True, False, False]),
-         t(x)[1, 0, :, 1:3]),
-    ]  # fmt: skip
+        (
+            lambda v: mb.slice_by_size(x=v, begin=[1, 0, 1, 1], size=[1, -1, 2, -1]),
+            t(x)[1:2, :, 1:3, 1:],
+        ),
+        (
+            lambda v: mb.slice_by_index(
+                x=v,
+                begin=[0, 0, 2, 3],
+                end=[2, 1, 0, 0],
+                stride=[1, 1, -1, -2],
+                end_mask=[False, False, True, True],
+            ),
+            t(x).flip(2, 3)[:, :, 0:, 0::2],
+        ),
+        (
+            lambda v: mb.slice_by_index(
+                x=v, begin=[1, 0, 0, 1], end=[2, 1, 3, 3], squeeze_mask=[True, True, False, False]
+            ),
+            t(x)[1, 0, :, 1:3],
+        ),
+    ]
     for build, expected in checks:
         (out,) = run(build, x)
         close(out, expected, tol=0)
@@ -467,15 +588,17 @@ def test_concat_split_stack():
     close(s, torch.stack([t(a), t(b)]), tol=0)
     x = grid(7, 2)
     parts = run(lambda v: mb.split(x=v, split_sizes=[2, 5], axis=0), x)
-    for part, expected in zip(parts, torch.split(t(x), [2, 5])):
+    for part, expected in zip(parts, torch.split(t(x), [2, 5]), strict=True):
         close(part, expected, tol=0)
     halves = run(lambda v: mb.split(x=v, num_splits=2, axis=1), x)
-    for part, expected in zip(halves, torch.chunk(t(x), 2, 1)):
+    for part, expected in zip(halves, torch.chunk(t(x), 2, 1), strict=True):
         close(part, expected, tol=0)
 
 
-@pytest.mark.parametrize("mode, torch_mode", [("constant", "constant"), ("reflect", "reflect"),
-                                              ("replicate", "replicate")])  # fmt: skip
+@pytest.mark.parametrize(
+    "mode, torch_mode",
+    [("constant", "constant"), ("reflect", "reflect"), ("replicate", "replicate")],
+)
 def test_pad(mode, torch_mode):
     x = grid(1, 2, 4, 5)
     (out,) = run(lambda v: mb.pad(x=v, pad=[1, 2, 2, 1], mode=mode, constant_val=0.5), x)
@@ -494,16 +617,21 @@ def test_select_fill_range_band_part():
     (rg,) = run(lambda v: mb.range_1d(start=0, end=300000, step=1), a)  # > its fold limit
     np.testing.assert_array_equal(rg, torch.arange(300000).numpy())
     x = grid(2, 5, 6)
-    for lower, upper, expected in ((-1, 0, t(x).tril()), (0, -1, t(x).triu()),
-                                   (1, 2, t(x).triu(-1).tril(2))):  # fmt: skip
-        (bp,) = run(lambda v: mb.band_part(x=v, lower=lower, upper=upper), x)
+    for lower, upper, expected in (
+        (-1, 0, t(x).tril()),
+        (0, -1, t(x).triu()),
+        (1, 2, t(x).triu(-1).tril(2)),
+    ):
+        (bp,) = run(lambda v, lo=lower, up=upper: mb.band_part(x=v, lower=lo, upper=up), x)
         close(bp, expected, tol=0)
 
 
 def test_cumsum_topk_argsort_nonzero_one_hot():
     x = grid(3, 5)
     for exclusive, reverse in ((False, False), (True, False), (False, True), (True, True)):
-        (cs,) = run(lambda v: mb.cumsum(x=v, axis=1, exclusive=exclusive, reverse=reverse), x)
+        (cs,) = run(
+            lambda v, e=exclusive, r=reverse: mb.cumsum(x=v, axis=1, exclusive=e, reverse=r), x
+        )
         data = t(x).flip(1) if reverse else t(x)
         expected = data.cumsum(1) - (data if exclusive else 0)
         close(cs, expected.flip(1) if reverse else expected)
@@ -524,8 +652,9 @@ def test_cumsum_topk_argsort_nonzero_one_hot():
 def test_reverse_sequence_and_sliding_windows():
     x = grid(3, 5, 2)
     lengths = np.array([2, 5, 0], dtype=np.int32)
-    (rs,) = run(lambda v, n: mb.reverse_sequence(x=v, lengths=n, seq_axis=1, batch_axis=0),
-                x, lengths)  # fmt: skip
+    (rs,) = run(
+        lambda v, n: mb.reverse_sequence(x=v, lengths=n, seq_axis=1, batch_axis=0), x, lengths
+    )
     expected = t(x).clone()
     for b, n in enumerate(lengths):
         expected[b, :n] = t(x)[b, :n].flip(0)
@@ -556,32 +685,54 @@ def test_gathers():
 def test_scatters(mode):
     data, updates = grid(5, 3), grid(2, 3)
     idx = np.array([4, 1], dtype=np.int32)
-    (sc,) = run(lambda d, i, u: mb.scatter(data=d, indices=i, updates=u, axis=0, mode=mode),
-                data, idx, updates)  # fmt: skip
+    (sc,) = run(
+        lambda d, i, u: mb.scatter(data=d, indices=i, updates=u, axis=0, mode=mode),
+        data,
+        idx,
+        updates,
+    )
     reduce = {"update": None, "add": "sum", "max": "amax"}[mode]
     index = t(idx).long()[:, None].expand(2, 3)
-    expected = (torch.scatter(t(data), 0, index, t(updates)) if reduce is None
-                else torch.scatter_reduce(t(data), 0, index, t(updates), reduce))  # fmt: skip
+    expected = (
+        torch.scatter(t(data), 0, index, t(updates))
+        if reduce is None
+        else torch.scatter_reduce(t(data), 0, index, t(updates), reduce)
+    )
     close(sc, expected, tol=0)
     along = np.array([[0, 2, 2], [1, 0, 0]], dtype=np.int32)  # repeated targets
-    (sa,) = run(lambda d, i, u: mb.scatter_along_axis(data=d, indices=i, updates=u, axis=0,
-                                                      mode=mode), data, along, updates)  # fmt: skip
+    (sa,) = run(
+        lambda d, i, u: mb.scatter_along_axis(data=d, indices=i, updates=u, axis=0, mode=mode),
+        data,
+        along,
+        updates,
+    )
     index = t(along).long()
     if mode == "update":
         unique = np.array([[0, 2, 1], [1, 0, 0]], dtype=np.int32)  # torch: undefined on repeats
-        (sa,) = run(lambda d, i, u: mb.scatter_along_axis(data=d, indices=i, updates=u, axis=0,
-                                                          mode=mode), data, unique, updates)  # fmt: skip
+        (sa,) = run(
+            lambda d, i, u: mb.scatter_along_axis(data=d, indices=i, updates=u, axis=0, mode=mode),
+            data,
+            unique,
+            updates,
+        )
         expected = torch.scatter(t(data), 0, t(unique).long(), t(updates))
     else:
         expected = torch.scatter_reduce(t(data), 0, index, t(updates), reduce)
     close(sa, expected, tol=1e-6)
     nd = np.array([[4, 0], [1, 2], [4, 0]], dtype=np.int32)
     vals = grid(3)
-    (sn,) = run(lambda d, i, u: mb.scatter_nd(data=d, indices=i, updates=u, mode=mode),
-                data, nd if mode != "update" else nd[:2], vals if mode != "update" else vals[:2])
+    (sn,) = run(
+        lambda d, i, u: mb.scatter_nd(data=d, indices=i, updates=u, mode=mode),
+        data,
+        nd if mode != "update" else nd[:2],
+        vals if mode != "update" else vals[:2],
+    )
     target = t(data).clone()
-    rows, cols = (t(nd[:, 0]).long(), t(nd[:, 1]).long()) if mode != "update" else (
-        t(nd[:2, 0]).long(), t(nd[:2, 1]).long())  # fmt: skip
+    rows, cols = (
+        (t(nd[:, 0]).long(), t(nd[:, 1]).long())
+        if mode != "update"
+        else (t(nd[:2, 0]).long(), t(nd[:2, 1]).long())
+    )
     v = t(vals) if mode != "update" else t(vals[:2])
     if mode == "update":
         target[rows, cols] = v
@@ -595,8 +746,14 @@ def test_scatters(mode):
 
 def test_slice_update():
     x, u = grid(2, 6, 3), grid(2, 2, 3)
-    (out,) = run(lambda v, w: mb.slice_update(x=v, update=w, begin=[0, 1, 0], end=[2, 5, 3],
-                                              stride=[1, 2, 1]), x, u, opset=IOS18)  # fmt: skip
+    (out,) = run(
+        lambda v, w: mb.slice_update(
+            x=v, update=w, begin=[0, 1, 0], end=[2, 5, 3], stride=[1, 2, 1]
+        ),
+        x,
+        u,
+        opset=IOS18,
+    )
     expected = t(x).clone()
     expected[:, 1:5:2] = t(u)
     close(out, expected, tol=0)
@@ -619,8 +776,13 @@ def test_scaled_dot_product_attention(mask):
 
 
 def test_state_read_and_update():
-    @mb.program(input_specs=[mb.StateTensorSpec((2, 3), dtype=types.fp16),
-                             mb.TensorSpec((2, 3), dtype=types.fp16)], opset_version=IOS18)  # fmt: skip
+    @mb.program(
+        input_specs=[
+            mb.StateTensorSpec((2, 3), dtype=types.fp16),
+            mb.TensorSpec((2, 3), dtype=types.fp16),
+        ],
+        opset_version=IOS18,
+    )
     def prog(state, x):
         old = mb.read_state(input=state)
         new = mb.add(x=old, y=x)
@@ -637,7 +799,7 @@ def test_state_read_and_update():
 
 
 def test_constexpr_affine_dequantize():
-    import torch.ao.quantization.fx._decomposed  # noqa: F401  (registers the ops)
+    import torch.ao.quantization.fx._decomposed
 
     q = RNG.integers(-128, 128, (4, 6)).astype(np.int8)
     scale = np.array([0.1, 0.02, 0.5, 1.0], dtype=np.float32)
@@ -659,14 +821,24 @@ def test_constexpr_affine_dequantize():
 
 def test_dequantize_quantize_ios17():
     x = grid(3, 4)
-    (q,) = run(lambda v: mb.quantize(input=v, scale=np.float32(0.05), zero_point=np.int8(3),
-                                     output_dtype="int8"), x)  # fmt: skip
+    (q,) = run(
+        lambda v: mb.quantize(
+            input=v, scale=np.float32(0.05), zero_point=np.int8(3), output_dtype="int8"
+        ),
+        x,
+    )
     expected = torch.quantize_per_tensor(t(x), 0.05, 3, torch.qint8)
     np.testing.assert_array_equal(np.asarray(q).astype(np.int32), expected.int_repr().int().numpy())
-    (d,) = run(lambda v: mb.dequantize(input=mb.quantize(input=v, scale=np.float32(0.05),
-                                                         zero_point=np.int8(3),
-                                                         output_dtype="int8"),
-                                       scale=np.float32(0.05), zero_point=np.int8(3)), x)  # fmt: skip
+    (d,) = run(
+        lambda v: mb.dequantize(
+            input=mb.quantize(
+                input=v, scale=np.float32(0.05), zero_point=np.int8(3), output_dtype="int8"
+            ),
+            scale=np.float32(0.05),
+            zero_point=np.int8(3),
+        ),
+        x,
+    )
     close(d, expected.dequantize(), tol=1e-6)
 
 
@@ -696,6 +868,15 @@ def test_every_op_in_the_table_has_a_kernel_and_a_source():
     table = coverage()
     assert set(table) == set(KERNELS)
     assert set(table.values()) <= {"value_inference", "wrapped", "own"}
-    for name in ("conv", "gather_nd", "scatter_along_axis", "scaled_dot_product_attention",
-                 "gelu", "squeeze", "read_state", "silu", "upsample_bilinear"):  # fmt: skip
+    for name in (
+        "conv",
+        "gather_nd",
+        "scatter_along_axis",
+        "scaled_dot_product_attention",
+        "gelu",
+        "squeeze",
+        "read_state",
+        "silu",
+        "upsample_bilinear",
+    ):
         assert table[name] in {"wrapped", "own"}, name

@@ -61,9 +61,13 @@ def verify(
         report.timings["total"] = time.perf_counter() - start
         return report.finish()
     verify_lowered(
-        lowering.edge, lowering.mlmodels, inputs=user_inputs, progress=progress,
-        explain=explain, report=report,
-    )  # fmt: skip
+        lowering.edge,
+        lowering.mlmodels,
+        inputs=user_inputs,
+        progress=progress,
+        explain=explain,
+        report=report,
+    )
     report.timings["total"] = time.perf_counter() - start
     return report
 
@@ -85,7 +89,11 @@ def verify_lowered(
 
     say = progress or (lambda message: None)
     report = report if report is not None else VerifyReport()
-    ep = edge_program.exported_program() if hasattr(edge_program, "exported_program") else edge_program
+    ep = (
+        edge_program.exported_program()
+        if hasattr(edge_program, "exported_program")
+        else edge_program
+    )
     delegates = coreml_delegates(ep)
     if len(delegates) != len(mlmodels):
         report.not_verified.append(
@@ -179,5 +187,5 @@ def _resolve_inputs(ep: Any, inputs: Any) -> tuple[list[Any], list[str]]:
 
 
 def _describe(value: Any, how: str) -> str:
-    shape = tuple(getattr(value, "shape", ()))
-    return f"{how} {str(getattr(value, 'dtype', type(value).__name__)).replace('torch.', '')}{list(shape)}"
+    dtype = str(getattr(value, "dtype", type(value).__name__)).replace("torch.", "")
+    return f"{how} {dtype}{list(getattr(value, 'shape', ()))}"

@@ -128,7 +128,9 @@ def _floats(a: np.ndarray, e: np.ndarray, mode: str) -> Numbers:
     if mode == SEMANTIC:
         limit = SEMANTIC_RTOL * np.abs(e) + SEMANTIC_ATOL * scale
     else:
-        limit = np.full(e.shape, (SEMANTIC_HALF_TOL if mode == SEMANTIC_HALF else FLOAT16_TOL) * scale)
+        limit = np.full(
+            e.shape, (SEMANTIC_HALF_TOL if mode == SEMANTIC_HALF else FLOAT16_TOL) * scale
+        )
     bad = finite & (diff > limit)
     numbers.mismatched = int(bad.sum())
     finite_diff = diff[np.isfinite(diff)]

@@ -84,7 +84,7 @@ def run_partition(ep: ExportedProgram, user_inputs: list[Any]) -> PartitionRun:
         flat = runner.run(*args)
     flat = list(flat) if isinstance(flat, (list, tuple)) else [flat]
     run = PartitionRun(inputs=user_inputs, outputs=[], buffers=buffers, values=runner.values)
-    for spec, value in zip(ep.graph_signature.output_specs, flat):
+    for spec, value in zip(ep.graph_signature.output_specs, flat, strict=False):
         if spec.kind.name == "BUFFER_MUTATION":
             run.mutations[spec.target] = value
         elif spec.kind.name == "USER_OUTPUT":

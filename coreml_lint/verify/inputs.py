@@ -20,13 +20,48 @@ from torch.export import ExportedProgram
 SMALL_INT_RANGE = 16
 # ops that only move or reshape values: an index flowing through them is still an index
 PASS_THROUGH = {
-    "view", "view_copy", "_unsafe_view", "reshape", "unsqueeze", "unsqueeze_copy", "squeeze",
-    "squeeze_copy", "permute", "permute_copy", "expand", "expand_copy", "clone", "_to_copy",
-    "_to_dim_order_copy", "_clone_dim_order", "slice", "slice_copy", "select", "select_copy",
-    "cat", "stack", "flatten", "contiguous", "alias", "alias_copy", "detach", "repeat", "t",
-    "t_copy", "transpose", "transpose_copy", "narrow", "split", "split_with_sizes",
-    "split_with_sizes_copy", "split_copy", "unbind", "unbind_copy", "getitem", "to",
-}  # fmt: skip
+    "view",
+    "view_copy",
+    "_unsafe_view",
+    "reshape",
+    "unsqueeze",
+    "unsqueeze_copy",
+    "squeeze",
+    "squeeze_copy",
+    "permute",
+    "permute_copy",
+    "expand",
+    "expand_copy",
+    "clone",
+    "_to_copy",
+    "_to_dim_order_copy",
+    "_clone_dim_order",
+    "slice",
+    "slice_copy",
+    "select",
+    "select_copy",
+    "cat",
+    "stack",
+    "flatten",
+    "contiguous",
+    "alias",
+    "alias_copy",
+    "detach",
+    "repeat",
+    "t",
+    "t_copy",
+    "transpose",
+    "transpose_copy",
+    "narrow",
+    "split",
+    "split_with_sizes",
+    "split_with_sizes_copy",
+    "split_copy",
+    "unbind",
+    "unbind_copy",
+    "getitem",
+    "to",
+}
 
 
 def load_inputs(path: str | Path) -> tuple[Any, ...]:
@@ -98,9 +133,9 @@ def _bound_at(user: torch.fx.Node, node: torch.fx.Node) -> int | None:
     op, args = _base(user.target), user.args
     if op == "embedding" and len(args) > 1 and args[1] is node:
         return _shape(args[0], 0)
-    if op in ("index_select", "gather", "index_copy", "index_add", "index_fill") and len(args) > 2:
-        if args[2] is node:
-            return _shape(args[0], int(args[1]))
+    indexed = ("index_select", "gather", "index_copy", "index_add", "index_fill")
+    if op in indexed and len(args) > 2 and args[2] is node:
+        return _shape(args[0], int(args[1]))
     if op in ("scatter", "scatter_add", "scatter_reduce") and len(args) > 2 and args[2] is node:
         return _shape(args[0], int(args[1]))
     if op in ("index", "index_put", "_unsafe_index", "_unsafe_index_put") and len(args) > 1:

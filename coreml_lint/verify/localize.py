@@ -104,6 +104,8 @@ def describe_node(graph_module: Any, name: str | None) -> tuple[str | None, str 
     node = next((n for n in graph_module.graph.nodes if n.name == name), None)
     if node is None:
         return None, None, None
-    target = getattr(node.target, "__name__", str(node.target)) if node.op != "placeholder" else "input"
+    target = (
+        getattr(node.target, "__name__", str(node.target)) if node.op != "placeholder" else "input"
+    )
     source, code = source_of(node)
     return target, source, code

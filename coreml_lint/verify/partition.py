@@ -97,7 +97,7 @@ def bind_inputs(function: Any, ep: Any, run: PartitionRun, widen: bool) -> tuple
     from coremltools.converters.mil.mil import types
 
     names = _user_input_names(ep)
-    by_name = dict(zip(names, run.inputs))
+    by_name = dict(zip(names, run.inputs, strict=False))
     by_clean = {_sanitize(n): v for n, v in by_name.items()}
     plain = [n for n, v in function.inputs.items() if not types.is_state(v.sym_type)]
     inputs = {}
@@ -123,24 +123,52 @@ def check_interface(p: Partition, function: Any) -> list[Divergence]:
     names = _output_names(ep)
     outputs = list(function.outputs)
     if len(outputs) != len(p.run.outputs):
-        found.append(_div(p, "interface", "interface", "outputs",
-                          f"Core ML returns {len(outputs)} outputs, eager {len(p.run.outputs)}"))
+        found.append(
+            _div(
+                p,
+                "interface",
+                "interface",
+                "outputs",
+                f"Core ML returns {len(outputs)} outputs, eager {len(p.run.outputs)}",
+            )
+        )
     input_names = set(function.inputs)
     seen: dict[str, int] = {}
-    for i, (var, value) in enumerate(zip(outputs, p.run.outputs)):
+    for i, (var, value) in enumerate(zip(outputs, p.run.outputs, strict=False)):
         label = f"output {i} ({names[i] if i < len(names) else var.name})"
         if var.name in input_names:
-            found.append(_div(p, "interface", "output-is-input", label,
-                              f"the Core ML output is the input var {var.name} itself"))
+            found.append(
+                _div(
+                    p,
+                    "interface",
+                    "output-is-input",
+                    label,
+                    f"the Core ML output is the input var {var.name} itself",
+                )
+            )
         if var.name in seen:
-            found.append(_div(p, "interface", "duplicate-output", label,
-                              f"the Core ML output var {var.name} is also output {seen[var.name]}"))
+            found.append(
+                _div(
+                    p,
+                    "interface",
+                    "duplicate-output",
+                    label,
+                    f"the Core ML output var {var.name} is also output {seen[var.name]}",
+                )
+            )
         seen.setdefault(var.name, i)
         eager_dtype = str(getattr(value, "dtype", "")).replace("torch.", "")
         mil = mil_dtype(var)
         if eager_dtype in CARRIERS and mil not in CARRIERS[eager_dtype]:
-            found.append(_div(p, "interface", "dtype", label,
-                              f"Core ML returns {mil} where eager returns {eager_dtype}"))
+            found.append(
+                _div(
+                    p,
+                    "interface",
+                    "dtype",
+                    label,
+                    f"Core ML returns {mil} where eager returns {eager_dtype}",
+                )
+            )
     found += _check_states(p, function)
     return found
 
@@ -151,9 +179,16 @@ def _check_states(p: Partition, function: Any) -> list[Divergence]:
         eager_dtype = str(p.run.buffers[target].dtype).replace("torch.", "")
         mil = mil_dtype(function.inputs[name])
         if mil not in STATE_CARRIERS.get(eager_dtype, {eager_dtype}):
-            found.append(_div(p, "interface", "dtype", f"state {target}",
-                              f"the {eager_dtype} buffer is held in a {mil} Core ML state "
-                              f"(integers above 2048 are not exact in fp16)"))
+            found.append(
+                _div(
+                    p,
+                    "interface",
+                    "dtype",
+                    f"state {target}",
+                    f"the {eager_dtype} buffer is held in a {mil} Core ML state "
+                    f"(integers above 2048 are not exact in fp16)",
+                )
+            )
     return found
 
 
@@ -252,8 +287,10 @@ def _divergence(p, plan, values, mode, label, var_name, numbers: Numbers, explai
         div.mil_op = op.op_type
     elif var_name is not None:
         div.mil_var = var_name
-        producer = next((op for op in plan.function.operations if var_name in
-                         [v.name for v in op.outputs]), None)
+        producer = next(
+            (op for op in plan.function.operations if var_name in [v.name for v in op.outputs]),
+            None,
+        )
         div.mil_op = producer.op_type if producer is not None else None
         div.node = _output_node(p, label)
     div.target, div.source, div.code = describe_node(graph, div.node)

@@ -119,6 +119,6 @@ class VerifyReport:
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
         data["exit_code"] = self.exit_code
-        for part, result in zip(data["partitions"], self.partitions):
+        for part, result in zip(data["partitions"], self.partitions, strict=True):
             part["status"] = result.status
         return data

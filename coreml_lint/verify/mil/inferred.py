@@ -15,28 +15,33 @@ import numpy as np
 
 from coreml_lint.verify.mil.registry import TRUSTED, kernel
 
-ELEMENTWISE_BINARY = (
+
+def _names(text: str) -> list[str]:
+    return text.split()
+
+
+ELEMENTWISE_BINARY = _names(
     "add sub mul real_div floor_div mod pow maximum minimum equal not_equal greater "
     "greater_equal less less_equal logical_and logical_or logical_xor"
-).split()
-ELEMENTWISE_UNARY = (
+)
+ELEMENTWISE_UNARY = _names(
     "abs acos asin atan atanh ceil clip cos cosh exp exp2 floor inverse log logical_not "
     "round rsqrt sign sin sinh sqrt square tan tanh threshold cast"
-).split()
-ACTIVATIONS = (
+)
+ACTIVATIONS = _names(
     "relu relu6 leaky_relu elu linear_activation prelu sigmoid sigmoid_hard softmax "
     "softplus softplus_parametric softsign scaled_tanh clamped_relu"
-).split()
-REDUCTIONS = (
+)
+REDUCTIONS = _names(
     "reduce_sum reduce_mean reduce_max reduce_min reduce_prod reduce_argmax reduce_argmin "
     "reduce_l1_norm reduce_l2_norm reduce_log_sum reduce_log_sum_exp reduce_sum_square"
-).split()
-TENSOR = (
+)
+TENSOR = _names(
     "reshape transpose expand_dims slice_by_index split stack tile pad gather "
     "gather_along_axis select fill fill_like shape identity topk argsort non_zero "
     "flatten2d reverse slice_update"
-).split()
-LINEAR = "linear matmul einsum layer_norm l2_norm".split()
+)
+LINEAR = _names("linear matmul einsum layer_norm l2_norm")
 TRUSTED_OPS = ELEMENTWISE_BINARY + ELEMENTWISE_UNARY + ACTIVATIONS + REDUCTIONS + TENSOR + LINEAR
 
 
@@ -71,7 +76,7 @@ def run_value_inference(op: Any, args: dict[str, Any]) -> Any:
         if var is None:
             held[name] = None
         elif isinstance(var, (list, tuple)):
-            held[name] = tuple(_Held(v, a) for v, a in zip(var, args[name]))
+            held[name] = tuple(_Held(v, a) for v, a in zip(var, args[name], strict=True))
         else:
             held[name] = _Held(var, args[name])
         setattr(shadow, name, held[name])

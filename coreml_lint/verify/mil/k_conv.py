@@ -34,7 +34,7 @@ def pads_of(a: dict[str, Any], spatial: tuple, kernel: tuple, strides: tuple, di
         return [(pad[2 * i], pad[2 * i + 1]) for i in range(len(spatial))]
     if pad_type in ("same", "same_lower"):
         lower = pad_type == "same_lower"
-        return [same_pads(*args, lower) for args in zip(spatial, kernel, strides, dil)]
+        return [same_pads(*args, lower) for args in zip(spatial, kernel, strides, dil, strict=True)]
     raise NotImplementedError(f"pad_type {pad_type}")
 
 
@@ -47,10 +47,10 @@ def _ints(value: Any, n: int, default: int = 1) -> tuple[int, ...]:
 def windows(x: np.ndarray, kernel: tuple, strides: tuple, dil: tuple, out: tuple) -> np.ndarray:
     """(N, C, *out, *kernel) view of the windows of an already padded ``x``."""
     nd = len(kernel)
-    span = tuple((k - 1) * d + 1 for k, d in zip(kernel, dil))
+    span = tuple((k - 1) * d + 1 for k, d in zip(kernel, dil, strict=True))
     view = np.lib.stride_tricks.sliding_window_view(x, span, axis=tuple(range(2, 2 + nd)))
     index = [slice(None), slice(None)]
-    index += [slice(0, (o - 1) * s + 1, s) for o, s in zip(out, strides)]
+    index += [slice(0, (o - 1) * s + 1, s) for o, s in zip(out, strides, strict=True)]
     index += [slice(None, None, d) for d in dil]
     return view[tuple(index)]
 
@@ -92,7 +92,9 @@ def _conv_transpose(op: Any, a: dict[str, Any]) -> np.ndarray:
     kernel = w.shape[2:]
     cg, og = c // groups, w.shape[1]  # weight: (C_in, C_out / groups, *k)
     strides, dil = _ints(a.get("strides"), nd), _ints(a.get("dilations"), nd)
-    full = tuple((x.shape[2 + i] - 1) * strides[i] + (kernel[i] - 1) * dil[i] + 1 for i in range(nd))
+    full = tuple(
+        (x.shape[2 + i] - 1) * strides[i] + (kernel[i] - 1) * dil[i] + 1 for i in range(nd)
+    )
     y = np.zeros((n, groups, og, *full), dtype=np.float32)
     xg = x.reshape(n, groups, cg, -1)  # N, G, cg, pixels
     wg = w.reshape(groups, cg, og, -1)  # G, cg, og, taps
@@ -101,7 +103,9 @@ def _conv_transpose(op: Any, a: dict[str, Any]) -> np.ndarray:
     for t, tap in enumerate(np.ndindex(*kernel)):
         index = [slice(None)] * 3
         index += [
-            slice(tap[i] * dil[i], tap[i] * dil[i] + (x.shape[2 + i] - 1) * strides[i] + 1, strides[i])
+            slice(
+                tap[i] * dil[i], tap[i] * dil[i] + (x.shape[2 + i] - 1) * strides[i] + 1, strides[i]
+            )
             for i in range(nd)
         ]
         y[tuple(index)] += contrib[:, :, :, t]
@@ -127,9 +131,11 @@ def _transpose_pads(a: dict, spatial: tuple, full: tuple, out: tuple, strides: t
         return [(pad[2 * i], pad[2 * i + 1]) for i in range(len(spatial))]
     if pad_type in ("same", "same_lower"):
         pads = []
-        for size, total in zip(out, full):
+        for size, total in zip(out, full, strict=True):
             extra = max(total - size, 0)
             small = extra // 2
-            pads.append((extra - small, small) if pad_type == "same_lower" else (small, extra - small))
+            pads.append(
+                (extra - small, small) if pad_type == "same_lower" else (small, extra - small)
+            )
         return pads
     return [(0, 0)] * len(spatial)

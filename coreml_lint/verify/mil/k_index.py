@@ -47,7 +47,7 @@ def _gather_nd(op: Any, a: dict[str, Any]) -> np.ndarray:
     lead = x.shape[:batch]
     flat_x = x.reshape((-1, *x.shape[batch:]))
     flat_i = indices.reshape((-1, *indices.shape[batch:]))
-    rows = [xi[tuple(np.moveaxis(ii, -1, 0))] for xi, ii in zip(flat_x, flat_i)]
+    rows = [xi[tuple(np.moveaxis(ii, -1, 0))] for xi, ii in zip(flat_x, flat_i, strict=True)]
     out = np.stack(rows)
     return out.reshape((*lead, *indices.shape[batch:-1], *x.shape[batch + depth :]))
 

@@ -83,8 +83,6 @@ def _sdpa(op: Any, a: dict[str, Any]) -> np.ndarray:
     mask = a.get("attn_mask")
     if mask is not None:
         mask = np.asarray(mask)
-        if mask.dtype == np.bool_:
-            scores = np.where(mask, scores, -np.inf)
-        else:
-            scores = scores + mask
+        is_bool = mask.dtype == np.bool_
+        scores = np.where(mask, scores, -np.inf) if is_bool else scores + mask
     return np.matmul(softmax_last(scores), v)

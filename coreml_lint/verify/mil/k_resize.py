@@ -78,10 +78,9 @@ def _upsample_bilinear(op: Any, a: dict[str, Any]) -> np.ndarray:
     out_h, out_w = (int(d) for d in op.outputs[0].shape[-2:])
     align = bool(a.get("align_corners", True))
     half_pixel = bool(a.get("half_pixel_centers", not align))
+    mode = "UNALIGN_CORNERS" if half_pixel else "ASYMMETRIC"
     if align:
         mode = "STRICT_ALIGN_CORNERS"
-    else:
-        mode = "UNALIGN_CORNERS" if half_pixel else "ASYMMETRIC"
     return bilinear(a["x"], out_h, out_w, mode)
 
 

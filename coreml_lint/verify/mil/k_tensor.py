@@ -36,7 +36,9 @@ def _squeeze(op: Any, a: dict[str, Any]) -> np.ndarray:
 def _slice_by_size(op: Any, a: dict[str, Any]) -> np.ndarray:
     x = np.asarray(a["x"])
     slices = []
-    for dim, begin, size in zip(x.shape, np.atleast_1d(a["begin"]), np.atleast_1d(a["size"])):
+    for dim, begin, size in zip(
+        x.shape, np.atleast_1d(a["begin"]), np.atleast_1d(a["size"]), strict=False
+    ):
         start = int(begin) + dim if begin < 0 else int(begin)
         stop = dim if size == -1 else start + int(size)
         slices.append(slice(start, stop))

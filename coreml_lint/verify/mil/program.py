@@ -97,7 +97,7 @@ class Plan:
             if op.op_type not in self.unknown:
                 self.unknown.append(op.op_type)
             return
-        for var, value in zip(op.outputs, values):
+        for var, value in zip(op.outputs, values, strict=False):
             self.constants[var.name] = store(value, mil_dtype(var))
 
     def run(
@@ -139,7 +139,7 @@ class Plan:
         results = result if len(step.outputs) > 1 else (result,)
         if len(results) != len(step.outputs):
             raise ExecutionError(step.op, f"kernel returned {len(results)} values")
-        for (name, dtype, shape), value in zip(step.outputs, results):
+        for (name, dtype, shape), value in zip(step.outputs, results, strict=True):
             if name in keep_wide and dtype == "fp16":
                 dtype = "fp32"
             held = store(value, dtype)
