@@ -90,8 +90,13 @@ def as_numpy(value: Any) -> np.ndarray:
     return np.asarray(value)
 
 
-def compare(actual: Any, expected: Any, mode: str) -> Numbers:
-    """Judge the Core ML value ``actual`` against the eager value ``expected``."""
+def compare(actual: Any, expected: Any, mode: str, input_scale: float = 0.0) -> Numbers:
+    """Judge the Core ML value ``actual`` against the eager value ``expected``.
+
+    ``input_scale`` is the largest magnitude among the inputs of the op that produced the
+    value: a result that cancels to almost nothing (the mean of normalised values) carries
+    rounding error of the size of its inputs, not of itself, so the scale is never taken
+    smaller than that."""
     a, e = np.asarray(actual), as_numpy(expected)
     if a.shape != e.shape:
         if a.size != e.size:
@@ -101,7 +106,7 @@ def compare(actual: Any, expected: Any, mode: str) -> Numbers:
         return Numbers(None)
     if not np.issubdtype(e.dtype, np.floating):
         return _exact(a, e)
-    return _floats(a.astype(np.float64), e.astype(np.float64), mode)
+    return _floats(a.astype(np.float64), e.astype(np.float64), mode, input_scale)
 
 
 def _exact(a: np.ndarray, e: np.ndarray) -> Numbers:
@@ -116,12 +121,13 @@ def _exact(a: np.ndarray, e: np.ndarray) -> Numbers:
     return numbers
 
 
-def _floats(a: np.ndarray, e: np.ndarray, mode: str) -> Numbers:
+def _floats(a: np.ndarray, e: np.ndarray, mode: str, input_scale: float) -> Numbers:
     finite = np.isfinite(e)
     numbers = Numbers(None, size=int(e.size))
     numbers.nan = int((np.isnan(a) & finite).sum())
     numbers.inf = int((np.isinf(a) & finite).sum())
     scale = float(np.max(np.abs(e[finite]))) if finite.any() else 0.0
+    scale = max(scale, input_scale)
     with np.errstate(all="ignore"):
         diff = np.where(finite, np.abs(a - e), 0.0)
         diff = np.where(np.isnan(diff), np.inf, diff)
@@ -146,6 +152,18 @@ def _floats(a: np.ndarray, e: np.ndarray, mode: str) -> Numbers:
         numbers.kind = "values"
         _example(numbers, np.argmax(np.where(bad, diff, -1.0)), a, e)
     return numbers
+
+
+def value_scale(values: Any) -> float:
+    """Largest finite magnitude among float arrays (0 when there are none)."""
+    best = 0.0
+    for value in values:
+        array = np.asarray(value)
+        if array.size and np.issubdtype(array.dtype, np.floating):
+            finite = array[np.isfinite(array)]
+            if finite.size:
+                best = max(best, float(np.max(np.abs(finite))))
+    return best
 
 
 def _example(numbers: Numbers, flat_index: Any, a: np.ndarray, e: np.ndarray) -> None:

@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from coreml_lint.verify.compare import compare
+from coreml_lint.verify.compare import compare, value_scale
 
 SUFFIXES = ("_cast_fp16", "_cast_fp32", "_to_fp16", "_to_fp32")
 _FRAME = re.compile(r'File "([^"]+)", line (\d+), in [^\n]*\n\s*([^\n]*)')
@@ -91,10 +91,52 @@ def first_departure(
                 continue
             if tuple(expected.shape) != tuple(getattr(values[name], "shape", ())):
                 continue
-            numbers = compare(values[name], expected, mode)
+            numbers = compare(values[name], expected, mode, input_scale(step, values))
             if not numbers.ok:
                 return step.op, name, node, numbers
     return None
+
+
+COMPARISONS = {"greater", "greater_equal", "less", "less_equal", "equal", "not_equal"}
+ARG_OPS = {"reduce_argmax", "reduce_argmin", "argsort", "topk"}
+FLOAT_TYPES = {"fp16", "fp32"}
+
+
+def float_to_int_boundary(op: Any) -> bool:
+    """Whether ``op`` turns float values into integers or bools (a cast, a comparison, an
+    argmax): in fp16 its result may flip where the float lies within rounding of a boundary."""
+    from coreml_lint.verify.mil.dtypes import mil_dtype
+
+    x = op.inputs.get("x")
+    if x is None or isinstance(x, (list, tuple)) or mil_dtype(x) not in FLOAT_TYPES:
+        return False
+    if op.op_type == "cast":
+        return mil_dtype(op.outputs[0]) not in FLOAT_TYPES
+    return op.op_type in COMPARISONS or op.op_type in ARG_OPS
+
+
+def rounding_flip(plan: Any, values: dict, eager: dict, var_name: str, mode: str) -> str | None:
+    """The op type, when an integer output's first departure from eager is a float-to-int
+    boundary whose float inputs still agree within fp16 tolerance: an fp16 rounding flip
+    (``argmax`` of near-ties, ``(x * 10).long()`` at x = 1.7998), not a wrong op."""
+    culprit = first_departure(plan, values, eager, var_name, mode)
+    if culprit is not None:
+        op = culprit[0]
+    else:
+        op = next(
+            (o for o in plan.function.operations if var_name in {v.name for v in o.outputs}), None
+        )
+    if op is None or not float_to_int_boundary(op):
+        return None
+    return op.op_type
+
+
+def input_scale(step: Any, values: dict[str, Any]) -> float:
+    """Largest magnitude among the float inputs of a plan step (see ``compare``)."""
+    refs = []
+    for _, ref in step.inputs:
+        refs.extend(ref if isinstance(ref, tuple) else (ref,))
+    return value_scale(values[r] for r in refs if r in values and not hasattr(values[r], "value"))
 
 
 def describe_node(graph_module: Any, name: str | None) -> tuple[str | None, str | None, str | None]:
