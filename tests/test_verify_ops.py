@@ -578,6 +578,20 @@ def test_shape_ops():
         close(out, expected, tol=0)
 
 
+def test_reshape_like():
+    x, r1, r2 = grid(2, 3, 4, 5), grid(2, 3, 4), grid(1, 5, 4)
+    (out,) = run(
+        lambda v, p, q: mb.reshape_like(
+            x=v, ref_tensors=(p, q), begins=(0, 1), ends=(2, 0), end_masks=(False, True)
+        ),
+        x,
+        r1,
+        r2,
+        opset=ct.target.iOS16,
+    )
+    close(out, t(x).reshape(2, 3, 5, 4), tol=0)
+
+
 def test_concat_split_stack():
     a, b = grid(2, 3), grid(2, 3)
     (c,) = run(lambda p, q: mb.concat(values=(p, q), axis=1), a, b)
@@ -817,6 +831,27 @@ def test_constexpr_affine_dequantize():
     x = grid(2, 6)
     values = plan.run({"x": x})
     close(values[prog.functions["main"].outputs[0].name], F.linear(t(x), weight), tol=1e-5)
+
+
+def test_constexpr_blockwise_shift_scale_and_cast():
+    data = RNG.integers(-128, 128, (4, 6)).astype(np.int8)
+    scale = np.abs(grid(4, 2)) + np.float32(0.01)  # blocks of 3 along axis 1
+    offset = RNG.integers(-5, 5, (4, 2)).astype(np.int8)
+    half = grid(6, 4).astype(np.float16)
+
+    @mb.program(input_specs=[mb.TensorSpec((2, 6))], opset_version=IOS18)
+    def prog(x):
+        w = mb.constexpr_blockwise_shift_scale(data=data, scale=scale, offset=offset)
+        h = mb.constexpr_cast(source_val=half, output_dtype="fp32")
+        return mb.matmul(x=mb.linear(x=x, weight=w), y=mb.transpose(x=h, perm=[1, 0]))
+
+    expected_w = (t(data).float() - t(offset).float().repeat_interleave(3, 1)) * t(
+        scale
+    ).repeat_interleave(3, 1)
+    x = grid(2, 6)
+    values = Plan.of(prog).run({"x": x})
+    expected = F.linear(t(x), expected_w) @ t(half.astype(np.float32)).T
+    close(values[prog.functions["main"].outputs[0].name], expected, tol=1e-4)
 
 
 def test_dequantize_quantize_ios17():

@@ -84,17 +84,31 @@ def user_input_nodes(ep: ExportedProgram) -> list[torch.fx.Node]:
 
 
 def random_inputs(ep: ExportedProgram, seed: int = 0) -> list[Any]:
-    """One seeded input per user input of ``ep`` (a flat list, in the graph's order)."""
+    """One seeded input per user input of ``ep`` (a flat list, in the graph's order). A
+    program with symbolic (dynamic) dimensions gets its own example inputs' shapes."""
     generator = torch.Generator().manual_seed(seed)
+    examples = _example_inputs(ep)
     inputs = []
-    for node in user_input_nodes(ep):
+    for position, node in enumerate(user_input_nodes(ep)):
         val = node.meta.get("val")
         if not isinstance(val, torch.Tensor):
             inputs.append(val)
             continue
-        shape = [int(d) for d in val.shape]
-        inputs.append(_tensor(val.dtype, shape, index_bound(node), generator))
+        shape = list(val.shape)
+        if not all(isinstance(d, int) for d in shape):
+            if examples is None or position >= len(examples):
+                raise ValueError(f"input {node.name} has a dynamic shape: pass inputs")
+            shape = list(examples[position].shape)
+        inputs.append(_tensor(val.dtype, [int(d) for d in shape], index_bound(node), generator))
     return inputs
+
+
+def _example_inputs(ep: ExportedProgram) -> list[Any] | None:
+    examples = getattr(ep, "example_inputs", None)
+    if not examples:
+        return None
+    flat, _ = torch.utils._pytree.tree_flatten(examples)
+    return [v for v in flat if isinstance(v, torch.Tensor)]
 
 
 def _tensor(dtype: torch.dtype, shape: list[int], bound: int | None, gen: Any) -> torch.Tensor:

@@ -149,4 +149,10 @@ def _sliding_windows(op: Any, a: dict[str, Any]) -> np.ndarray:
 
 @kernel("reshape_like", how=OWN)
 def _reshape_like(op: Any, a: dict[str, Any]) -> np.ndarray:
-    return np.reshape(a["x"], op.outputs[0].shape)
+    shape: list[int] = []
+    for ref, begin, end, to_end in zip(
+        a["ref_tensors"], a["begins"], a["ends"], a["end_masks"], strict=True
+    ):
+        dims = np.shape(ref)
+        shape += dims[int(begin) :] if to_end else dims[int(begin) : int(end)]
+    return np.reshape(a["x"], shape)
