@@ -91,6 +91,9 @@ def test_integer_fill_above_2048_is_inexact_in_float16():
 def test_returned_clone_is_the_input_var():
     report = _verify("output-clone-of-input")
     assert [d.kind for d in report.divergences] == ["output-is-input"]
+    (divergence,) = report.divergences
+    assert divergence.node == "dim_order_ops__clone_dim_order_default"
+    assert divergence.source and "cases.py:" in divergence.source
     report = _verify("output-clone-of-output")
     assert [d.kind for d in report.divergences] == ["duplicate-output"]
 

@@ -35,7 +35,7 @@ from coreml_lint.verify.localize import (
     input_scale,
     rounding_flip,
 )
-from coreml_lint.verify.mil.dtypes import NUMPY, mil_dtype, round_fp16, store
+from coreml_lint.verify.mil.dtypes import mil_dtype, round_fp16, store
 from coreml_lint.verify.mil.program import ExecutionError, Plan, fp16_state_vars
 from coreml_lint.verify.mil.registry import Unsupported
 from coreml_lint.verify.report import (
@@ -125,76 +125,40 @@ def bind_inputs(function: Any, ep: Any, run: PartitionRun, widen: bool) -> tuple
 
 def check_interface(p: Partition, function: Any) -> list[Divergence]:
     """Divergences in what the embedded program hands back to ExecuTorch."""
-    found = []
-    ep = p.lowered.original_module
-    names = _output_names(ep)
+    found: list[Divergence] = []
+
+    def add(kind: str, label: str, message: str) -> None:
+        found.append(_div(p, "interface", kind, label, message))
+
+    names = _output_names(p.lowered.original_module)
     outputs = list(function.outputs)
     if len(outputs) != len(p.run.outputs):
-        found.append(
-            _div(
-                p,
-                "interface",
-                "interface",
-                "outputs",
-                f"Core ML returns {len(outputs)} outputs, eager {len(p.run.outputs)}",
-            )
-        )
-    input_names = set(function.inputs)
+        add("interface", "outputs", f"Core ML returns {len(outputs)}, eager {len(p.run.outputs)}")
     seen: dict[str, int] = {}
     for i, (var, value) in enumerate(zip(outputs, p.run.outputs, strict=False)):
         label = f"output {i} ({names[i] if i < len(names) else var.name})"
-        if var.name in input_names:
-            found.append(
-                _div(
-                    p,
-                    "interface",
-                    "output-is-input",
-                    label,
-                    f"the Core ML output is the input var {var.name} itself",
-                )
-            )
+        if var.name in function.inputs:
+            add("output-is-input", label, f"the Core ML output is the input var {var.name} itself")
         if var.name in seen:
-            found.append(
-                _div(
-                    p,
-                    "interface",
-                    "duplicate-output",
-                    label,
-                    f"the Core ML output var {var.name} is also output {seen[var.name]}",
-                )
+            add(
+                "duplicate-output",
+                label,
+                f"the output var {var.name} is also output {seen[var.name]}",
             )
         seen.setdefault(var.name, i)
         eager_dtype = str(getattr(value, "dtype", "")).replace("torch.", "")
         mil = mil_dtype(var)
         if eager_dtype in CARRIERS and mil not in CARRIERS[eager_dtype]:
-            found.append(
-                _div(
-                    p,
-                    "interface",
-                    "dtype",
-                    label,
-                    f"Core ML returns {mil} where eager returns {eager_dtype}",
-                )
-            )
-    found += _check_states(p, function)
-    return found
-
-
-def _check_states(p: Partition, function: Any) -> list[Divergence]:
-    found = []
+            add("dtype", label, f"Core ML returns {mil} where eager returns {eager_dtype}")
     for name, target in _state_targets(function, p.run).items():
         eager_dtype = str(p.run.buffers[target].dtype).replace("torch.", "")
         mil = mil_dtype(function.inputs[name])
         if mil not in STATE_CARRIERS.get(eager_dtype, {eager_dtype}):
-            found.append(
-                _div(
-                    p,
-                    "interface",
-                    "dtype",
-                    f"state {target}",
-                    f"the {eager_dtype} buffer is held in a {mil} Core ML state "
-                    f"(integers above 2048 are not exact in fp16)",
-                )
+            add(
+                "dtype",
+                f"state {target}",
+                f"the {eager_dtype} buffer is held in a {mil} "
+                "Core ML state (integers above 2048 are not exact in fp16)",
             )
     return found
 
@@ -315,11 +279,26 @@ def _divergence(p, plan, values, mode, label, var_name, numbers: Numbers, explai
 
 
 def _output_node(p: Partition, label: str) -> str | None:
+    """The edge node behind an "output <i> (...)" or "state <target>" label."""
+    specs = p.lowered.original_module.graph_signature.output_specs
     match = re.match(r"output (\d+)", label)
-    names = _output_names(p.lowered.original_module)
-    if match and int(match.group(1)) < len(names):
-        return names[int(match.group(1))]
+    if match:
+        names = _output_names(p.lowered.original_module)
+        index = int(match.group(1))
+        return names[index] if index < len(names) else None
+    if label.startswith("state "):
+        target = label[len("state ") :]
+        return next((s.arg.name for s in specs if s.target == target), None)
     return None
+
+
+def _locate(p: Partition, div: Divergence, explain: Callable[[str], str | None] | None) -> None:
+    """Point an interface divergence at its node and source line (and a rule, if any)."""
+    div.node = _output_node(p, div.output)
+    graph = p.lowered.original_module.graph_module
+    div.target, div.source, div.code = describe_node(graph, div.node)
+    if explain is not None and div.node is not None:
+        div.rule = explain(div.node)
 
 
 def verify_partition(
@@ -332,6 +311,8 @@ def verify_partition(
     result.outputs = [v.name for v in function.outputs]
     result.states = list(_state_targets(function, p.run).values())
     divergences = check_interface(p, function)
+    for divergence in divergences:
+        _locate(p, divergence, explain)
     result.interface.status = DIVERGE if divergences else AGREE
     result.interface.message = "; ".join(f"{d.output}: {d.message}" for d in divergences)
     if float32_program is not None:
@@ -340,6 +321,3 @@ def verify_partition(
     result.float16, found = run_pass(p, p.mlmodel._mil_program, FLOAT16, explain)
     divergences += found
     return result, divergences
-
-
-__all__ = ["NUMPY", "Partition", "verify_partition"]
