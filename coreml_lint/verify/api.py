@@ -95,6 +95,8 @@ def verify_lowered(
         else edge_program
     )
     delegates = coreml_delegates(ep)
+    if not delegates:
+        report.notes.append("no Core ML partition: nothing runs on Core ML, nothing to verify")
     if len(delegates) != len(mlmodels):
         report.not_verified.append(
             f"{len(delegates)} Core ML delegates but {len(mlmodels)} captured MlModels"
