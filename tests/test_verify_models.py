@@ -47,6 +47,11 @@ class Reciprocal(nn.Module):
         return 1 / x, torch.reciprocal(x) * 2
 
 
+class TruncDiv(nn.Module):
+    def forward(self, i):
+        return torch.div(i * 1000, 7, rounding_mode="trunc")
+
+
 class FloatToInt(nn.Module):
     def forward(self, x):
         return (x * 10).long(), torch.argmax(x, -1), x > 1.7999
@@ -109,6 +114,17 @@ def test_reciprocal_is_inverse_with_epsilon():
         assert divergence.mil_op == "inverse" and divergence.target == "aten.reciprocal.default"
         assert round(abs(divergence.numbers["expected"])) in (1000, 2000)  # at x = +-1e-3
         assert abs(divergence.numbers["actual"] / divergence.numbers["expected"] - 1) > 0.09
+
+
+def test_integer_division_runs_in_float16():
+    """Found by verify (not in the catalogue): an integer ``div(rounding_mode="trunc")`` is
+    computed as an fp16 division, rounded, then truncated (8000 / 7 -> 1143, eager 1142),
+    and the int64 result comes back as fp32."""
+    report = verify(_export(TruncDiv(), (torch.randint(0, 16, (2, 8)),)))
+    kinds = {(d.check, d.kind) for d in report.divergences}
+    assert {("float16", "integer"), ("interface", "dtype")} <= kinds, report.summary()
+    wrong = next(d for d in report.divergences if d.kind == "integer")
+    assert abs(wrong.numbers["expected"] - wrong.numbers["actual"]) == 1
 
 
 def test_float16_rounding_flips_at_float_to_int_boundaries_are_excused():

@@ -110,12 +110,23 @@ def compare(actual: Any, expected: Any, mode: str, input_scale: float = 0.0) -> 
 
 
 def _exact(a: np.ndarray, e: np.ndarray) -> Numbers:
+    """An eager integer or bool tensor: every element must match exactly."""
+    af, ef = a.astype(np.float64), e.astype(np.float64)
     with np.errstate(all="ignore"):
-        wrong = a.astype(np.float64) != e.astype(np.float64)
-    diff = np.abs(a.astype(np.float64) - e.astype(np.float64))
+        wrong = af != ef
+        diff = np.where(np.isfinite(af), np.abs(af - ef), 0.0)
     numbers = Numbers(None, size=int(e.size), mismatched=int(wrong.sum()))
-    numbers.max_abs = float(np.nanmax(diff)) if diff.size else 0.0
-    if numbers.mismatched:
+    numbers.nan, numbers.inf = int(np.isnan(af).sum()), int(np.isinf(af).sum())
+    numbers.max_abs = float(diff.max()) if diff.size else 0.0
+    scale = float(np.abs(ef).max()) if ef.size else 0.0
+    numbers.max_rel = numbers.max_abs / scale if scale > 0 else numbers.max_abs
+    if numbers.nan:
+        numbers.kind = "nan"
+        _example(numbers, np.argmax(np.isnan(af)), a, e)
+    elif numbers.inf:
+        numbers.kind = "inf"
+        _example(numbers, np.argmax(np.isinf(af)), a, e)
+    elif numbers.mismatched:
         numbers.kind = "integer"
         _example(numbers, np.argmax(wrong), a, e)
     return numbers
