@@ -140,6 +140,34 @@ def test_float16_rounding_flips_at_float_to_int_boundaries_are_excused():
     assert all(o["kind"] is None for o in report.partitions[0].semantic.outputs.values())
 
 
+class Unverifiable(nn.Module):
+    """grid_sample becomes MIL ``resample`` (not in the interpreter); nearest upsampling by
+    1.5 picks source pixels the op documentation does not pin down."""
+
+    def __init__(self, op: str) -> None:
+        super().__init__()
+        self.op = op
+
+    def forward(self, x, grid):
+        if self.op == "resample":
+            return F.grid_sample(x, grid, align_corners=False) * 2
+        return F.interpolate(x, scale_factor=1.5, mode="nearest") * 2 + grid.sum()
+
+
+@pytest.mark.parametrize(
+    "op, reported",
+    [
+        ("resample", "op resample"),
+        ("nearest", "nearest resize 4x4 -> 6x6 (fractional scale)"),
+    ],
+)
+def test_what_cannot_be_verified_is_named_not_guessed(op, reported):
+    inputs = (torch.randn(1, 2, 4, 4), torch.rand(1, 3, 3, 2) * 2 - 1)
+    report = verify(_export(Unverifiable(op), inputs))
+    assert report.status == "could_not_run" and report.exit_code == 2, report.summary()
+    assert report.not_verified == [reported] and not report.divergences
+
+
 def test_small_cnn_agrees_and_exercises_the_kernels():
     torch.manual_seed(0)
     report = verify(_export(SmallCNN(), (torch.randn(1, 3, 16, 16),)))

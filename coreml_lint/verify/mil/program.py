@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from coreml_lint.verify.mil.dtypes import mil_dtype, store
-from coreml_lint.verify.mil.registry import KERNELS, TRUSTED
+from coreml_lint.verify.mil.registry import KERNELS, TRUSTED, Unsupported
 
 
 class ExecutionError(Exception):
@@ -124,7 +124,7 @@ class Plan:
                     continue
                 try:
                     result = step.kernel(step.op, args)
-                except ExecutionError:
+                except (ExecutionError, Unsupported):
                     raise
                 except Exception as exc:  # a kernel failure is reported at its op
                     raise ExecutionError(step.op, f"{type(exc).__name__}: {exc}") from exc
@@ -144,12 +144,16 @@ class Plan:
                 dtype = "fp32"
             held = store(value, dtype)
             if shape is not None and np.shape(held) != shape:
-                if np.size(held) != int(np.prod(shape)):
+                if _squeezed(np.shape(held)) != _squeezed(shape):
                     raise ExecutionError(
                         step.op, f"computed shape {np.shape(held)}, program declares {shape}"
                     )
-                held = np.reshape(held, shape)  # e.g. a 0-d value the program types (1,)
+                held = np.reshape(held, shape)  # only unit dims differ: a 0-d value typed (1,)
             env[name] = held[()] if np.ndim(held) == 0 else held
+
+
+def _squeezed(shape: tuple[int, ...]) -> tuple[int, ...]:
+    return tuple(d for d in shape if d != 1)
 
 
 class _StateCell:
