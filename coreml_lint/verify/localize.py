@@ -74,10 +74,16 @@ def ancestors(function: Any, var_name: str) -> set[str]:
 
 
 def first_departure(
-    plan: Any, values: dict[str, Any], eager: dict[str, Any], output_var: str | None, mode: str
+    plan: Any,
+    values: dict[str, Any],
+    eager: dict[str, Any],
+    output_var: str | None,
+    mode: str,
+    skip: frozenset[str] = frozenset(),
 ) -> tuple[Any, str, str, Any] | None:
     """(MIL op, var name, eager node name, numbers) of the first matched var that departs:
-    among the ancestors of ``output_var``, or anywhere when it is None."""
+    among the ancestors of ``output_var``, or anywhere when it is None. Eager nodes named in
+    ``skip`` (uninitialised ``empty*`` memory) are not compared."""
     import torch
 
     wanted = ancestors(plan.function, output_var) if output_var is not None else None
@@ -86,7 +92,7 @@ def first_departure(
             if (wanted is not None and name not in wanted) or name not in values:
                 continue
             node = node_for(name, eager)
-            expected = eager.get(node) if node else None
+            expected = eager.get(node) if node and node not in skip else None
             if not isinstance(expected, torch.Tensor):
                 continue
             if tuple(expected.shape) != tuple(getattr(values[name], "shape", ())):
@@ -137,6 +143,15 @@ def input_scale(step: Any, values: dict[str, Any]) -> float:
     for _, ref in step.inputs:
         refs.extend(ref if isinstance(ref, tuple) else (ref,))
     return value_scale(values[r] for r in refs if r in values and not hasattr(values[r], "value"))
+
+
+def uninitialised(graph_module: Any) -> frozenset[str]:
+    """Nodes whose eager value is uninitialised memory (``empty``, ``empty_like``, ...)."""
+    return frozenset(
+        n.name
+        for n in graph_module.graph.nodes
+        if n.op == "call_function" and "empty" in getattr(n.target, "__name__", str(n.target))
+    )
 
 
 def describe_node(graph_module: Any, name: str | None) -> tuple[str | None, str | None, str | None]:

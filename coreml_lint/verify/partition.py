@@ -34,6 +34,7 @@ from coreml_lint.verify.localize import (
     first_departure,
     input_scale,
     rounding_flip,
+    uninitialised,
 )
 from coreml_lint.verify.mil.dtypes import mil_dtype, round_fp16, store
 from coreml_lint.verify.mil.program import ExecutionError, Plan, fp16_state_vars
@@ -219,7 +220,10 @@ def _judge(p, plan, values, states, targets, mode, result, explain) -> list[Dive
         if target in p.run.mutations:
             checks.append((f"state {target}", None, states[name], p.run.mutations[target]))
     producers = {name: step for step in plan.steps for name, _, _ in step.outputs}
+    garbage = uninitialised(p.lowered.original_module.graph_module)
     for label, var_name, actual, expected in checks:
+        if _output_node(p, label) in garbage:
+            continue  # eager returns uninitialised memory: nothing to agree with
         step = producers.get(var_name)
         floor = input_scale(step, values) if step is not None else 0.0
         numbers = compare(actual, expected, mode, floor)
@@ -240,7 +244,8 @@ def _intermediate(p, plan, values, mode, explain) -> list[Divergence]:
     """The semantic pass also holds every intermediate to eager: a wrong op whose effect the
     outputs dilute on these inputs (tanh GELU fed small activations) is still wrong. The
     float16 pass does not: fp16 legitimately turns a finfo.min mask into -inf inside."""
-    culprit = first_departure(plan, values, p.run.values, None, mode)
+    skip = uninitialised(p.lowered.original_module.graph_module)
+    culprit = first_departure(plan, values, p.run.values, None, mode, skip)
     if culprit is None:
         return []
     op, var, node, numbers = culprit
@@ -260,7 +265,8 @@ def _divergence(p, plan, values, mode, label, var_name, numbers: Numbers, explai
     graph = p.lowered.original_module.graph_module
     culprit = None
     if var_name is not None:
-        culprit = first_departure(plan, values, p.run.values, var_name, mode)
+        skip = uninitialised(graph)
+        culprit = first_departure(plan, values, p.run.values, var_name, mode, skip)
     if culprit is not None:
         op, div.mil_var, div.node, _ = culprit
         div.mil_op = op.op_type
