@@ -1,0 +1,196 @@
+"""Inputs for verification: seeded random tensors shaped like the program's user inputs, or
+the user's own tensors.
+
+Float inputs are standard normal with two small-magnitude entries (+-1e-3), where an op
+that is only approximately a division or a logarithm shows. Integer inputs stay within the
+range every index consumer accepts (embedding table rows, ``index_select``/``gather``/
+``index``/``index_put`` bounds, scatter targets, ``one_hot`` classes), found by following
+the input through shape-only ops and into delegates; they include 0 (the usual padding
+row) and the largest valid index. Integers with no index consumer take small values.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch.export import ExportedProgram
+
+SMALL_INT_RANGE = 16
+# ops that only move or reshape values: an index flowing through them is still an index
+PASS_THROUGH = {
+    "view",
+    "view_copy",
+    "_unsafe_view",
+    "reshape",
+    "unsqueeze",
+    "unsqueeze_copy",
+    "squeeze",
+    "squeeze_copy",
+    "permute",
+    "permute_copy",
+    "expand",
+    "expand_copy",
+    "clone",
+    "_to_copy",
+    "_to_dim_order_copy",
+    "_clone_dim_order",
+    "slice",
+    "slice_copy",
+    "select",
+    "select_copy",
+    "cat",
+    "stack",
+    "flatten",
+    "contiguous",
+    "alias",
+    "alias_copy",
+    "detach",
+    "repeat",
+    "t",
+    "t_copy",
+    "transpose",
+    "transpose_copy",
+    "narrow",
+    "split",
+    "split_with_sizes",
+    "split_with_sizes_copy",
+    "split_copy",
+    "unbind",
+    "unbind_copy",
+    "getitem",
+    "to",
+}
+
+
+def load_inputs(path: str | Path) -> tuple[Any, ...]:
+    """User inputs saved with ``torch.save(tuple_of_tensors, path)`` (never unpickles code)."""
+    loaded = torch.load(path, weights_only=True)
+    if isinstance(loaded, torch.Tensor):
+        return (loaded,)
+    if not isinstance(loaded, (tuple, list)):
+        raise ValueError(f"{path}: expected a tuple of tensors, got {type(loaded).__name__}")
+    return tuple(loaded)
+
+
+def user_input_nodes(ep: ExportedProgram) -> list[torch.fx.Node]:
+    by_name = {n.name: n for n in ep.graph.nodes if n.op == "placeholder"}
+    return [
+        by_name[spec.arg.name]
+        for spec in ep.graph_signature.input_specs
+        if spec.kind.name == "USER_INPUT"
+    ]
+
+
+def random_inputs(ep: ExportedProgram, seed: int = 0) -> list[Any]:
+    """One seeded input per user input of ``ep`` (a flat list, in the graph's order). A
+    program with symbolic (dynamic) dimensions gets its own example inputs' shapes."""
+    generator = torch.Generator().manual_seed(seed)
+    examples = _example_inputs(ep)
+    inputs = []
+    for position, node in enumerate(user_input_nodes(ep)):
+        val = node.meta.get("val")
+        if not isinstance(val, torch.Tensor):
+            inputs.append(val)
+            continue
+        shape = list(val.shape)
+        if not all(isinstance(d, int) for d in shape):
+            if examples is None or position >= len(examples):
+                raise ValueError(f"input {node.name} has a dynamic shape: pass inputs")
+            shape = list(examples[position].shape)
+        inputs.append(_tensor(val.dtype, [int(d) for d in shape], index_bound(node), generator))
+    return inputs
+
+
+def _example_inputs(ep: ExportedProgram) -> list[Any] | None:
+    examples = getattr(ep, "example_inputs", None)
+    if not examples:
+        return None
+    flat, _ = torch.utils._pytree.tree_flatten(examples)
+    return [v for v in flat if isinstance(v, torch.Tensor)]
+
+
+def _tensor(dtype: torch.dtype, shape: list[int], bound: int | None, gen: Any) -> torch.Tensor:
+    if dtype.is_floating_point:
+        value = torch.randn(shape, generator=gen)
+        flat = value.view(-1)
+        if flat.numel() >= 4:
+            flat[1], flat[2] = 1e-3, -1e-3
+        return value.to(dtype)
+    if dtype == torch.bool:
+        return torch.randint(0, 2, shape, generator=gen).bool()
+    high = bound if bound is not None else SMALL_INT_RANGE
+    value = torch.randint(0, max(high, 1), shape, generator=gen)
+    flat = value.view(-1)
+    if bound is not None and flat.numel() >= 2:
+        flat[0], flat[-1] = 0, bound - 1
+    return value.to(dtype)
+
+
+def _base(target: Any) -> str:
+    name = target.name() if hasattr(target, "name") and callable(target.name) else None
+    if name is None:
+        name = getattr(target, "__name__", str(target))
+    return name.split("::")[-1].split(".")[0]
+
+
+def _shape(node: Any, dim: int) -> int | None:
+    val = node.meta.get("val") if isinstance(node, torch.fx.Node) else None
+    if isinstance(val, torch.Tensor) and val.dim() > 0:
+        return int(val.shape[dim])
+    return None
+
+
+def _bound_at(user: torch.fx.Node, node: torch.fx.Node) -> int | None:
+    """The exclusive upper bound ``user`` puts on the values of its argument ``node``."""
+    op, args = _base(user.target), user.args
+    if op == "embedding" and len(args) > 1 and args[1] is node:
+        return _shape(args[0], 0)
+    indexed = ("index_select", "gather", "index_copy", "index_add", "index_fill")
+    if op in indexed and len(args) > 2 and args[2] is node:
+        return _shape(args[0], int(args[1]))
+    if op in ("scatter", "scatter_add", "scatter_reduce") and len(args) > 2 and args[2] is node:
+        return _shape(args[0], int(args[1]))
+    if op in ("index", "index_put", "_unsafe_index", "_unsafe_index_put") and len(args) > 1:
+        for position, index in enumerate(args[1]):
+            if index is node:
+                return _shape(args[0], position)
+    if op == "one_hot" and len(args) > 1 and int(args[1]) > 0:
+        return int(args[1])
+    return None
+
+
+def index_bound(node: torch.fx.Node, seen: set[int] | None = None) -> int | None:
+    """The tightest bound any index consumer downstream of ``node`` puts on its values."""
+    seen = seen if seen is not None else set()
+    if id(node) in seen:
+        return None
+    seen.add(id(node))
+    bounds = []
+    for user in node.users:
+        if user.op != "call_function":
+            continue
+        if "executorch_call_delegate" in str(user.target):
+            bounds.append(_delegate_bound(user, node, seen))
+            continue
+        bounds.append(_bound_at(user, node))
+        if _base(user.target) in PASS_THROUGH:
+            bounds.append(index_bound(user, seen))
+    found = [b for b in bounds if b is not None and b > 0]
+    return min(found) if found else None
+
+
+def _delegate_bound(call: torch.fx.Node, node: torch.fx.Node, seen: set[int]) -> int | None:
+    lowered = getattr(call.graph.owning_module, str(call.args[0].target), None)
+    original = getattr(lowered, "original_module", None)
+    if original is None:
+        return None
+    placeholders = user_input_nodes(original)
+    bounds = [
+        index_bound(placeholders[i], seen)
+        for i, arg in enumerate(call.args[1:])
+        if arg is node and i < len(placeholders)
+    ]
+    found = [b for b in bounds if b is not None]
+    return min(found) if found else None

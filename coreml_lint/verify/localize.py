@@ -1,0 +1,168 @@
+"""From a diverging output back to the op that first departs from eager, and from that op to
+the edge graph node and the model source line.
+
+coremltools names the var an op computes after the edge node it translates
+(``aten_mul_tensor``); the fp16 program adds suffixes (``aten_mul_tensor_cast_fp16`` for
+the op run in fp16, ``x_to_fp16`` for a cast of ``x``). Ops coremltools adds have names of
+their own (``mul_0``, ``transpose_3``) and match no node; they are not compared. Among the
+diverging output's ancestors, in program order, the first matched var whose value departs
+from its node's eager value (judged as the pass judges outputs) is the culprit.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from coreml_lint.verify.compare import compare, value_scale
+
+SUFFIXES = ("_cast_fp16", "_cast_fp32", "_to_fp16", "_to_fp32")
+_FRAME = re.compile(r'File "([^"]+)", line (\d+), in [^\n]*\n\s*([^\n]*)')
+
+
+@dataclass
+class Culprit:
+    mil_op: str | None
+    mil_var: str | None
+    node: str | None
+    target: str | None = None
+    source: str | None = None
+    code: str | None = None
+
+
+def node_for(var_name: str, values: dict[str, Any]) -> str | None:
+    """The eager node whose value the MIL var ``var_name`` holds, by name."""
+    if var_name in values:
+        return var_name
+    for suffix in SUFFIXES:
+        if var_name.endswith(suffix) and var_name[: -len(suffix)] in values:
+            return var_name[: -len(suffix)]
+    return None
+
+
+def source_of(node: Any) -> tuple[str | None, str | None]:
+    """("file:line", code) of the innermost model frame in the node's stack trace."""
+    trace = node.meta.get("stack_trace") if node is not None else None
+    if not trace:
+        return None, None
+    frames = _FRAME.findall(trace)
+    if not frames:
+        return None, None
+    own = [f for f in frames if "site-packages" not in f[0] and "/torch/" not in f[0]]
+    path, line, code = (own or frames)[-1]
+    return f"{path}:{line}", code.strip()
+
+
+def ancestors(function: Any, var_name: str) -> set[str]:
+    """Names of every var the var ``var_name`` is computed from (itself included)."""
+    producers = {v.name: op for op in function.operations for v in op.outputs}
+    seen: set[str] = set()
+    stack = [var_name]
+    while stack:
+        name = stack.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        op = producers.get(name)
+        if op is None:
+            continue
+        for var in op.inputs.values():
+            for v in var if isinstance(var, (list, tuple)) else [var]:
+                stack.append(v.name)
+    return seen
+
+
+def first_departure(
+    plan: Any,
+    values: dict[str, Any],
+    eager: dict[str, Any],
+    output_var: str | None,
+    mode: str,
+    skip: frozenset[str] = frozenset(),
+) -> tuple[Any, str, str, Any] | None:
+    """(MIL op, var name, eager node name, numbers) of the first matched var that departs:
+    among the ancestors of ``output_var``, or anywhere when it is None. Eager nodes named in
+    ``skip`` (uninitialised ``empty*`` memory) are not compared."""
+    import torch
+
+    wanted = ancestors(plan.function, output_var) if output_var is not None else None
+    for step in plan.steps:
+        for name, _, _ in step.outputs:
+            if (wanted is not None and name not in wanted) or name not in values:
+                continue
+            node = node_for(name, eager)
+            expected = eager.get(node) if node and node not in skip else None
+            if not isinstance(expected, torch.Tensor):
+                continue
+            if tuple(expected.shape) != tuple(getattr(values[name], "shape", ())):
+                continue
+            numbers = compare(values[name], expected, mode, input_scale(step, values))
+            if not numbers.ok:
+                return step.op, name, node, numbers
+    return None
+
+
+COMPARISONS = {"greater", "greater_equal", "less", "less_equal", "equal", "not_equal"}
+ARG_OPS = {"reduce_argmax", "reduce_argmin", "argsort", "topk"}
+FLOAT_TYPES = {"fp16", "fp32"}
+
+
+def float_to_int_boundary(op: Any) -> bool:
+    """Whether ``op`` turns float values into integers or bools (a cast, a comparison, an
+    argmax): in fp16 its result may flip where the float lies within rounding of a boundary."""
+    from coreml_lint.verify.mil.dtypes import mil_dtype
+
+    x = op.inputs.get("x")
+    if x is None or isinstance(x, (list, tuple)) or mil_dtype(x) not in FLOAT_TYPES:
+        return False
+    if op.op_type == "cast":
+        return mil_dtype(op.outputs[0]) not in FLOAT_TYPES
+    return op.op_type in COMPARISONS or op.op_type in ARG_OPS
+
+
+def rounding_flip(plan: Any, values: dict, eager: dict, var_name: str, mode: str) -> str | None:
+    """The op type, when an integer output's first departure from eager is a float-to-int
+    boundary whose float inputs still agree within fp16 tolerance: an fp16 rounding flip
+    (``argmax`` of near-ties, ``(x * 10).long()`` at x = 1.7998), not a wrong op."""
+    culprit = first_departure(plan, values, eager, var_name, mode)
+    if culprit is not None:
+        op = culprit[0]
+    else:
+        op = next(
+            (o for o in plan.function.operations if var_name in {v.name for v in o.outputs}), None
+        )
+    if op is None or not float_to_int_boundary(op):
+        return None
+    return op.op_type
+
+
+def input_scale(step: Any, values: dict[str, Any]) -> float:
+    """Largest magnitude among the float inputs of a plan step (see ``compare``)."""
+    refs = []
+    for _, ref in step.inputs:
+        refs.extend(ref if isinstance(ref, tuple) else (ref,))
+    return value_scale(values[r] for r in refs if r in values and not hasattr(values[r], "value"))
+
+
+def uninitialised(graph_module: Any) -> frozenset[str]:
+    """Nodes whose eager value is uninitialised memory (``empty``, ``empty_like``, ...)."""
+    return frozenset(
+        n.name
+        for n in graph_module.graph.nodes
+        if n.op == "call_function" and "empty" in getattr(n.target, "__name__", str(n.target))
+    )
+
+
+def describe_node(graph_module: Any, name: str | None) -> tuple[str | None, str | None, str | None]:
+    """(target, source "file:line", code) of the edge node called ``name``."""
+    if name is None:
+        return None, None, None
+    node = next((n for n in graph_module.graph.nodes if n.name == name), None)
+    if node is None:
+        return None, None, None
+    target = (
+        getattr(node.target, "__name__", str(node.target)) if node.op != "placeholder" else "input"
+    )
+    source, code = source_of(node)
+    return target, source, code

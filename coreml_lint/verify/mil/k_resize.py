@@ -1,0 +1,98 @@
+"""Upsampling, resizing and cropping of the last two dims (no value_inference in coremltools).
+
+Bilinear sampling grids follow the op documentation (``align_corners`` /
+``half_pixel_centers`` for ``upsample_bilinear``, ``sampling_mode`` for
+``resize_bilinear``). Nearest neighbour is defined only for whole scale factors
+(``out[i] = in[i // scale]``); for a fractional ratio the device's choice of source pixel
+is undocumented (mil-oracle.md), so the kernel raises :class:`Unsupported`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from coreml_lint.verify.mil.registry import OWN, Unsupported, kernel
+
+
+def _nearest(x: np.ndarray, out_h: int, out_w: int) -> np.ndarray:
+    h, w = x.shape[-2:]
+    if out_h % h or out_w % w:
+        raise Unsupported(f"nearest resize {h}x{w} -> {out_h}x{out_w} (fractional scale)")
+    rows = np.arange(out_h) // (out_h // h)
+    cols = np.arange(out_w) // (out_w // w)
+    return x[..., rows, :][..., cols]
+
+
+@kernel("upsample_nearest_neighbor", how=OWN)
+def _upsample_nearest(op: Any, a: dict[str, Any]) -> np.ndarray:
+    out_h, out_w = (int(d) for d in op.outputs[0].shape[-2:])
+    return _nearest(np.asarray(a["x"]), out_h, out_w)
+
+
+@kernel("resize_nearest_neighbor", how=OWN)
+def _resize_nearest(op: Any, a: dict[str, Any]) -> np.ndarray:
+    return _nearest(np.asarray(a["x"]), int(a["target_size_height"]), int(a["target_size_width"]))
+
+
+def grid(size_in: int, size_out: int, mode: str) -> np.ndarray:
+    """Source coordinates of each output sample along one axis, clamped to [0, size_in-1]."""
+    i = np.arange(size_out, dtype=np.float64)
+    if mode in ("STRICT_ALIGN_CORNERS", "ALIGN_CORNERS"):
+        if size_out == 1:
+            g = np.full(1, (size_in - 1) / 2 if mode == "ALIGN_CORNERS" else 0.0)
+        else:
+            g = i * (size_in - 1) / (size_out - 1)
+    elif mode == "DEFAULT":
+        spacing = (size_in - size_in / size_out) / (size_out - 1) if size_out > 1 else 0.0
+        g = i * spacing
+    elif mode == "OFFSET_CORNERS":
+        delta = max(1, size_in - 1) / size_out
+        g = 0.5 * delta + i * delta
+    elif mode == "UNALIGN_CORNERS":
+        spacing = size_in / size_out
+        g = i * spacing + 0.5 * spacing - 0.5
+    elif mode == "ASYMMETRIC":
+        g = i * size_in / size_out
+    else:
+        raise Unsupported(f"sampling mode {mode}")
+    return np.clip(g, 0, size_in - 1)
+
+
+def _lerp(x: np.ndarray, coords: np.ndarray, axis: int) -> np.ndarray:
+    low = np.floor(coords).astype(np.int64)
+    high = np.minimum(low + 1, x.shape[axis] - 1)
+    frac = (coords - low).reshape([-1 if d == axis % x.ndim else 1 for d in range(x.ndim)])
+    return np.take(x, low, axis=axis) * (1 - frac) + np.take(x, high, axis=axis) * frac
+
+
+def bilinear(x: np.ndarray, out_h: int, out_w: int, mode: str) -> np.ndarray:
+    x = np.asarray(x, dtype=np.float64)
+    y = _lerp(x, grid(x.shape[-2], out_h, mode), -2)
+    return _lerp(y, grid(x.shape[-1], out_w, mode), -1)
+
+
+@kernel("upsample_bilinear", how=OWN)
+def _upsample_bilinear(op: Any, a: dict[str, Any]) -> np.ndarray:
+    out_h, out_w = (int(d) for d in op.outputs[0].shape[-2:])
+    align = bool(a.get("align_corners", True))
+    half_pixel = bool(a.get("half_pixel_centers", not align))
+    mode = "UNALIGN_CORNERS" if half_pixel else "ASYMMETRIC"
+    if align:
+        mode = "STRICT_ALIGN_CORNERS"
+    return bilinear(a["x"], out_h, out_w, mode)
+
+
+@kernel("crop", how=OWN)
+def _crop(op: Any, a: dict[str, Any]) -> np.ndarray:
+    x = np.asarray(a["x"])
+    top, bottom = (int(v) for v in np.atleast_1d(a["crop_height"]))
+    left, right = (int(v) for v in np.atleast_1d(a["crop_width"]))
+    return x[..., top : x.shape[-2] - bottom, left : x.shape[-1] - right]
+
+
+@kernel("resize_bilinear", how=OWN)
+def _resize_bilinear(op: Any, a: dict[str, Any]) -> np.ndarray:
+    out_h, out_w = (int(d) for d in op.outputs[0].shape[-2:])
+    return bilinear(a["x"], out_h, out_w, str(a.get("sampling_mode", "DEFAULT")))

@@ -1,0 +1,329 @@
+"""Verify one Core ML partition: its interface, the semantic pass and the float16 pass.
+
+- *interface*: what the embedded program hands back to ExecuTorch: one output per eager
+  output, no output that is an input var or a var returned twice (pitfall 10: the device's
+  behaviour is undefined), dtypes ExecuTorch can take (int32 for an int64 output is Core
+  ML's only integer; an 8-bit output returned as int32, an integer returned as float, or an
+  integer buffer held in an fp16 state are not).
+- *semantic*: the float32 conversion of the partition, executed, against eager, tightly.
+- *float16*: the program ExecuTorch embeds, executed with fp16 storage, judged for what fp16
+  cannot excuse (:mod:`coreml_lint.verify.compare`).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+from coreml_lint.verify.compare import (
+    FLOAT16,
+    SEMANTIC,
+    SEMANTIC_HALF,
+    Numbers,
+    as_numpy,
+    compare,
+)
+from coreml_lint.verify.eager import PartitionRun
+from coreml_lint.verify.localize import (
+    describe_node,
+    first_departure,
+    input_scale,
+    rounding_flip,
+    uninitialised,
+)
+from coreml_lint.verify.mil.dtypes import mil_dtype, round_fp16, store
+from coreml_lint.verify.mil.program import ExecutionError, Plan, fp16_state_vars
+from coreml_lint.verify.mil.registry import Unsupported
+from coreml_lint.verify.report import (
+    AGREE,
+    DIVERGE,
+    ERROR,
+    NOT_VERIFIED,
+    Divergence,
+    PartitionResult,
+    PassResult,
+)
+
+# eager dtype -> the MIL dtypes that carry it faithfully across the delegate boundary
+CARRIERS = {
+    "float32": {"fp32", "fp16"},  # an fp16 output (iOS16+): precision, judged by the fp16 pass
+    "float16": {"fp16"},
+    "int64": {"int32"},
+    "int32": {"int32"},
+    "int16": {"int16"},
+    "int8": {"int8"},
+    "uint8": {"uint8"},
+    # Core ML has no bool multiarray: a bool output comes back as numbers, which the
+    # delegate casts into the bool tensor (0/1 are exact in every carrier)
+    "bool": {"bool", "fp32", "fp16", "int32"},
+}
+STATE_CARRIERS = {"float32": {"fp16"}, "float16": {"fp16"}}
+
+
+@dataclass
+class Partition:
+    index: int
+    name: str  # lowered_module_<i>
+    lowered: Any  # LoweredBackendModule
+    mlmodel: Any  # the embedded (fp16) MlModel
+    run: PartitionRun  # eager reference
+
+
+def _sanitize(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_]", "_", name)
+
+
+def _user_input_names(ep: Any) -> list[str]:
+    return [s.arg.name for s in ep.graph_signature.input_specs if s.kind.name == "USER_INPUT"]
+
+
+def _output_names(ep: Any) -> list[str]:
+    return [s.arg.name for s in ep.graph_signature.output_specs if s.kind.name == "USER_OUTPUT"]
+
+
+def _state_targets(function: Any, eager: PartitionRun) -> dict[str, str]:
+    """MIL state input name -> mutated buffer target."""
+    from coremltools.converters.mil.mil import types
+
+    by_clean = {_sanitize(t): t for t in eager.buffers}
+    found = {}
+    for name, var in function.inputs.items():
+        if types.is_state(var.sym_type):
+            target = name if name in eager.buffers else by_clean.get(_sanitize(name))
+            if target is not None:
+                found[name] = target
+    return found
+
+
+def bind_inputs(function: Any, ep: Any, run: PartitionRun, widen: bool) -> tuple[dict, dict, dict]:
+    """(inputs, initial states, state name -> buffer target) for the MIL function."""
+    from coremltools.converters.mil.mil import types
+
+    names = _user_input_names(ep)
+    by_name = dict(zip(names, run.inputs, strict=False))
+    by_clean = {_sanitize(n): v for n, v in by_name.items()}
+    plain = [n for n, v in function.inputs.items() if not types.is_state(v.sym_type)]
+    inputs = {}
+    for position, name in enumerate(plain):
+        value = by_name.get(name, by_clean.get(_sanitize(name)))
+        if value is None and position < len(run.inputs):
+            value = run.inputs[position]
+        if value is None:
+            raise KeyError(f"no eager value for Core ML input {name}")
+        inputs[name] = store(as_numpy(value), mil_dtype(function.inputs[name]))
+    targets = _state_targets(function, run)
+    states = {}
+    for name, target in targets.items():
+        value = as_numpy(run.buffers[target]).astype(np.float32)
+        states[name] = value if widen else round_fp16(value)
+    return inputs, states, targets
+
+
+def check_interface(p: Partition, function: Any) -> list[Divergence]:
+    """Divergences in what the embedded program hands back to ExecuTorch."""
+    found: list[Divergence] = []
+
+    def add(kind: str, label: str, message: str) -> None:
+        found.append(_div(p, "interface", kind, label, message))
+
+    names = _output_names(p.lowered.original_module)
+    outputs = list(function.outputs)
+    if len(outputs) != len(p.run.outputs):
+        add("interface", "outputs", f"Core ML returns {len(outputs)}, eager {len(p.run.outputs)}")
+    seen: dict[str, int] = {}
+    for i, (var, value) in enumerate(zip(outputs, p.run.outputs, strict=False)):
+        label = f"output {i} ({names[i] if i < len(names) else var.name})"
+        if var.name in function.inputs:
+            add("output-is-input", label, f"the Core ML output is the input var {var.name} itself")
+        if var.name in seen:
+            add(
+                "duplicate-output",
+                label,
+                f"the output var {var.name} is also output {seen[var.name]}",
+            )
+        seen.setdefault(var.name, i)
+        eager_dtype = str(getattr(value, "dtype", "")).replace("torch.", "")
+        mil = mil_dtype(var)
+        if eager_dtype in CARRIERS and mil not in CARRIERS[eager_dtype]:
+            add("dtype", label, f"Core ML returns {mil} where eager returns {eager_dtype}")
+    for name, target in _state_targets(function, p.run).items():
+        eager_dtype = str(p.run.buffers[target].dtype).replace("torch.", "")
+        mil = mil_dtype(function.inputs[name])
+        if mil not in STATE_CARRIERS.get(eager_dtype, {eager_dtype}):
+            add(
+                "dtype",
+                f"state {target}",
+                f"the {eager_dtype} buffer is held in a {mil} "
+                "Core ML state (integers above 2048 are not exact in fp16)",
+            )
+    return found
+
+
+def _div(p: Partition, check: str, kind: str, output: str, message: str) -> Divergence:
+    return Divergence(partition=p.index, check=check, kind=kind, output=output, message=message)
+
+
+def run_pass(
+    p: Partition, program: Any, mode: str, explain: Callable[[str], str | None] | None
+) -> tuple[PassResult, list[Divergence]]:
+    """Execute ``program`` on the partition's eager inputs and judge it as ``mode`` judges."""
+    start = time.perf_counter()
+    result = PassResult()
+    plan = Plan.of(program)
+    result.mil_ops = len(plan.steps)
+    result.op_types = sorted(plan.op_types)
+    if not plan.runnable:
+        result.status, result.not_verified_ops = NOT_VERIFIED, list(plan.unknown)
+        result.message = "not verified: " + ", ".join(f"op {op}" for op in plan.unknown)
+        return result, []
+    ep = p.lowered.original_module
+    widen = mode == SEMANTIC
+    try:
+        inputs, states, targets = bind_inputs(plan.function, ep, p.run, widen)
+        values = plan.run(inputs, states, fp16_state_vars(plan.function) if widen else frozenset())
+    except Unsupported as exc:
+        result.status, result.message = NOT_VERIFIED, f"not verified: {exc}"
+        result.not_verified_ops = [str(exc)]
+        return result, []
+    except (ExecutionError, KeyError) as exc:
+        result.status, result.message = ERROR, f"could not execute: {exc}"
+        return result, []
+    if mode == SEMANTIC and computes_in_half(p.run):
+        mode = SEMANTIC_HALF
+    divergences = _judge(p, plan, values, states, targets, mode, result, explain)
+    result.status = DIVERGE if divergences else AGREE
+    result.seconds = time.perf_counter() - start
+    return result, divergences
+
+
+def computes_in_half(run: PartitionRun) -> bool:
+    """Whether the partition's eager module computes anything in float16/bfloat16."""
+    import torch
+
+    half = (torch.float16, torch.bfloat16)
+    return any(isinstance(v, torch.Tensor) and v.dtype in half for v in run.values.values())
+
+
+def _judge(p, plan, values, states, targets, mode, result, explain) -> list[Divergence]:
+    names = _output_names(p.lowered.original_module)
+    found = []
+    checks = []
+    for i, var in enumerate(plan.function.outputs[: len(p.run.outputs)]):
+        label = f"output {i} ({names[i] if i < len(names) else var.name})"
+        checks.append((label, var.name, values.get(var.name), p.run.outputs[i]))
+    for name, target in targets.items():
+        if target in p.run.mutations:
+            checks.append((f"state {target}", None, states[name], p.run.mutations[target]))
+    producers = {name: step for step in plan.steps for name, _, _ in step.outputs}
+    garbage = uninitialised(p.lowered.original_module.graph_module)
+    for label, var_name, actual, expected in checks:
+        if _output_node(p, label) in garbage:
+            continue  # eager returns uninitialised memory: nothing to agree with
+        step = producers.get(var_name)
+        floor = input_scale(step, values) if step is not None else 0.0
+        numbers = compare(actual, expected, mode, floor)
+        result.outputs[label] = asdict(numbers)
+        if numbers.kind == "integer" and mode == FLOAT16 and var_name is not None:
+            flip = rounding_flip(plan, values, p.run.values, var_name, mode)
+            if flip is not None:
+                result.outputs[label]["excused"] = f"fp16 rounding flips {flip}"
+                continue
+        if not numbers.ok:
+            found.append(_divergence(p, plan, values, mode, label, var_name, numbers, explain))
+    if not found and mode in (SEMANTIC, SEMANTIC_HALF):
+        found += _intermediate(p, plan, values, mode, explain)
+    return found
+
+
+def _intermediate(p, plan, values, mode, explain) -> list[Divergence]:
+    """The semantic pass also holds every intermediate to eager: a wrong op whose effect the
+    outputs dilute on these inputs (tanh GELU fed small activations) is still wrong. The
+    float16 pass does not: fp16 legitimately turns a finfo.min mask into -inf inside."""
+    skip = uninitialised(p.lowered.original_module.graph_module)
+    culprit = first_departure(plan, values, p.run.values, None, mode, skip)
+    if culprit is None:
+        return []
+    op, var, node, numbers = culprit
+    check = SEMANTIC if mode == SEMANTIC_HALF else mode
+    div = _div(p, check, numbers.kind or "values", f"intermediate {node}", numbers.describe())
+    div.numbers, div.mil_op, div.mil_var, div.node = asdict(numbers), op.op_type, var, node
+    div.target, div.source, div.code = describe_node(p.lowered.original_module.graph_module, node)
+    if explain is not None:
+        div.rule = explain(node)
+    return [div]
+
+
+def _divergence(p, plan, values, mode, label, var_name, numbers: Numbers, explain) -> Divergence:
+    check = SEMANTIC if mode == SEMANTIC_HALF else mode
+    div = _div(p, check, numbers.kind or "values", label, numbers.describe())
+    div.numbers = asdict(numbers)
+    graph = p.lowered.original_module.graph_module
+    culprit = None
+    if var_name is not None:
+        skip = uninitialised(graph)
+        culprit = first_departure(plan, values, p.run.values, var_name, mode, skip)
+    if culprit is not None:
+        op, div.mil_var, div.node, _ = culprit
+        div.mil_op = op.op_type
+    elif var_name is not None:
+        div.mil_var = var_name
+        producer = next(
+            (op for op in plan.function.operations if var_name in [v.name for v in op.outputs]),
+            None,
+        )
+        div.mil_op = producer.op_type if producer is not None else None
+        div.node = _output_node(p, label)
+    div.target, div.source, div.code = describe_node(graph, div.node)
+    if explain is not None and div.node is not None:
+        div.rule = explain(div.node)
+    return div
+
+
+def _output_node(p: Partition, label: str) -> str | None:
+    """The edge node behind an "output <i> (...)" or "state <target>" label."""
+    specs = p.lowered.original_module.graph_signature.output_specs
+    match = re.match(r"output (\d+)", label)
+    if match:
+        names = _output_names(p.lowered.original_module)
+        index = int(match.group(1))
+        return names[index] if index < len(names) else None
+    if label.startswith("state "):
+        target = label[len("state ") :]
+        return next((s.arg.name for s in specs if s.target == target), None)
+    return None
+
+
+def _locate(p: Partition, div: Divergence, explain: Callable[[str], str | None] | None) -> None:
+    """Point an interface divergence at its node and source line (and a rule, if any)."""
+    div.node = _output_node(p, div.output)
+    graph = p.lowered.original_module.graph_module
+    div.target, div.source, div.code = describe_node(graph, div.node)
+    if explain is not None and div.node is not None:
+        div.rule = explain(div.node)
+
+
+def verify_partition(
+    p: Partition, float32_program: Any, explain: Callable[[str], str | None] | None = None
+) -> tuple[PartitionResult, list[Divergence]]:
+    """Both passes and the interface check of one partition."""
+    function = p.mlmodel._mil_program.functions["main"]
+    result = PartitionResult(index=p.index, name=p.name)
+    result.inputs = list(function.inputs)
+    result.outputs = [v.name for v in function.outputs]
+    result.states = list(_state_targets(function, p.run).values())
+    divergences = check_interface(p, function)
+    for divergence in divergences:
+        _locate(p, divergence, explain)
+    result.interface.status = DIVERGE if divergences else AGREE
+    result.interface.message = "; ".join(f"{d.output}: {d.message}" for d in divergences)
+    if float32_program is not None:
+        result.semantic, found = run_pass(p, float32_program, SEMANTIC, explain)
+        divergences += found
+    result.float16, found = run_pass(p, p.mlmodel._mil_program, FLOAT16, explain)
+    divergences += found
+    return result, divergences

@@ -1,0 +1,110 @@
+"""verify alone, on the pitfall models of tests/cases.py: every silent mislowering diverges,
+every clean case agrees in every check, a lowering crash is a result (exit 1).
+
+No lint rule is consulted: ``explain`` is not passed, so what is caught here is caught by
+executing the MIL.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("coremltools")
+
+from cases import BY_ID, CASES
+from conftest import exported
+
+from coreml_lint.verify import verify
+
+pytestmark = pytest.mark.oracle
+
+# The silent wrong-value cases (their MIL signature is recorded in cases.py), plus the
+# integer-state case whose wrong values only show above 2048.
+SILENT = [c.id for c in CASES if c.silent is not None] + ["int-state-one-value-ios18"]
+CLEAN = [c.id for c in CASES if not c.expect and c.crash is None]
+
+
+def _verify(case_id: str):
+    settings = BY_ID[case_id].settings
+    return verify(
+        exported(case_id),
+        minimum_deployment_target=settings.get("ios"),
+        skip_ops_for_coreml_delegation=settings.get("skip"),
+        take_over_mutable_buffer=settings.get("take_over_mutable_buffer", True),
+        take_over_constant_data=settings.get("take_over_constant_data", True),
+        lower_full_graph=settings.get("lower_full_graph", False),
+    )
+
+
+def test_the_tables_are_not_empty():
+    assert {
+        "gelu-tanh",
+        "mha-bool-mask",
+        "full-int-no-dtype",
+        "zeros-int-dtype",
+        "new-zeros-int",
+        "int8-output",
+        "int-state-ios18",
+    } <= set(SILENT)
+    assert any("clone" in case_id for case_id in SILENT)
+    assert len(CLEAN) > 30
+
+
+@pytest.mark.parametrize("case_id", SILENT)
+def test_silent_case_diverges(case_id):
+    report = _verify(case_id)
+    assert report.status == "diverge", report.summary()
+    assert report.exit_code == 1
+    assert report.divergences and all(d.rule is None for d in report.divergences)
+
+
+@pytest.mark.parametrize("case_id", CLEAN)
+def test_clean_case_agrees(case_id):
+    report = _verify(case_id)
+    assert report.status == "agree", report.summary()
+    assert report.exit_code == 0
+    for partition in report.partitions:
+        assert partition.interface.status == "agree"
+        assert partition.semantic.status == "agree", partition.semantic.message
+        assert partition.float16.status == "agree", partition.float16.message
+
+
+def test_divergences_name_the_op_node_and_numbers():
+    report = _verify("gelu-tanh")
+    (divergence,) = report.divergences
+    assert divergence.check == "semantic" and divergence.kind == "values"
+    assert divergence.mil_op == "gelu" and divergence.node == "aten_gelu_default"
+    assert divergence.target == "aten.gelu.default"
+    assert divergence.source and "cases.py:" in divergence.source
+    numbers = divergence.numbers
+    assert 1e-5 < numbers["max_rel"] < 1e-3 and numbers["index"] is not None
+    assert numbers["expected"] != numbers["actual"]
+
+
+def test_integer_fill_above_2048_is_inexact_in_float16():
+    report = _verify("full-int-no-dtype")
+    kinds = {(d.check, d.kind) for d in report.divergences}
+    assert ("float16", "integer") in kinds  # 3001 becomes 3000 in fp16
+    assert ("interface", "dtype") in kinds  # and the int64 output comes back as fp32
+
+
+def test_returned_clone_is_the_input_var():
+    report = _verify("output-clone-of-input")
+    assert [d.kind for d in report.divergences] == ["output-is-input"]
+    (divergence,) = report.divergences
+    assert divergence.node == "dim_order_ops__clone_dim_order_default"
+    assert divergence.source and "cases.py:" in divergence.source
+    report = _verify("output-clone-of-output")
+    assert [d.kind for d in report.divergences] == ["duplicate-output"]
+
+
+def test_integer_state_held_in_fp16():
+    report = _verify("int-state-ios18")
+    assert any(d.kind == "dtype" and d.output == "state count" for d in report.divergences)
+
+
+def test_a_lowering_crash_is_a_result():
+    report = _verify("uint8-input")
+    assert report.status == "lowering_crash" and report.exit_code == 1
+    assert "uint8" in report.lowering_error and report.lowering_stage
+    assert report.to_json()["lowering_error"] == report.lowering_error

@@ -1,0 +1,235 @@
+"""verify on whole models: no false alarm on real architectures and a CNN, the two silent
+mislowerings no rule knew about (a finfo.min attention mask on a left-padded batch; ``1/x``
+as ``inverse(x, epsilon=1e-4)``), and the lower-level entry point ``lower --verify`` uses.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("coremltools")
+
+import torch.nn as nn  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+from coreml_lint.verify import capture_mlmodels, verify, verify_lowered  # noqa: E402
+
+pytestmark = pytest.mark.oracle
+logging.getLogger("coremltools").setLevel(logging.ERROR)
+
+
+class PaddedAttention(nn.Module):
+    """Decoder self-attention masked the way transformers masks it: causal and padding, with
+    ``torch.finfo(float32).min`` where a key is not attended to."""
+
+    def __init__(self, d: int = 16, heads: int = 2) -> None:
+        super().__init__()
+        self.heads = heads
+        self.qkv = nn.Linear(d, 3 * d)
+        self.out = nn.Linear(d, d)
+
+    def forward(self, x, attention_mask):
+        b, t, d = x.shape
+        q, k, v = (z.view(b, t, self.heads, -1).transpose(1, 2) for z in self.qkv(x).chunk(3, -1))
+        causal = torch.ones(t, t, dtype=torch.bool).tril()
+        keep = causal[None, None] & attention_mask[:, None, None, :].bool()
+        mask = torch.zeros(b, 1, t, t).masked_fill(~keep, torch.finfo(torch.float32).min)
+        a = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        return self.out(a.transpose(1, 2).reshape(b, t, d))
+
+
+class Reciprocal(nn.Module):
+    def forward(self, x):
+        return 1 / x, torch.reciprocal(x) * 2
+
+
+class TruncDiv(nn.Module):
+    def forward(self, i):
+        return torch.div(i * 1000, 7, rounding_mode="trunc")
+
+
+class FloatToInt(nn.Module):
+    def forward(self, x):
+        return (x * 10).long(), torch.argmax(x, -1), x > 1.7999
+
+
+class SmallCNN(nn.Module):
+    """conv (groups, dilation), batch norm (also one that cannot fold into a conv), relu,
+    max and average pools (ceil mode, padding), nearest and bilinear upsampling, a
+    transposed conv with output padding."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.c1 = nn.Conv2d(3, 8, 3, padding=1)
+        self.b1 = nn.BatchNorm2d(8)
+        self.c2 = nn.Conv2d(8, 8, 3, padding=2, dilation=2, groups=2)
+        self.b2 = nn.BatchNorm2d(8)
+        self.up = nn.Upsample(scale_factor=2, mode="nearest")
+        self.b3 = nn.BatchNorm2d(8)
+        self.ct = nn.ConvTranspose2d(8, 4, 3, stride=2, padding=1, output_padding=1)
+        self.fc = nn.Linear(4, 10)
+        for norm in (self.b1, self.b2, self.b3):
+            norm.running_mean.uniform_(-0.5, 0.5)
+            norm.running_var.uniform_(0.5, 2.0)
+
+    def forward(self, x):
+        x = F.max_pool2d(F.relu(self.b1(self.c1(x))), 2, 2)
+        x = F.relu(self.b2(self.c2(x)))
+        x = self.b3(self.up(x))
+        x = F.avg_pool2d(x, 3, stride=2, padding=1, ceil_mode=True)
+        x = F.interpolate(x, scale_factor=2, mode="bilinear", align_corners=False)
+        x = self.ct(x)
+        return self.fc(F.adaptive_avg_pool2d(x, 1).flatten(1))
+
+
+def _export(model: nn.Module, inputs: tuple) -> torch.export.ExportedProgram:
+    with torch.no_grad():
+        return torch.export.export(model.eval(), inputs)
+
+
+def test_finfo_min_mask_on_a_left_padded_batch_is_nan_in_float16():
+    torch.manual_seed(0)
+    x = torch.randn(2, 6, 16)
+    left_padded = torch.tensor([[0, 0, 1, 1, 1, 1], [1, 1, 1, 1, 1, 1]])
+    report = verify(_export(PaddedAttention(), (x, left_padded)), inputs=(x, left_padded))
+    assert report.status == "diverge", report.summary()
+    (divergence,) = report.divergences
+    assert divergence.check == "float16" and divergence.kind == "nan"
+    assert divergence.numbers["nan"] > 0 and divergence.numbers["index"][0] == 0
+    assert divergence.target == "aten.masked_fill.Scalar"  # the finfo.min fill: -inf in fp16
+    assert "finfo" in divergence.code
+    assert report.partitions[0].semantic.status == "agree"  # finite at float32
+
+
+def test_reciprocal_is_inverse_with_epsilon():
+    torch.manual_seed(0)
+    report = verify(_export(Reciprocal(), (torch.randn(2, 8),)))
+    semantic = [d for d in report.divergences if d.check == "semantic"]
+    assert len(semantic) == 2 and report.exit_code == 1
+    for divergence in semantic:
+        assert divergence.mil_op == "inverse" and divergence.target == "aten.reciprocal.default"
+        assert round(abs(divergence.numbers["expected"])) in (1000, 2000)  # at x = +-1e-3
+        assert abs(divergence.numbers["actual"] / divergence.numbers["expected"] - 1) > 0.09
+
+
+def test_integer_division_runs_in_float16():
+    """Found by verify (not in the catalogue): an integer ``div(rounding_mode="trunc")`` is
+    computed as an fp16 division, rounded, then truncated (8000 / 7 -> 1143, eager 1142),
+    and the int64 result comes back as fp32."""
+    report = verify(_export(TruncDiv(), (torch.randint(0, 16, (2, 8)),)))
+    kinds = {(d.check, d.kind) for d in report.divergences}
+    assert {("float16", "integer"), ("interface", "dtype")} <= kinds, report.summary()
+    wrong = next(d for d in report.divergences if d.kind == "integer")
+    assert abs(wrong.numbers["expected"] - wrong.numbers["actual"]) == 1
+
+
+def test_float16_rounding_flips_at_float_to_int_boundaries_are_excused():
+    """In fp16, 1.7998 * 10 rounds to 18.0 where eager truncates 17.998 to 17: rounding at a
+    float-to-int cast, not a wrong op (near-ties in argmax and comparisons likewise); the
+    semantic pass is exact."""
+    x = torch.tensor([[1.7998, 0.5, 1.7997, -2.0], [0.1, 0.10001, -1.0, -3.0]])
+    report = verify(_export(FloatToInt(), (x,)), inputs=(x,))
+    assert report.status == "agree", report.summary()
+    outputs = report.partitions[0].float16.outputs
+    first = next(iter(outputs.values()))  # (x * 10).long()
+    assert first["kind"] == "integer" and first["excused"].startswith("fp16 rounding flips")
+    assert all(o["kind"] is None for o in report.partitions[0].semantic.outputs.values())
+
+
+class Unverifiable(nn.Module):
+    """grid_sample becomes MIL ``resample`` (not in the interpreter); nearest upsampling by
+    1.5 picks source pixels the op documentation does not pin down."""
+
+    def __init__(self, op: str) -> None:
+        super().__init__()
+        self.op = op
+
+    def forward(self, x, grid):
+        if self.op == "resample":
+            return F.grid_sample(x, grid, align_corners=False) * 2
+        return F.interpolate(x, scale_factor=1.5, mode="nearest") * 2 + grid.sum()
+
+
+@pytest.mark.parametrize(
+    "op, reported",
+    [
+        ("resample", "op resample"),
+        ("nearest", "nearest resize 4x4 -> 6x6 (fractional scale)"),
+    ],
+)
+def test_what_cannot_be_verified_is_named_not_guessed(op, reported):
+    inputs = (torch.randn(1, 2, 4, 4), torch.rand(1, 3, 3, 2) * 2 - 1)
+    report = verify(_export(Unverifiable(op), inputs))
+    assert report.status == "could_not_run" and report.exit_code == 2, report.summary()
+    assert report.not_verified == [reported] and not report.divergences
+
+
+def test_small_cnn_agrees_and_exercises_the_kernels():
+    torch.manual_seed(0)
+    report = verify(_export(SmallCNN(), (torch.randn(1, 3, 16, 16),)))
+    assert report.status == "agree", report.summary()
+    ops = set(report.partitions[0].float16.op_types)
+    assert {
+        "conv",
+        "conv_transpose",
+        "batch_norm",
+        "max_pool",
+        "avg_pool",
+        "upsample_nearest_neighbor",
+        "upsample_bilinear",
+    } <= ops
+
+
+@pytest.mark.parametrize("name", ["bert", "gemma", "gpt2", "llama", "qwen2", "vit"])
+def test_transformers_architectures(name):
+    pytest.importorskip("transformers")
+    from test_transformers import _export as export_architecture
+
+    report = verify(export_architecture(name))
+    if name == "gemma":  # tanh GELU run as exact GELU: a true positive
+        assert report.status == "diverge", report.summary()
+        assert {d.mil_op for d in report.divergences} == {"gelu"}
+        return
+    assert report.status == "agree", report.summary()
+    assert report.partitions and all(p.status == "agree" for p in report.partitions)
+
+
+def test_verify_lowered_user_inputs_and_explain(tmp_path):
+    """The entry point ``lower --verify`` uses: an already-lowered program and the captured
+    MlModels; inputs from a file; a rule named by the ``explain`` hook; JSON output."""
+    from executorch.exir import to_edge_transform_and_lower
+
+    from coreml_lint.verify.lowering import partitioner
+
+    torch.manual_seed(0)
+    ep = _export(Reciprocal(), (torch.randn(2, 8),))
+    mlmodels: list = []
+    with capture_mlmodels(mlmodels):
+        edge = to_edge_transform_and_lower(
+            ep, partitioner=[partitioner(None, None, True, True, False)]
+        )
+    path = tmp_path / "inputs.pt"
+    large = [[100.0, 200.0, -400.0, 1000.0, 500.0, 250.0, -1000.0, 300.0]] * 2
+    torch.save((torch.tensor(large),), path)  # 1/(x + 1e-4) is within 1e-6 of 1/x here
+    messages: list[str] = []
+    report = verify_lowered(
+        edge,
+        mlmodels,
+        inputs=path,
+        progress=messages.append,
+        explain=lambda node: "CML999" if "reciprocal" in node else None,
+    )
+    assert report.status == "agree", report.summary()
+    assert messages and report.inputs == ["given float32[2, 8]"]
+    small = torch.full((2, 8), 1e-3)
+    report = verify_lowered(edge, mlmodels, inputs=(small,), explain=lambda node: "CML999")
+    assert report.status == "diverge"
+    assert {d.rule for d in report.divergences} == {"CML999"}
+    data = json.loads(json.dumps(report.to_json()))
+    assert data["exit_code"] == 1 and data["partitions"][0]["status"] == "diverge"
+    assert data["divergences"][0]["numbers"]["max_abs"] > 0
+    assert set(data["timings"]) >= {"eager", "float32_conversion", "interpreter"}
