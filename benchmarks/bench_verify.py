@@ -5,7 +5,7 @@ Run by hand (needs torch, executorch, coremltools):
     .venv/bin/python benchmarks/bench_verify.py
 
 It prints, in one run: the wall time of the stock ``to_edge_transform_and_lower`` +
-``to_executorch`` on the program, the wall time of ``coreml_lint.verify.verify`` on a fresh
+``to_executorch`` on the program, the wall time of ``coreml_lint.verifier.verify`` on a fresh
 copy of the same program (which includes that same stock lowering, the float32 conversion
 of every partition, the eager run and both MIL executions), its stages, and the ratio.
 Target: verify <= 1.5x the stock lowering; the interpreter a small part of it.
@@ -85,7 +85,7 @@ def stock_lowering(ep: torch.export.ExportedProgram) -> float:
 
 def main() -> None:
     logging.basicConfig(level=logging.ERROR)
-    from coreml_lint.verify import verify
+    from coreml_lint.verifier import verify
 
     archive = exported()
     stock_lowering(fresh(archive))  # warm-up: first-call imports and caches count for neither
@@ -98,7 +98,7 @@ def main() -> None:
     nodes = sum(1 for n in fresh(archive).graph.nodes if n.op == "call_function")
     print(f"48-block transformer: {nodes} graph nodes, {len(report.partitions)} partition(s)")
     print(f"stock lowering (to_edge_transform_and_lower + to_executorch): {lowering:7.2f} s")
-    print(f"coreml_lint.verify.verify:                                    {verifying:7.2f} s")
+    print(f"coreml_lint.verifier.verify:                                    {verifying:7.2f} s")
     for stage, seconds in report.timings.items():
         print(f"    {stage:22s} {seconds:7.2f} s")
     print(f"verify / stock lowering: {verifying / lowering:5.2f}x (target <= 1.5x)")

@@ -14,7 +14,7 @@ pytest.importorskip("coremltools")
 from cases import BY_ID, CASES
 from conftest import exported
 
-from coreml_lint.verify import verify
+from coreml_lint.verifier import verify
 
 pytestmark = pytest.mark.oracle
 

@@ -16,7 +16,7 @@ pytest.importorskip("coremltools")
 import torch.nn as nn  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
-from coreml_lint.verify import capture_mlmodels, verify, verify_lowered  # noqa: E402
+from coreml_lint.verifier import capture_mlmodels, verify, verify_lowered  # noqa: E402
 
 pytestmark = pytest.mark.oracle
 logging.getLogger("coremltools").setLevel(logging.ERROR)
@@ -203,7 +203,7 @@ def test_verify_lowered_user_inputs_and_explain(tmp_path):
     MlModels; inputs from a file; a rule named by the ``explain`` hook; JSON output."""
     from executorch.exir import to_edge_transform_and_lower
 
-    from coreml_lint.verify.lowering import partitioner
+    from coreml_lint.verifier.lowering import partitioner
 
     torch.manual_seed(0)
     ep = _export(Reciprocal(), (torch.randn(2, 8),))

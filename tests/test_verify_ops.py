@@ -23,8 +23,8 @@ import torch.nn.functional as F  # noqa: E402
 from coremltools.converters.mil import Builder as mb  # noqa: E402
 from coremltools.converters.mil.mil import types  # noqa: E402
 
-from coreml_lint.verify.mil.program import Plan  # noqa: E402
-from coreml_lint.verify.mil.registry import KERNELS, Unsupported, coverage  # noqa: E402
+from coreml_lint.verifier.mil.program import Plan  # noqa: E402
+from coreml_lint.verifier.mil.registry import KERNELS, Unsupported, coverage  # noqa: E402
 
 RNG = np.random.default_rng(0)
 EDGE = np.array([-3.0, -1.0, -0.5, -1e-3, 0.0, 1e-3, 0.5, 1.0, 2.5, 10.0], dtype=np.float32)

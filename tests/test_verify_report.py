@@ -13,15 +13,15 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from coreml_lint.verify.compare import (  # noqa: E402
+from coreml_lint.verifier.compare import (  # noqa: E402
     FLOAT16,
     FLOAT16_TOL,
     SEMANTIC,
     SEMANTIC_HALF,
     compare,
 )
-from coreml_lint.verify.inputs import index_bound, load_inputs, random_inputs  # noqa: E402
-from coreml_lint.verify.report import (  # noqa: E402
+from coreml_lint.verifier.inputs import index_bound, load_inputs, random_inputs  # noqa: E402
+from coreml_lint.verifier.report import (  # noqa: E402
     Divergence,
     PartitionResult,
     PassResult,
@@ -160,7 +160,7 @@ def test_report_json_and_summary():
 
 def test_importing_the_package_is_light():
     code = (
-        "import sys, coreml_lint.verify, coreml_lint.verify.report, coreml_lint.verify.mil;"
+        "import sys, coreml_lint.verifier, coreml_lint.verifier.report, coreml_lint.verifier.mil;"
         "print(any(m in sys.modules for m in ('torch', 'coremltools', 'executorch')))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

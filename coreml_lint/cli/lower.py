@@ -18,7 +18,7 @@ HEAVY = "torch, executorch and coremltools"
 INSTALL_HINT = 'pip install "coreml-lint[lower]"'
 
 
-def _quiet_libraries() -> None:
+def quiet_libraries() -> None:
     """The libraries below log warnings (some with tracebacks) and progress bars of their
     own; this command reports in its own words."""
     import logging
@@ -30,7 +30,7 @@ def _quiet_libraries() -> None:
     warnings.filterwarnings("ignore")
 
 
-def _heavy_modules_missing() -> str | None:
+def heavy_modules_missing() -> str | None:
     import importlib.util
 
     missing = [m for m in ("torch", "executorch", "coremltools") if not importlib.util.find_spec(m)]
@@ -59,7 +59,7 @@ def _heavy_modules_missing() -> str | None:
 @click.option("-v", "--verbose", is_flag=True, help="Show the traceback of a failure.")
 def lower_command(program: Path, output: Path, **options: Any) -> None:
     """Lower a .pt2 to a .pte with the fixes applied, and prove the result."""
-    missing = _heavy_modules_missing()
+    missing = heavy_modules_missing()
     if missing:
         fail(f"`coreml-lint lower` needs {HEAVY} ({missing} not installed): {INSTALL_HINT}")
     settings = settings_changes(options)
@@ -68,7 +68,7 @@ def lower_command(program: Path, output: Path, **options: Any) -> None:
     except InputError as exc:
         fail(str(exc))
         return
-    _quiet_libraries()
+    quiet_libraries()
     start = time.perf_counter()
 
     def progress(message: str) -> None:

@@ -13,6 +13,7 @@ import click
 
 from coreml_lint.cli.check import check_command, fail
 from coreml_lint.cli.lower import lower_command
+from coreml_lint.cli.verify import verify_command
 from coreml_lint.core.version import __version__
 from coreml_lint.rules import all_rules, rule_by_code
 
@@ -73,3 +74,4 @@ def main(argv: list[str] | None = None) -> int:
 
 main_group.add_command(check_command)
 main_group.add_command(lower_command)
+main_group.add_command(verify_command)

@@ -127,10 +127,14 @@ def _apply_rewrites(
             continue
         say(f"rewriting for {rule.code} {rule.name}")
         try:
-            candidate, changes = rule().rewrite(_copy(ep))
+            answer = rule()
+            candidate, changes = answer.rewrite(_copy(ep))
             if not changes:
                 continue
-            same = inputs is None or outputs_match(ep, candidate, inputs, rule.rewrite_tolerance)
+            checked_on = answer.check_inputs(inputs) if inputs is not None else None
+            same = checked_on is None or outputs_match(
+                ep, candidate, checked_on, rule.rewrite_tolerance
+            )
         except Exception as exc:  # a rewrite that does not fit this graph is not applied
             report.reject(rule.code, f"not applied ({type(exc).__name__}: {str(exc)[:160]})")
             continue

@@ -109,3 +109,23 @@ def stop_requiring_grad(ep: ExportedProgram) -> list[str]:
         if isinstance(tensor, torch.Tensor) and tensor.requires_grad:
             tensor.requires_grad_(False)
     return changed
+
+
+def reaches(node: torch.fx.Node, found: Any, depth: int = 16) -> bool:
+    """Whether a node ``found(user)`` accepts is among ``node``'s users, transitively
+    (breadth-first, ``depth`` steps)."""
+    frontier, seen = [node], {node}
+    for _ in range(depth):
+        following = []
+        for current in frontier:
+            for user in current.users:
+                if user in seen:
+                    continue
+                if found(user):
+                    return True
+                seen.add(user)
+                following.append(user)
+        if not following:
+            return False
+        frontier = following
+    return False

@@ -134,6 +134,12 @@ class Rule:
         the same outputs in eager (within ``rewrite_tolerance``)."""
         return ep, []
 
+    def check_inputs(self, inputs: Any) -> Any:
+        """The inputs on which ``rewrite`` must keep the eager outputs equal (``(args,
+        kwargs)``, the program's example or random inputs by default). A rewrite whose
+        promise holds only where the outputs mean something says so here."""
+        return inputs
+
     def refuse(self, node: Any) -> str | None:
         """Why this ``torch.fx`` node must stay on the CPU, or None. Asked in the ATen graph
         (so the node's op is decomposed rather than kept whole) and in the edge graph."""

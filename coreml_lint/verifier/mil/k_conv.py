@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from coreml_lint.verify.mil.registry import OWN, kernel
+from coreml_lint.verifier.mil.registry import OWN, kernel
 
 
 def same_pads(size: int, kernel_size: int, stride: int, dilation: int, lower: bool) -> tuple:

@@ -49,7 +49,7 @@ def kernel(*names: str, how: str = OWN, note: str = "") -> Callable[[Kernel], Ke
 
 def coverage() -> dict[str, str]:
     """Every op the interpreter runs, with how: ``value_inference``, ``wrapped`` or ``own``."""
-    from coreml_lint.verify.mil import load_kernels
+    from coreml_lint.verifier.mil import load_kernels
 
     load_kernels()
     return {name: entry.how for name, entry in sorted(KERNELS.items())}

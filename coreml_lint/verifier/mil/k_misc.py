@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from coreml_lint.verify.mil.registry import OWN, WRAPPED, kernel
+from coreml_lint.verifier.mil.registry import OWN, WRAPPED, kernel
 
 
 @kernel("read_state", how=OWN)

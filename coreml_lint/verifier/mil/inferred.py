@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from coreml_lint.verify.mil.registry import TRUSTED, kernel
+from coreml_lint.verifier.mil.registry import TRUSTED, kernel
 
 
 def _names(text: str) -> list[str]:

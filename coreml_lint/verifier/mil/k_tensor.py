@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from coreml_lint.verify.mil.registry import OWN, WRAPPED, kernel
+from coreml_lint.verifier.mil.registry import OWN, WRAPPED, kernel
 
 
 @kernel("squeeze", how=WRAPPED, note="value_inference can fold to the wrong shape")

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from coreml_lint.verify.mil.registry import OWN, Unsupported, kernel
+from coreml_lint.verifier.mil.registry import OWN, Unsupported, kernel
 
 
 def _nearest(x: np.ndarray, out_h: int, out_w: int) -> np.ndarray:

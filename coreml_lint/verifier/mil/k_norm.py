@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from coreml_lint.verify.mil.registry import OWN, kernel
+from coreml_lint.verifier.mil.registry import OWN, kernel
 
 
 def _per_channel(value: Any, rank: int) -> np.ndarray:

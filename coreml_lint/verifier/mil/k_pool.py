@@ -13,8 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from coreml_lint.verify.mil.k_conv import _ints, pads_of, windows
-from coreml_lint.verify.mil.registry import OWN, kernel
+from coreml_lint.verifier.mil.k_conv import _ints, pads_of, windows
+from coreml_lint.verifier.mil.registry import OWN, kernel
 
 
 def _geometry(op: Any, a: dict[str, Any]) -> tuple:

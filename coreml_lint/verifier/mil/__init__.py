@@ -1,7 +1,7 @@
 """A reference interpreter for the MIL programs coremltools produces (numpy only).
 
-See :mod:`coreml_lint.verify.mil.program` for execution and
-:mod:`coreml_lint.verify.mil.registry` for the op table.
+See :mod:`coreml_lint.verifier.mil.program` for execution and
+:mod:`coreml_lint.verifier.mil.registry` for the op table.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ def load_kernels() -> None:
     global _LOADED
     if _LOADED:
         return
-    from coreml_lint.verify.mil import (  # noqa: F401
+    from coreml_lint.verifier.mil import (  # noqa: F401
         inferred,
         k_conv,
         k_elementwise,

@@ -14,8 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from coreml_lint.verify.mil.dtypes import mil_dtype, store
-from coreml_lint.verify.mil.registry import KERNELS, TRUSTED, Unsupported
+from coreml_lint.verifier.mil.dtypes import mil_dtype, store
+from coreml_lint.verifier.mil.registry import KERNELS, TRUSTED, Unsupported
 
 
 class ExecutionError(Exception):
@@ -49,7 +49,7 @@ class Plan:
 
     @classmethod
     def of(cls, program: Any, function: str = "main") -> Plan:
-        from coreml_lint.verify.mil import load_kernels
+        from coreml_lint.verifier.mil import load_kernels
 
         load_kernels()
         plan = cls(program.functions[function])
@@ -89,7 +89,7 @@ class Plan:
 
     def _add_constexpr(self, op: Any) -> None:
         """``constexpr_*`` ops decompress weights; their inputs are all constants."""
-        from coreml_lint.verify.mil.k_misc import materialise_constexpr
+        from coreml_lint.verifier.mil.k_misc import materialise_constexpr
 
         try:
             values = materialise_constexpr(op)

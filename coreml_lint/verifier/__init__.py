@@ -9,9 +9,9 @@ captured by :func:`capture_mlmodels` during its lowering.
 
 from __future__ import annotations
 
-from coreml_lint.verify.api import verify, verify_lowered
-from coreml_lint.verify.lowering import capture_mlmodels
-from coreml_lint.verify.report import Divergence, PartitionResult, PassResult, VerifyReport
+from coreml_lint.verifier.api import verify, verify_lowered
+from coreml_lint.verifier.lowering import capture_mlmodels
+from coreml_lint.verifier.report import Divergence, PartitionResult, PassResult, VerifyReport
 
 __all__ = [
     "Divergence",

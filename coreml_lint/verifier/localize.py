@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from coreml_lint.verify.compare import compare, value_scale
+from coreml_lint.verifier.compare import compare, value_scale
 
 SUFFIXES = ("_cast_fp16", "_cast_fp32", "_to_fp16", "_to_fp32")
 _FRAME = re.compile(r'File "([^"]+)", line (\d+), in [^\n]*\n\s*([^\n]*)')
@@ -111,7 +111,7 @@ FLOAT_TYPES = {"fp16", "fp32"}
 def float_to_int_boundary(op: Any) -> bool:
     """Whether ``op`` turns float values into integers or bools (a cast, a comparison, an
     argmax): in fp16 its result may flip where the float lies within rounding of a boundary."""
-    from coreml_lint.verify.mil.dtypes import mil_dtype
+    from coreml_lint.verifier.mil.dtypes import mil_dtype
 
     x = op.inputs.get("x")
     if x is None or isinstance(x, (list, tuple)) or mil_dtype(x) not in FLOAT_TYPES:

@@ -7,7 +7,7 @@
   integer buffer held in an fp16 state are not).
 - *semantic*: the float32 conversion of the partition, executed, against eager, tightly.
 - *float16*: the program ExecuTorch embeds, executed with fp16 storage, judged for what fp16
-  cannot excuse (:mod:`coreml_lint.verify.compare`).
+  cannot excuse (:mod:`coreml_lint.verifier.compare`).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from coreml_lint.verify.compare import (
+from coreml_lint.verifier.compare import (
     FLOAT16,
     SEMANTIC,
     SEMANTIC_HALF,
@@ -28,18 +28,18 @@ from coreml_lint.verify.compare import (
     as_numpy,
     compare,
 )
-from coreml_lint.verify.eager import PartitionRun
-from coreml_lint.verify.localize import (
+from coreml_lint.verifier.eager import PartitionRun
+from coreml_lint.verifier.localize import (
     describe_node,
     first_departure,
     input_scale,
     rounding_flip,
     uninitialised,
 )
-from coreml_lint.verify.mil.dtypes import mil_dtype, round_fp16, store
-from coreml_lint.verify.mil.program import ExecutionError, Plan, fp16_state_vars
-from coreml_lint.verify.mil.registry import Unsupported
-from coreml_lint.verify.report import (
+from coreml_lint.verifier.mil.dtypes import mil_dtype, round_fp16, store
+from coreml_lint.verifier.mil.program import ExecutionError, Plan, fp16_state_vars
+from coreml_lint.verifier.mil.registry import Unsupported
+from coreml_lint.verifier.report import (
     AGREE,
     DIVERGE,
     ERROR,

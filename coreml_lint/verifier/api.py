@@ -9,7 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from coreml_lint.verify.report import ERROR, VerifyReport
+from coreml_lint.verifier.report import ERROR, VerifyReport
 
 Progress = Callable[[str], None] | None
 Explain = Callable[[str], str | None] | None
@@ -35,7 +35,7 @@ def verify(
     inputs. ``explain(node_name)`` may name a lint rule that explains a diverging node.
     Note that lowering consumes ``exported_program`` (pass a fresh copy if you reuse it).
     """
-    from coreml_lint.verify.lowering import lower_stock
+    from coreml_lint.verifier.lowering import lower_stock
 
     say = progress or (lambda message: None)
     settings = {
@@ -84,8 +84,8 @@ def verify_lowered(
     """Verify an already-lowered program: ``edge_program`` is the ``EdgeProgramManager``
     ``to_edge_transform_and_lower`` returned (or its ``exported_program()``), ``mlmodels``
     the MlModels ``CoreMLBackend._convert_to_mlmodel`` produced, in order (see
-    :func:`coreml_lint.verify.lowering.capture_mlmodels`)."""
-    from coreml_lint.verify.eager import run_lowered
+    :func:`coreml_lint.verifier.lowering.capture_mlmodels`)."""
+    from coreml_lint.verifier.eager import run_lowered
 
     say = progress or (lambda message: None)
     report = report if report is not None else VerifyReport()
@@ -125,8 +125,8 @@ def verify_lowered(
 
 
 def _verify_one(index, name, lowered, mlmodel, run, report, say, explain) -> None:
-    from coreml_lint.verify.lowering import convert_float32
-    from coreml_lint.verify.partition import Partition, verify_partition
+    from coreml_lint.verifier.lowering import convert_float32
+    from coreml_lint.verifier.partition import Partition, verify_partition
 
     partition = Partition(index, name, lowered, mlmodel, run)
     say(f"partition {index}: converting at float32 compute precision")
@@ -174,7 +174,7 @@ def _suffix(name: str) -> int:
 
 
 def _resolve_inputs(ep: Any, inputs: Any) -> tuple[list[Any], list[str]]:
-    from coreml_lint.verify.inputs import load_inputs, random_inputs
+    from coreml_lint.verifier.inputs import load_inputs, random_inputs
 
     if inputs is None:
         made = random_inputs(ep)

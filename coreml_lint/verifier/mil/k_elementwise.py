@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from coreml_lint.verify.mil.registry import WRAPPED, kernel
+from coreml_lint.verifier.mil.registry import WRAPPED, kernel
 
 
 def erf(x: np.ndarray) -> np.ndarray:

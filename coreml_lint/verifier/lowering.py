@@ -7,12 +7,12 @@ from __future__ import annotations
 import copy
 import logging
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-IOS = {15: "iOS15", 16: "iOS16", 17: "iOS17", 18: "iOS18"}
+from coreml_lint.lowering.mil import capture_models
+
+capture_mlmodels = capture_models  # the one wrapper of CoreMLBackend._convert_to_mlmodel
 
 
 @dataclass
@@ -31,48 +31,14 @@ class Lowering:
         return f"{type(self.error).__name__}: {self.error}" if self.error else ""
 
 
-@contextmanager
-def capture_mlmodels(into: list[Any]) -> Iterator[None]:
-    """Record every MlModel ``CoreMLBackend`` converts, in order."""
-    from executorch.backends.apple.coreml.compiler import CoreMLBackend
+def partitioner(**settings: Any) -> Any:
+    """The stock ``CoreMLPartitioner`` with these settings (``PartitionerSettings`` fields;
+    None for a default)."""
+    from coreml_lint.core.settings import PartitionerSettings
+    from coreml_lint.lowering.check import stock_partitioner
 
-    original = CoreMLBackend._convert_to_mlmodel
-
-    def wrapped(edge_program: Any, compile_specs: Any, skip_model_load: bool = True) -> Any:
-        model = original(edge_program, compile_specs, skip_model_load=skip_model_load)
-        into.append(model)
-        return model
-
-    CoreMLBackend._convert_to_mlmodel = staticmethod(wrapped)
-    try:
-        yield
-    finally:
-        CoreMLBackend._convert_to_mlmodel = staticmethod(original)
-
-
-def partitioner(
-    minimum_deployment_target: int | None,
-    skip_ops_for_coreml_delegation: list[str] | None,
-    take_over_mutable_buffer: bool,
-    take_over_constant_data: bool,
-    lower_full_graph: bool,
-) -> Any:
-    """The stock ``CoreMLPartitioner`` with these settings."""
-    import coremltools as ct
-    from executorch.backends.apple.coreml.compiler import CoreMLBackend
-    from executorch.backends.apple.coreml.partition import CoreMLPartitioner
-
-    specs = None
-    if minimum_deployment_target:
-        target = getattr(ct.target, IOS[int(minimum_deployment_target)])
-        specs = CoreMLBackend.generate_compile_specs(minimum_deployment_target=target)
-    return CoreMLPartitioner(
-        skip_ops_for_coreml_delegation=list(skip_ops_for_coreml_delegation or []) or None,
-        compile_specs=specs,
-        take_over_mutable_buffer=take_over_mutable_buffer,
-        take_over_constant_data=take_over_constant_data,
-        lower_full_graph=lower_full_graph,
-    )
+    chosen = {k: v for k, v in settings.items() if v is not None}
+    return stock_partitioner(PartitionerSettings().changed(**chosen))
 
 
 def lower_stock(ep: Any, **settings: Any) -> Lowering:
@@ -82,7 +48,7 @@ def lower_stock(ep: Any, **settings: Any) -> Lowering:
     result = Lowering()
     logging.disable(logging.WARNING)
     try:
-        with capture_mlmodels(result.mlmodels):
+        with capture_models(result.mlmodels):
             start = time.perf_counter()
             try:
                 result.edge = to_edge_transform_and_lower(ep, partitioner=[partitioner(**settings)])

@@ -1,0 +1,157 @@
+"""``coreml-lint verify``: run every Core ML partition's MIL on Linux against eager."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import click
+
+from coreml_lint.cli.check import echo, fail
+from coreml_lint.cli.lower import HEAVY, INSTALL_HINT, heavy_modules_missing, quiet_libraries
+from coreml_lint.cli.options import build_config, settings_changes, settings_options
+from coreml_lint.core.errors import InputError
+
+FORMATS = ("full", "concise", "json", "github", "sarif", "html")
+
+
+@click.command("verify")
+@click.argument("program", type=click.Path(dir_okay=False, path_type=Path))
+@settings_options
+@click.option(
+    "--inputs",
+    "inputs_path",
+    type=click.Path(dir_okay=False, exists=True, path_type=Path),
+    help="torch.save of a tuple of the program's inputs (loaded with weights_only=True); "
+    "default: seeded random inputs shaped like the program's.",
+)
+@click.option("--output-format", type=click.Choice(FORMATS), default="full", show_default=True)
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write the report to FILE.",
+)
+@click.option("--config", "config_path", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--isolated", is_flag=True, help="Ignore every configuration file.")
+@click.option("-q", "--quiet", is_flag=True, help="No progress on stderr.")
+@click.option("-v", "--verbose", is_flag=True, help="Show the traceback of a failure.")
+def verify_command(program: Path, **options: Any) -> None:
+    """Lower PROGRAM with the stock CoreMLPartitioner and check every Core ML partition's
+    MIL against eager (exit 0: all agree, 1: a divergence or a lowering crash, 2: could
+    not run)."""
+    missing = heavy_modules_missing()
+    if missing:
+        fail(f"`coreml-lint verify` needs {HEAVY} ({missing} not installed): {INSTALL_HINT}")
+    try:
+        config = build_config(
+            options["config_path"], options["isolated"], settings=settings_changes(options)
+        )
+    except InputError as exc:
+        fail(str(exc))
+        return
+    quiet_libraries()
+    start = time.perf_counter()
+
+    def progress(message: str) -> None:
+        if not options["quiet"]:
+            click.echo(f"[{time.perf_counter() - start:6.1f}s] {message}", err=True)
+
+    report, lint = _run(program, config, options, progress)
+    _render(program, report, lint, options)
+    sys.exit(report.exit_code)
+
+
+def _run(program: Path, config: Any, options: dict[str, Any], progress: Any) -> tuple[Any, Any]:
+    from coreml_lint.engine.program import lint_pt2
+    from coreml_lint.lowering.files import load_program
+    from coreml_lint.verifier import verify
+
+    try:
+        (lint,) = lint_pt2(program, config)[:1]
+        progress(f"loading {program}")
+        exported = load_program(program)
+    except InputError as exc:
+        fail(str(exc))
+    explain = rule_for_edge_node(lint.findings)
+    settings = config.partitioner
+    report = verify(
+        exported,
+        minimum_deployment_target=settings.minimum_deployment_target,
+        skip_ops_for_coreml_delegation=list(settings.skip_ops_for_coreml_delegation),
+        take_over_mutable_buffer=settings.take_over_mutable_buffer,
+        take_over_constant_data=settings.take_over_constant_data,
+        lower_full_graph=settings.lower_full_graph,
+        inputs=options["inputs_path"],
+        progress=progress,
+        explain=explain,
+    )
+    return report, lint
+
+
+def rule_for_edge_node(findings: list[Any]) -> Any:
+    """``explain`` for verify: the lint rule that flagged a node of the diverging node's op.
+    The edge graph names a node after its op (``aten_gelu_default``, ``aten_gelu_default_1``),
+    the linter after the exported program (``gelu``), so they meet at the op."""
+    import re
+
+    by_op: dict[str, str] = {}
+    for finding in findings:
+        if finding.op:
+            by_op.setdefault(finding.op.replace(".", "_"), finding.code)
+    return lambda name: by_op.get(re.sub(r"_\d+$", "", name))
+
+
+def _render(program: Path, report: Any, lint: Any, options: dict[str, Any]) -> None:
+    import json
+
+    from coreml_lint.core.files import project_root, write_atomically
+    from coreml_lint.reports import machine, text
+    from coreml_lint.rules import all_rules
+    from coreml_lint.verifier.findings import findings_of
+
+    fmt = options["output_format"]
+    findings = machine.relative(findings_of(report, str(program)), project_root())
+    if fmt == "json":
+        body = json.dumps(
+            {"verify": report.to_json(), "findings": [f.to_json() for f in findings]},
+            indent=2,
+            default=str,
+        )
+    elif fmt == "github":
+        body = machine.render_github(findings)
+    elif fmt == "sarif":
+        body = machine.render_sarif(findings, all_rules())
+    elif fmt == "html":
+        from coreml_lint.reports.html import HtmlProgram, render_html
+
+        page = HtmlProgram.from_report(lint, source=str(program), verify=partition_status(report))
+        page.findings = [*page.findings, *findings_of(report, str(program))]
+        body = render_html([page])
+    elif fmt == "concise":
+        body = "\n".join([text.render_concise(findings), report.summary()]).strip()
+    else:
+        body = "\n\n".join(part for part in (text.render_full(findings), report.summary()) if part)
+    if options["output"]:
+        write_atomically(options["output"], body + "\n", keep_mode=False)
+    else:
+        echo(body)
+
+
+def partition_status(report: Any) -> dict[int, dict[str, str]]:
+    """Per partition: agrees / diverges / not verified, for the HTML page."""
+    words = {"agree": "agrees", "diverge": "diverges"}
+    status = {}
+    for part in report.partitions:
+        detail = "; ".join(
+            f"{name}: {result.status}"
+            for name, result in (
+                ("float32", part.semantic),
+                ("float16", part.float16),
+                ("interface", part.interface),
+            )
+        )
+        status[part.index] = {"status": words.get(part.status, "not verified"), "detail": detail}
+    return status

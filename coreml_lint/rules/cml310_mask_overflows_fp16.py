@@ -1,0 +1,179 @@
+"""CML310 mask-overflows-fp16: an attention mask value beyond float16's range, on rows that can be
+fully masked.
+
+What it does
+    Flags a delegated fill of an attention mask with a value float16 cannot hold (below
+    -65504, typically ``torch.finfo(torch.float32).min``: ``masked_fill``, ``where``,
+    ``full``) that reaches a softmax or the ``attn_mask`` of an attention op in Core ML,
+    when which positions are masked depends on a program input (a padding mask), so that a
+    row can have every position masked.
+
+Why it breaks
+    Core ML computes in float16 by default, where -3.4e38 becomes -inf. A row whose every
+    position is masked (a left-padded batch) then holds only -inf, and its softmax is
+    0/0 = NaN; in eager the same row holds the same finite value everywhere and comes out
+    uniform. Found by ``coreml-lint verify`` (32 NaNs on a two-sequence padded batch).
+
+Example
+    ``scores.masked_fill(~attention_mask.bool(), torch.finfo(torch.float32).min)``
+
+Fix
+    (a) mask with a value float16 holds, e.g. ``-30000.0`` (what coremltools itself uses for
+    bool masks; exp() of it is exactly 0 in float32 as well), or pass a bool mask to
+    ``scaled_dot_product_attention``; (c) ``coreml-lint lower`` rewrites the fill value to
+    -30000 (checked: the eager outputs are equal).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from coreml_lint.core.findings import Finding, Outcome
+from coreml_lint.program.graph import Node, TensorRef
+from coreml_lint.rulekit.context import ProgramContext
+from coreml_lint.rulekit.examples import F, case, module, returns, torch
+from coreml_lint.rulekit.rule import Rule
+
+FP16_MAX = 65504.0
+SAFE_MASK_VALUE = -30000.0
+# fill op -> position of its scalar value
+FILLS = {
+    "aten.masked_fill.Scalar": 2,
+    "aten.full.default": 1,
+    "aten.full_like.default": 1,
+    "aten.fill.Scalar": 1,
+    "aten.where.ScalarOther": 2,
+    "aten.where.ScalarSelf": 1,
+}
+SOFTMAXES = {"softmax", "_softmax", "_safe_softmax", "scaled_dot_product_attention"}
+
+
+class MaskOverflowsFp16(Rule):
+    code = "CML310"
+    name = "mask-overflows-fp16"
+    outcome = Outcome.SILENT
+    summary = "attention mask value beyond float16 (finfo.min): fully masked rows become NaN"
+
+    def check(self, ctx: ProgramContext) -> Iterator[Finding]:
+        for node in ctx.coreml_nodes():
+            position = FILLS.get(node.target)
+            value = node.arg(position, "value") if position is not None else None
+            if not isinstance(value, (int, float)) or abs(value) <= FP16_MAX:
+                continue
+            softmax = next(
+                (u for _, u in ctx.coreml_users_downstream(node.outputs) if u.op_base in SOFTMAXES),
+                None,
+            )
+            if softmax is None or not _masks_depend_on_inputs(ctx, node):
+                continue
+            yield ctx.finding(
+                node,
+                f"{node.op_base} fills an attention mask with {value:g}, beyond float16's range: "
+                f"Core ML makes it -inf, so a row whose every position is masked (a padded "
+                f"batch) comes out NaN from {ctx.edge_name(softmax)} (finite in eager)",
+                fix=f"mask with {SAFE_MASK_VALUE:g} (float16 holds it; exp() of it is 0), or pass "
+                "a bool mask to scaled_dot_product_attention",
+                value=value,
+            )
+
+    def rewrite(self, ep: Any) -> tuple[Any, list[str]]:
+        """Fill values beyond float16 that reach a softmax become -30000. exp() of either is
+        exactly 0 in float32, so every row with a position left unmasked computes the same in
+        eager; a fully masked row (padding) gives the softmax of its scores instead of a
+        uniform one, where Core ML gave NaN."""
+        from coreml_lint.rulekit.fx import finish, op_base, reaches
+
+        done = []
+        for node in ep.graph.nodes:
+            position = FILLS.get(f"aten.{getattr(node.target, '__name__', '')}")
+            if position is None or len(node.args) <= position:
+                continue
+            value = node.args[position]
+            if not isinstance(value, (int, float)) or abs(value) <= FP16_MAX:
+                continue
+            if not reaches(node, lambda user: op_base(user) in SOFTMAXES):
+                continue
+            node.args = (*node.args[:position], SAFE_MASK_VALUE, *node.args[position + 1 :])
+            done.append(
+                f"{node.name}: mask value {value:g} written as {SAFE_MASK_VALUE:g} (checked equal "
+                "on inputs without a fully masked row; such a row is no longer NaN)"
+            )
+        return finish(ep), done
+
+    def check_inputs(self, inputs: Any) -> Any:
+        """The rewrite's promise is about rows with an unmasked position: check it with no
+        padding (every 0/1 mask input all ones)."""
+        import torch
+
+        args, kwargs = inputs
+
+        def unpadded(value: Any) -> Any:
+            mask_like = (
+                isinstance(value, torch.Tensor)
+                and not value.is_floating_point()
+                and bool(((value == 0) | (value == 1)).all())
+            )
+            return torch.ones_like(value) if mask_like else value
+
+        return tuple(map(unpadded, args)), {k: unpadded(v) for k, v in kwargs.items()}
+
+
+def _masks_depend_on_inputs(ctx: ProgramContext, fill: Node) -> bool:
+    """Whether which positions the fill masks depends on a program input (its condition or
+    shape-free operands, followed up to the inputs)."""
+    start = [a.name for a in fill.args[:1] if isinstance(a, TensorRef)]
+    start += [a.name for a in fill.args[1:] if isinstance(a, TensorRef)]
+    seen, frontier = set(start), list(start)
+    while frontier:
+        value = frontier.pop()
+        if ctx.input_kinds.get(value) == "user_input":
+            return True
+        producer = ctx.producers.get(value)
+        for name in producer.tensor_inputs() if producer else ():
+            if name not in seen:
+                seen.add(name)
+                frontier.append(name)
+    return False
+
+
+# -- program cases: what the stock CoreMLPartitioner really does (the oracle lowers each) --
+def padded_attention(fill: float) -> tuple[Any, tuple[Any, ...]]:
+    """Self-attention masked as transformers' eager attention masks a padded batch."""
+
+    def forward(s: Any, x: Any, attention_mask: Any) -> Any:
+        b, t, _ = x.shape
+        q = x.view(b, t, 2, -1).transpose(1, 2)
+        causal = torch.ones(t, t, dtype=torch.bool).tril()
+        keep = causal[None, None] & attention_mask[:, None, None, :].bool()
+        mask = torch.zeros(b, 1, t, t).masked_fill(~keep, fill)
+        return F.scaled_dot_product_attention(q, q, q, attn_mask=mask)
+
+    left_padded = torch.tensor([[0, 0, 1, 1, 1], [1, 1, 1, 1, 1]])
+    return module(forward), (torch.randn(2, 5, 8), left_padded)
+
+
+@case(
+    "finfo-min-padding-mask",
+    expect={"CML310"},
+    silent=returns(r"= select\(cond=[^)]*a=-inf"),
+)
+def _() -> Any:
+    return padded_attention(torch.finfo(torch.float32).min)
+
+
+@case("fp16-safe-padding-mask", expect=set(), clean=returns(r"= select\(cond=[^)]*a=-30000"))
+def _() -> Any:
+    return padded_attention(-30000.0)
+
+
+@case("finfo-min-causal-only", expect=set())
+def _() -> Any:
+    def forward(s: Any, x: Any) -> Any:
+        t = x.shape[-2]
+        mask = torch.zeros(t, t).masked_fill(
+            ~torch.ones(t, t, dtype=torch.bool).tril(), torch.finfo(torch.float32).min
+        )
+        return (x @ x.transpose(-2, -1) + mask).softmax(-1)
+
+    return module(forward), (torch.randn(2, 5, 8),)
