@@ -5,7 +5,9 @@ The public Python API:
 - :func:`lint_program` lints an in-memory ``torch.export.ExportedProgram`` (needs torch);
 - :func:`lint_pt2` lints a ``.pt2`` archive without importing torch;
 - :func:`lower` lowers to an ExecuTorch program with every fix applied (needs torch,
-  executorch, coremltools).
+  executorch, coremltools);
+- :func:`verify` lowers with the stock partitioner and runs every Core ML partition's MIL
+  on Linux against its eager module (needs the same).
 """
 
 from __future__ import annotations
@@ -34,6 +36,15 @@ def lower(exported_program: Any, **settings: Any) -> Any:
     return _lower(exported_program, **settings)
 
 
+def verify(exported_program: Any, **settings: Any) -> Any:
+    """Check every Core ML partition of the stock lowering against eager; keyword
+    arguments are the partitioner's settings plus ``inputs``, ``progress``, ``explain``
+    (see :func:`coreml_lint.verifier.verify`). Lowering consumes the program."""
+    from coreml_lint.verifier import verify as _verify
+
+    return _verify(exported_program, **settings)
+
+
 def lint_pt2(path: Any, config: Any = None) -> list[ProgramReport]:
     """Lint every method of a ``.pt2`` archive (torch-free)."""
     from coreml_lint.engine.program import lint_pt2 as _lint_pt2
@@ -41,4 +52,4 @@ def lint_pt2(path: Any, config: Any = None) -> list[ProgramReport]:
     return _lint_pt2(path, config)
 
 
-__all__ = ["__version__", "lint_program", "lint_pt2", "lower"]
+__all__ = ["__version__", "lint_program", "lint_pt2", "lower", "verify"]

@@ -205,43 +205,59 @@ def fail(message: str) -> None:
     sys.exit(2)
 
 
-FORMATS = ("full", "concise", "json", "github", "sarif")
+FORMATS = ("full", "concise", "json", "github", "sarif", "html")
 
 
-def render(run: CheckRun, output_format: str, statistics: bool, show_placement: bool) -> None:
-    """Print the run's results in ``output_format``; a diff run prints only the diffs."""
+def show_diffs(run: CheckRun) -> None:
+    """``--diff``: the unified diffs on stdout, the count on stderr, nothing else."""
+    for result in run.fix_results:
+        click.echo(result.diff(), nl=False)
+    would = sum(len(r.applied) for r in run.fix_results)
+    echo(f"Would fix {would} finding(s) in {len(run.fix_results)} file(s).", err=True)
+
+
+def rendered(run: CheckRun, output_format: str, statistics: bool, show_placement: bool) -> str:
+    """The run's results in ``output_format`` (paths as the project sees them)."""
     from coreml_lint.reports import machine, text
     from coreml_lint.rules import all_rules
 
-    if run.diff:
-        for result in run.fix_results:
-            click.echo(result.diff(), nl=False)
-        would = sum(len(r.applied) for r in run.fix_results)
-        echo(f"Would fix {would} finding(s) in {len(run.fix_results)} file(s).", err=True)
-        return
     root = project_root()
-    findings = machine.relative(run.findings, root)  # paths as the project sees them
+    findings = machine.relative(run.findings, root)
     if statistics:
-        echo(text.render_statistics(findings))
-    elif output_format == "json":
-        echo(machine.render_json(findings, program_json(run, root)))
-    elif output_format == "github":
-        echo(machine.render_github(findings))
-    elif output_format == "sarif":
-        echo(machine.render_sarif(findings, all_rules()))
-    elif output_format == "concise":
-        echo(text.render_concise(findings))
+        return text.render_statistics(findings)
+    if output_format == "json":
+        return machine.render_json(findings, program_json(run, root))
+    if output_format == "github":
+        return machine.render_github(findings)
+    if output_format == "sarif":
+        return machine.render_sarif(findings, all_rules())
+    if output_format == "html":
+        return html_page(run)
+    parts = []
+    if output_format == "concise":
+        parts.append(text.render_concise(findings))
     else:
         if show_placement:
-            for file, report in run.reports:
-                echo(report.placement.describe(str(file)))
-        echo(text.render_full(findings))
-        for file, report in run.reports:
-            if report.advice is not None:
-                echo("\n" + text.render_advice(str(file), report.advice))
-    if output_format in ("full", "concise") and not statistics:
-        for line in summary_lines(run):
-            echo(line)
+            parts += [report.placement.describe(str(file)) for file, report in run.reports]
+        parts.append(text.render_full(findings))
+        parts += [
+            "\n" + text.render_advice(str(file), report.advice)
+            for file, report in run.reports
+            if report.advice is not None
+        ]
+    parts += summary_lines(run)
+    return "\n".join(part for part in parts if part)
+
+
+def html_page(run: CheckRun) -> str:
+    """One page for every linted program (the findings of model sources are in the text
+    formats: a page is about placement)."""
+    from coreml_lint.reports.html import HtmlProgram, render_html
+
+    if not run.reports:
+        run.errors.append("--output-format html shows programs: give a .pt2")
+        return ""
+    return render_html([HtmlProgram.from_report(r, source=str(f)) for f, r in run.reports])
 
 
 def program_json(run: CheckRun, root: Path) -> list[dict[str, Any]]:
@@ -260,6 +276,13 @@ def program_json(run: CheckRun, root: Path) -> list[dict[str, Any]]:
 @click.command("check")
 @click.argument("paths", nargs=-1, required=True)
 @click.option("--output-format", type=click.Choice(FORMATS), default="full", show_default=True)
+@click.option(
+    "-o",
+    "--output",
+    "output_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write the report to FILE instead of stdout (e.g. the html page).",
+)
 @click.option("--select", multiple=True, help="Codes or prefixes to enable (ALL, CML1, CML305).")
 @click.option("--ignore", multiple=True, help="Codes or prefixes to disable.")
 @click.option("--statistics", is_flag=True, help="Print a count per rule instead of findings.")
@@ -309,7 +332,18 @@ def check_command(paths: tuple[str, ...], **options: Any) -> None:
     run.run(paths)
     if options["check_advice"]:
         check_advice(run)
-    render(run, options["output_format"], options["statistics"], options["show_placement"])
+    if run.diff:
+        show_diffs(run)
+    else:
+        body = rendered(
+            run, options["output_format"], options["statistics"], options["show_placement"]
+        )
+        if options["output_path"] and body:
+            from coreml_lint.core.files import write_atomically
+
+            write_atomically(options["output_path"], body + "\n", keep_mode=False)
+        else:
+            echo(body)
     for message in run.errors:
         click.echo(f"error: {message}", err=True)
     sys.exit(run.exit_code(options["exit_non_zero_on_fix"]))

@@ -54,6 +54,24 @@ def heavy_modules_missing() -> str | None:
     help="pyproject.toml to read [tool.coreml-lint] settings from (default: the nearest one).",
 )
 @click.option("--isolated", is_flag=True, help="Ignore every configuration file.")
+@click.option(
+    "--verify",
+    "verify_result",
+    is_flag=True,
+    help="Run every Core ML delegate of the result on Linux against its eager module.",
+)
+@click.option(
+    "--inputs",
+    "inputs_path",
+    type=click.Path(dir_okay=False, exists=True, path_type=Path),
+    help="torch.save of a tuple of the program's inputs, for --verify (weights_only).",
+)
+@click.option(
+    "--report",
+    "report_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write an HTML page of the lowering: what was rewritten, refused and delegated.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress on stderr.")
 @click.option("-v", "--verbose", is_flag=True, help="Show the traceback of a failure.")
@@ -76,11 +94,31 @@ def lower_command(program: Path, output: Path, **options: Any) -> None:
             click.echo(f"[{time.perf_counter() - start:6.1f}s] {message}", err=True)
 
     result = _lower(program, output, config.partitioner, options, progress)
+    if options["report_path"]:
+        _write_html(program, config, result.report, options["report_path"])
     if options["as_json"]:
         click.echo(json.dumps(result.report.to_json(), indent=2, default=str))
     else:
         click.echo(result.report.render(str(output)))
-    sys.exit(1 if result.report.mil_problems or result.report.findings_after else 0)
+    report = result.report
+    diverged = report.verify is not None and report.verify.exit_code == 1
+    sys.exit(1 if report.mil_problems or report.findings_after or diverged else 0)
+
+
+def _write_html(program: Path, config: Any, report: Any, path: Path) -> None:
+    """The delegation page of the program as linted, with what lower did to it."""
+    from coreml_lint.cli.verify import partition_status
+    from coreml_lint.core.files import write_atomically
+    from coreml_lint.engine.program import lint_pt2
+    from coreml_lint.reports.html import HtmlProgram, render_html
+
+    pages = []
+    for linted in lint_pt2(program, config):
+        verified = partition_status(report.verify) if report.verify is not None else None
+        pages.append(
+            HtmlProgram.from_report(linted, source=str(program), verify=verified, lowering=report)
+        )
+    write_atomically(path, render_html(pages) + "\n", keep_mode=False)
 
 
 def _lower(
@@ -98,6 +136,8 @@ def _lower(
             compute_precision=options["compute_precision"],
             compute_units=options["compute_units"],
             progress=progress,
+            verify=options["verify_result"],
+            verify_inputs=options["inputs_path"],
         )
         progress(f"writing {output}")
         write_pte(output, result.buffer)

@@ -50,6 +50,7 @@ class LowerReport:
     placement: Delegation = field(default_factory=Delegation)
     mil_problems: list[str] = field(default_factory=list)
     suggestions: list[str] = field(default_factory=list)
+    verify: Any = None  # a VerifyReport when lower ran with verify=True
 
     @classmethod
     def start(cls, first: Any, settings: PartitionerSettings) -> LowerReport:
@@ -108,6 +109,7 @@ class LowerReport:
             "cpu_ops": self.placement.cpu_ops,
             "mil_problems": self.mil_problems,
             "suggestions": self.suggestions,
+            "verify": self.verify.to_json() if self.verify is not None else None,
         }
 
     def render(self, output: str) -> str:
@@ -133,4 +135,6 @@ class LowerReport:
         if self.suggestions:
             lines.append("  to keep these on Core ML instead, change the model source:")
             lines.extend(f"    {s}" for s in self.suggestions)
+        if self.verify is not None:
+            lines.extend("  " + line for line in self.verify.summary().splitlines())
         return "\n".join(lines)

@@ -53,12 +53,15 @@ def lower(
     compute_precision: str = "float16",
     compute_units: str = "all",
     progress: Progress | None = None,
+    verify: bool = False,
+    verify_inputs: Any = None,
     **partitioner: Any,
 ) -> LowerResult:
     """Use instead of ``to_edge_transform_and_lower(ep, partitioner=[CoreMLPartitioner(...)])``
     followed by ``to_executorch()``. Pass the partitioner's settings as ``settings`` or as
     keyword arguments (``minimum_deployment_target=17``, ``skip_ops_for_coreml_delegation=[...]``,
-    ...)."""
+    ...). With ``verify``, every Core ML delegate of the result is run on Linux against its
+    eager module (``verify_inputs``: the program's inputs, or None for random ones)."""
     say = progress or (lambda message: None)
     settings = (settings or PartitionerSettings()).changed(
         **{k: v for k, v in partitioner.items() if v is not None}
@@ -72,8 +75,14 @@ def lower(
     ep, second = _rewrite_until_stable(ep, first, config, report, say)
     plan = LoweringPlan.for_rules([rule() for rule in _fired(second)], settings)
     models: list[Any] = []
-    program, placed = _lower_with(ep, plan, models, compute_precision, compute_units, second, say)
+    lowered = _lower_with(ep, plan, models, compute_precision, compute_units, second, say)
+    program, placed, edge = lowered
     report.finish(second, plan, placed, mil_problems(models, exported_program))
+    if verify:
+        from coreml_lint.verifier import verify_lowered
+
+        say("verifying every Core ML delegate against eager")
+        report.verify = verify_lowered(edge, models, inputs=verify_inputs, progress=say)
     say("done")
     return LowerResult(program, report)
 
@@ -166,7 +175,7 @@ def _lower_with(
     units: str,
     second: ProgramReport,
     say: Progress,
-) -> tuple[Any, Delegation]:
+) -> tuple[Any, Delegation, Any]:
     """The real ``to_edge_transform_and_lower`` + ``to_executorch`` with the plan's
     partitioner; a failure names its stage and what the lint knew about it."""
     from executorch.exir import to_edge_transform_and_lower
@@ -181,10 +190,10 @@ def _lower_with(
         say("lowering (to_edge_transform_and_lower)")
         with capture_models(models):
             edge = to_edge_transform_and_lower(ep, partitioner=[partitioner])
-        placement = Delegation.of(edge.exported_program())
+        placed = Delegation.of(edge.exported_program())  # before to_executorch changes it
         stage = "to_executorch"
         say("building the ExecuTorch program (to_executorch)")
-        return edge.to_executorch(), placement
+        return edge.to_executorch(), placed, edge
     except Exception as exc:
         raise LoweringError(describe_failure(stage, exc, second.findings, plan)) from exc
     finally:
