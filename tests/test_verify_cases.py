@@ -7,6 +7,8 @@ executing the MIL.
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 pytest.importorskip("coremltools")
@@ -75,7 +77,7 @@ def test_divergences_name_the_op_node_and_numbers():
     assert divergence.check == "semantic" and divergence.kind == "values"
     assert divergence.mil_op == "gelu" and divergence.node == "aten_gelu_default"
     assert divergence.target == "aten.gelu.default"
-    assert divergence.source and "cases.py:" in divergence.source
+    assert divergence.source and re.search(r"\.py:\d+$", divergence.source)
     numbers = divergence.numbers
     assert 1e-5 < numbers["max_rel"] < 1e-3 and numbers["index"] is not None
     assert numbers["expected"] != numbers["actual"]
@@ -85,7 +87,9 @@ def test_integer_fill_above_2048_is_inexact_in_float16():
     report = _verify("full-int-no-dtype")
     kinds = {(d.check, d.kind) for d in report.divergences}
     assert ("float16", "integer") in kinds  # 3001 becomes 3000 in fp16
-    assert ("interface", "dtype") in kinds  # and the int64 output comes back as fp32
+    # The int64 output comes back as float, which the runtime converts: not a divergence
+    # by itself (the rounding above is).
+    assert ("interface", "dtype") not in kinds
 
 
 def test_returned_clone_is_the_input_var():
@@ -93,7 +97,7 @@ def test_returned_clone_is_the_input_var():
     assert [d.kind for d in report.divergences] == ["output-is-input"]
     (divergence,) = report.divergences
     assert divergence.node == "dim_order_ops__clone_dim_order_default"
-    assert divergence.source and "cases.py:" in divergence.source
+    assert divergence.source and re.search(r"\.py:\d+$", divergence.source)
     report = _verify("output-clone-of-output")
     assert [d.kind for d in report.divergences] == ["duplicate-output"]
 

@@ -118,11 +118,12 @@ def test_reciprocal_is_inverse_with_epsilon():
 
 def test_integer_division_runs_in_float16():
     """Found by verify (not in the catalogue): an integer ``div(rounding_mode="trunc")`` is
-    computed as an fp16 division, rounded, then truncated (8000 / 7 -> 1143, eager 1142),
-    and the int64 result comes back as fp32."""
+    computed as an fp16 division, rounded, then truncated (8000 / 7 -> 1143, eager 1142);
+    the int64 result comes back as fp32, which the runtime converts (no divergence by
+    itself)."""
     report = verify(_export(TruncDiv(), (torch.randint(0, 16, (2, 8)),)))
     kinds = {(d.check, d.kind) for d in report.divergences}
-    assert {("float16", "integer"), ("interface", "dtype")} <= kinds, report.summary()
+    assert ("float16", "integer") in kinds and ("interface", "dtype") not in kinds
     wrong = next(d for d in report.divergences if d.kind == "integer")
     assert abs(wrong.numbers["expected"] - wrong.numbers["actual"]) == 1
 
@@ -209,9 +210,7 @@ def test_verify_lowered_user_inputs_and_explain(tmp_path):
     ep = _export(Reciprocal(), (torch.randn(2, 8),))
     mlmodels: list = []
     with capture_mlmodels(mlmodels):
-        edge = to_edge_transform_and_lower(
-            ep, partitioner=[partitioner(None, None, True, True, False)]
-        )
+        edge = to_edge_transform_and_lower(ep, partitioner=[partitioner()])
     path = tmp_path / "inputs.pt"
     large = [[100.0, 200.0, -400.0, 1000.0, 500.0, 250.0, -1000.0, 300.0]] * 2
     torch.save((torch.tensor(large),), path)  # 1/(x + 1e-4) is within 1e-6 of 1/x here

@@ -85,7 +85,7 @@ class _Indexer(torch.nn.Module):
 def test_random_inputs_respect_index_consumers():
     ids, picks = torch.tensor([[1, 2, 3]]), torch.tensor([[0, 1]])
     ep = torch.export.export(_Indexer(), (ids, picks, torch.randn(3, 2), torch.ones(2).bool()))
-    first = random_inputs(ep, seed=0)
+    first = random_inputs(ep, seed=0, use_examples=False)
     made_ids, made_picks, scale, flags = first
     assert made_ids.dtype == torch.int64 and made_ids.shape == (1, 3)
     assert made_ids.min() == 0 and made_ids.max() == 49  # padding row and last row included
@@ -94,10 +94,12 @@ def test_random_inputs_respect_index_consumers():
         round(v, 6) for v in scale.view(-1).tolist()
     }
     assert flags.dtype == torch.bool
-    again = random_inputs(ep, seed=0)
+    again = random_inputs(ep, seed=0, use_examples=False)
     assert all(torch.equal(a, b) for a, b in zip(first, again, strict=True))  # seeded
     placeholders = [n for n in ep.graph.nodes if n.op == "placeholder"]
     assert index_bound(placeholders[-4]) == 50
+    own = random_inputs(ep, seed=0)  # by default an integer input is the program's example
+    assert torch.equal(own[0], ids) and torch.equal(own[1], picks)
 
 
 def test_load_inputs_reads_tuples_without_unpickling_code(tmp_path):

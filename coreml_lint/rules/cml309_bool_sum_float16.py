@@ -100,12 +100,13 @@ COUNTED_IN_FP16 = r"reduce_sum\(x=%\w+_to_fp16,"
 
 @case("bool-sum-long-row", expect={"CML309"}, silent=returns(COUNTED_IN_FP16))
 def _() -> Any:
-    return module(lambda s, x: (x > 0).sum(dim=1)), (torch.randn(2, 4096),)
+    # every value passes (whatever the inputs): torch counts 3001, float16 holds 3000
+    return module(lambda s, x: (x > -100).sum(dim=1)), (torch.randn(2, 3001),)
 
 
 @case("bool-sum-all-long", expect={"CML309"}, silent=returns(COUNTED_IN_FP16))
 def _() -> Any:
-    return module(lambda s, x: (x > 0).sum() + 1), (torch.randn(64, 64),)
+    return module(lambda s, x: (x > -100).sum() + 1), (torch.randn(1, 3001),)
 
 
 @case("bool-sum-short-row", expect=set())

@@ -83,9 +83,11 @@ def user_input_nodes(ep: ExportedProgram) -> list[torch.fx.Node]:
     ]
 
 
-def random_inputs(ep: ExportedProgram, seed: int = 0) -> list[Any]:
+def random_inputs(ep: ExportedProgram, seed: int = 0, *, use_examples: bool = True) -> list[Any]:
     """One seeded input per user input of ``ep`` (a flat list, in the graph's order). A
-    program with symbolic (dynamic) dimensions gets its own example inputs' shapes."""
+    program with symbolic (dynamic) dimensions gets its own example inputs' shapes; an
+    integer or bool input is the program's own example when it has one (token ids,
+    positions and padding masks valid for the model, which random values may not be)."""
     generator = torch.Generator().manual_seed(seed)
     examples = _example_inputs(ep)
     inputs = []
@@ -99,6 +101,10 @@ def random_inputs(ep: ExportedProgram, seed: int = 0) -> list[Any]:
             if examples is None or position >= len(examples):
                 raise ValueError(f"input {node.name} has a dynamic shape: pass inputs")
             shape = list(examples[position].shape)
+        own = use_examples and examples is not None and position < len(examples)
+        if not val.dtype.is_floating_point and own:
+            inputs.append(examples[position])  # the program's own indices, masks, positions
+            continue
         inputs.append(_tensor(val.dtype, [int(d) for d in shape], index_bound(node), generator))
     return inputs
 

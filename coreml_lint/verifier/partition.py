@@ -1,10 +1,12 @@
 """Verify one Core ML partition: its interface, the semantic pass and the float16 pass.
 
 - *interface*: what the embedded program hands back to ExecuTorch: one output per eager
-  output, no output that is an input var or a var returned twice (pitfall 10: the device's
-  behaviour is undefined), dtypes ExecuTorch can take (int32 for an int64 output is Core
-  ML's only integer; an 8-bit output returned as int32, an integer returned as float, or an
-  integer buffer held in an fp16 state are not).
+  output, no output that is an input var or a var returned twice (the device's behaviour is
+  undefined), dtypes ExecuTorch's Core ML runtime can take. The runtime copies each output
+  into the program's tensor converting element by element from Core ML's fp16, fp32 and
+  int32 to bool, uint8, int16, int32, int64 and floats; it has no int8 type. So an integer
+  returned as float is carried (whether its values are exact integers is the value passes'
+  question), an int8 output is not, nor is an integer buffer held in an fp16 state.
 - *semantic*: the float32 conversion of the partition, executed, against eager, tightly.
 - *float16*: the program ExecuTorch embeds, executed with fp16 storage, judged for what fp16
   cannot excuse (:mod:`coreml_lint.verifier.compare`).
@@ -50,17 +52,16 @@ from coreml_lint.verifier.report import (
 )
 
 # eager dtype -> the MIL dtypes that carry it faithfully across the delegate boundary
+_NUMBERS = {"int32", "fp16", "fp32"}  # what the runtime converts from, element by element
 CARRIERS = {
     "float32": {"fp32", "fp16"},  # an fp16 output (iOS16+): precision, judged by the fp16 pass
-    "float16": {"fp16"},
-    "int64": {"int32"},
-    "int32": {"int32"},
-    "int16": {"int16"},
-    "int8": {"int8"},
-    "uint8": {"uint8"},
-    # Core ML has no bool multiarray: a bool output comes back as numbers, which the
-    # delegate casts into the bool tensor (0/1 are exact in every carrier)
-    "bool": {"bool", "fp32", "fp16", "int32"},
+    "float16": {"fp16", "fp32"},
+    "int64": _NUMBERS,
+    "int32": _NUMBERS,
+    "int16": _NUMBERS | {"int16"},
+    "uint8": _NUMBERS | {"uint8"},
+    "bool": _NUMBERS | {"bool"},
+    "int8": set(),  # the runtime's tensor-type table has no int8: the delegate fails to run
 }
 STATE_CARRIERS = {"float32": {"fp16"}, "float16": {"fp16"}}
 
