@@ -41,6 +41,20 @@ _CANONICAL = {
     "torch.functional": "torch",
 }
 
+_DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+# Fields that never hold a node worth entering: names and flags, and the shared
+# expression-context and operator singletons.
+_LEAF_FIELDS = frozenset(
+    {"ctx", "op", "ops", "id", "attr", "arg", "name", "asname", "module", "level", "kind"}
+    | {"type_comment", "conversion", "is_async", "simple", "tag"}
+)
+_CHILD_FIELDS: dict[type, tuple[str, ...]] = {ast.Constant: (), ast.Name: ()}
+
+
+def _child_fields(cls: type) -> tuple[str, ...]:
+    fields = _CHILD_FIELDS[cls] = tuple(f for f in cls._fields if f not in _LEAF_FIELDS)
+    return fields
+
 
 @dataclass
 class SourceContext:
@@ -58,28 +72,44 @@ class SourceContext:
     ) -> tuple[list[ast.Call], dict[ast.AST, ast.AST], list[ast.AST], set[str]]:
         """One walk over the tree for everything rules ask about: calls, parents, imports,
         and every name bound other than by an import (walking once per rule dominated the
-        run time on large trees)."""
+        run time on large trees). The walk is the hot loop of source linting, so it is
+        written out by hand: ``ast.iter_child_nodes`` costs two generators per node, and
+        the shared context and operator singletons (``Load``, ``Add``) are never entered."""
         calls: list[ast.Call] = []
         parents: dict[ast.AST, ast.AST] = {}
         imports: list[ast.AST] = []
         bound: set[str] = set()
         stack: list[ast.AST] = [self.tree]
+        pop, push, known_fields = stack.pop, stack.append, _CHILD_FIELDS
         while stack:
-            node = stack.pop()
-            if isinstance(node, ast.Call):
+            node = pop()
+            cls = node.__class__
+            if cls is ast.Call:
                 calls.append(node)
-            elif isinstance(node, ast.Name):
-                if not isinstance(node.ctx, ast.Load):
+            elif cls is ast.Name:
+                if node.ctx.__class__ is not ast.Load:
                     bound.add(node.id)
-            elif isinstance(node, ast.arg):
+            elif cls is ast.arg:
                 bound.add(node.arg)
-            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            elif cls in _DEFINITIONS:
                 bound.add(node.name)
-            elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            elif cls is ast.Import or cls is ast.ImportFrom:
                 imports.append(node)
-            for child in ast.iter_child_nodes(node):
-                parents[child] = node
-                stack.append(child)
+            # children in ast.iter_child_nodes order, so the walk order (and with it the
+            # order of ``imports``, where a later import of a name wins) stays the same
+            fields = known_fields.get(cls)
+            if fields is None:
+                fields = _child_fields(cls)
+            for name in fields:
+                value = getattr(node, name, None)
+                if value.__class__ is list:
+                    for item in value:
+                        if isinstance(item, ast.AST):
+                            parents[item] = node
+                            push(item)
+                elif isinstance(value, ast.AST):
+                    parents[value] = node
+                    push(value)
         calls.sort(key=lambda c: (c.lineno, c.col_offset))
         return calls, parents, imports, bound
 
