@@ -34,6 +34,7 @@ from coreml_lint.rulekit.examples import Invalid, Valid, case, module, torch
 from coreml_lint.rulekit.rule import Rule
 from coreml_lint.source.context import SourceContext, has_star_args
 from coreml_lint.source.patterns import enclosing_function, is_bool
+from coreml_lint.source.triggers import CalleeNames
 
 # The one table of this rule: op -> (its bool twin, the MIL op coremltools emits for it,
 # what to write in the model instead).
@@ -74,7 +75,7 @@ class BoolMinMax(Rule):
                 partitioner=ctx.skip_advice(node),
             )
 
-    source_triggers = ("max", "min")
+    source_triggers = (CalleeNames(*BOOL_TWINS),)
     source_pattern = "`amax/amin/max/min/maximum/minimum` on visibly bool tensors"
     source_fix = "`any` / `all` / `logical_or` / `logical_and`"
     examples = (
@@ -87,9 +88,11 @@ class BoolMinMax(Rule):
 
     def check_source(self, ctx: SourceContext) -> Iterator[Finding]:
         for call in ctx.calls():
+            method = call.func.attr if isinstance(call.func, ast.Attribute) else None
+            if method is not None and method not in BOOL_TWINS:
+                continue  # a qualified name ends in the attribute: no torch.<twin> either
             if has_star_args(call):
                 continue
-            method = call.func.attr if isinstance(call.func, ast.Attribute) else None
             name = ctx.qualname(call.func)
             if name and name.startswith("torch.") and name[6:] in BOOL_TWINS:
                 op, operands, rest = name[6:], call.args[:1], call.args[1:]

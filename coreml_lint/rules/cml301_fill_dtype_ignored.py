@@ -53,6 +53,7 @@ from coreml_lint.source.context import (
     int_literal,
     keyword,
 )
+from coreml_lint.source.triggers import CalleeNames
 
 INTEGER_DTYPES = {"uint8", "int8", "int16", "int32", "int64"}
 
@@ -63,6 +64,10 @@ FLOAT_PROMOTING = {"add", "sub", "rsub", "mul", "div", "true_divide", "pow", "wh
 
 def _has_dtype(node: Node) -> bool:
     return any(isinstance(v, DType) for v in [*node.args[2:], *node.kwargs.values()])
+
+
+# The callees the source check looks at: torch.full, torch.zeros, x.new_zeros.
+_CALLEES = ("full", "zeros", "new_zeros")
 
 
 class FillDtypeIgnored(Rule):
@@ -172,7 +177,7 @@ class FillDtypeIgnored(Rule):
             return f"use torch.full(size, 0, dtype={torch_dtype}) instead of torch.zeros"
         return f"use torch.zeros_like(...) or torch.full(size, 0, dtype={torch_dtype})"
 
-    source_triggers = ("full", "zeros")
+    source_triggers = (CalleeNames(*_CALLEES),)
     source_pattern = (
         "`torch.full(size, <int>)` without `dtype`; `torch.zeros(..., dtype=<int>)`; "
         "`x.new_zeros(..., dtype=<int>)`"
@@ -195,6 +200,8 @@ class FillDtypeIgnored(Rule):
 
     def check_source(self, ctx: SourceContext) -> Iterator[Finding]:
         for call in ctx.calls():
+            if isinstance(call.func, ast.Attribute) and call.func.attr not in _CALLEES:
+                continue  # a qualified name ends in the attribute: neither full nor zeros
             name = ctx.qualname(call.func)
             dtype = keyword(call, "dtype")
             if has_star_args(call):

@@ -141,9 +141,11 @@ class SourceContext:
     def qualname(self, expr: ast.AST) -> str | None:
         """``F.gelu`` -> ``torch.nn.functional.gelu`` when ``F`` was imported as that."""
         key = id(expr)
-        if key not in self._qualnames:
-            self._qualnames[key] = self._qualname(expr)
-        return self._qualnames[key]
+        try:
+            return self._qualnames[key]
+        except KeyError:
+            name = self._qualnames[key] = self._qualname(expr)
+            return name
 
     def _qualname(self, expr: ast.AST) -> str | None:
         parts: list[str] = []
@@ -247,9 +249,10 @@ def keyword(call: ast.Call, name: str) -> ast.expr | None:
 
 
 def has_star_args(call: ast.Call) -> bool:
-    return any(isinstance(a, ast.Starred) for a in call.args) or any(
-        kw.arg is None for kw in call.keywords
-    )
+    for arg in call.args:  # loops, not any(): this runs for most calls of a file
+        if isinstance(arg, ast.Starred):
+            return True
+    return any(kw.arg is None for kw in call.keywords)
 
 
 def int_literal(expr: ast.AST | None) -> int | None:
