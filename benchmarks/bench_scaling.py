@@ -15,9 +15,10 @@ For each program it prints the node and partition counts, the wall time and peak
 ``CoreMLPartitioner().partition()`` on the 48-block programs, after ``to_edge`` (timed
 apart); the issue measured 96.5 s for the split one.
 
-``--source 400`` adds the source side of the issue: ``coreml-lint check DIR --diff`` and
-``--fix`` on 400 generated modules with 300 safe CML301 fixes each (a fresh copy for each
-run), next to one ``libcst.parse_module`` pass over the same files.
+``--source 400`` adds the source side of the issue (``bench_source_fix.py``): one
+``libcst.parse_module`` pass over 400 generated modules with 300 safe CML301 fixes each,
+then ``coreml-lint check DIR --fix`` and ``--diff`` on fresh copies, ``--repeat`` times,
+with the ratios of each repetition.
 """
 
 from __future__ import annotations
@@ -164,65 +165,12 @@ def stock_partition_time(path: Path) -> tuple[float, float, int]:
 # --- source side: --fix and --diff on many files, next to one libcst parse ----------------
 
 
-def source_tree(files: int, fixes: int) -> Path:
-    """``files`` modules with ``fixes`` lines each that CML301's safe fix rewrites
-    (``torch.full((2,), 3)`` gains ``dtype=torch.int64``), generated once."""
-    root = cache_dir() / f"source-{files}x{fixes}"
-    if not root.exists():
-        tmp = root.with_name(root.name + "-partial")
-        tmp.mkdir(parents=True, exist_ok=True)
-        for k in range(files):
-            body = [f"    a{i} = torch.full((2,), {(i + k) % 7 + 1})" for i in range(fixes)]
-            text = "\n".join(["import torch", "", "", "def f(x):", *body, "    return x", ""])
-            (tmp / f"module_{k:04d}.py").write_text(text)
-        tmp.rename(root)
-    return root
+def source_bench(files: int, fixes: int, repeat: int) -> None:
+    """The table of ``bench_source_fix.py`` (kept there, to be run alone too)."""
+    sys.path.insert(0, str(Path(__file__).parent))
+    from bench_source_fix import source_bench as run
 
-
-def timed_process(args: list[str]) -> tuple[float, float, str]:
-    """Wall and CPU time of one child process, and what it printed (both streams)."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    start = time.perf_counter()
-    done = subprocess.run(args, capture_output=True, text=True, check=False, cwd=ROOT)
-    wall = time.perf_counter() - start
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return wall, cpu, done.stdout + done.stderr
-
-
-def source_bench(files: int, fixes: int) -> None:
-    import shutil
-    import tempfile
-
-    import libcst
-
-    pristine = source_tree(files, fixes)
-    paths = sorted(pristine.glob("*.py"))
-    lines = sum(p.read_text().count("\n") for p in paths)
-    start, cpu_start = time.perf_counter(), time.process_time()
-    for path in paths:
-        libcst.parse_module(path.read_text())
-    parse_wall, parse_cpu = time.perf_counter() - start, time.process_time() - cpu_start
-    print(f"source: {files} files, {lines} lines, {files * fixes} safe fixes")
-    print(
-        f"  one libcst.parse_module pass (in process): wall {parse_wall:7.1f} s  "
-        f"cpu {parse_cpu:7.1f} s"
-    )
-    for mode in ("--diff", "--fix"):
-        with tempfile.TemporaryDirectory() as tmp:
-            tree = Path(tmp) / "src"
-            shutil.copytree(pristine, tree)
-            wall, cpu, out = timed_process(
-                [sys.executable, "-m", "coreml_lint", "check", str(tree), mode]
-            )
-            fixed = sum(p.read_text().count("dtype=torch.int64") for p in tree.glob("*.py"))
-        said = [ln for ln in out.splitlines() if "fix" in ln.lower() or "passed" in ln.lower()]
-        tail = said[-1] if said else ""
-        print(
-            f"  coreml-lint check {mode:6s}: wall {wall:7.1f} s  cpu {cpu:7.1f} s  "
-            f"({wall / parse_wall:4.1f}x the parse; {fixed} fixes written; {tail!r})",
-            flush=True,
-        )
+    run(files, fixes, repeat)
 
 
 def main() -> None:
@@ -274,7 +222,7 @@ def main() -> None:
                 flush=True,
             )
     if args.source:
-        source_bench(args.source, args.fixes)
+        source_bench(args.source, args.fixes, args.repeat)
     print(json.dumps({"rows": rows}))
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import warnings
+from collections.abc import Callable
 from functools import cache, partial
 from pathlib import Path
 
@@ -57,9 +58,8 @@ def lint_source_context(
     not parse is reported just as before), and walked and checked only by the rules whose
     sharper triggers (``coreml_lint.source.triggers``) say it can hold their pattern."""
     config = config or LintConfig()
-    mentioned = [
-        r for r in _source_rules() if config.is_selected(r.code, path) and _mentions(r, text)
-    ]
+    selected = _selection(config, path)
+    mentioned = [r for r in _source_rules() if selected(r.code) and _mentions(r, text)]
     if not mentioned or ("torch" not in text and "executorch" not in text):
         return [], None
     if file_is_exempt(_head_lines(text)):
@@ -81,7 +81,7 @@ def lint_source_context(
         findings: list[Finding] = []
         for rule in rules:
             ctx.rule = rule
-            findings.extend(f for f in rule().check_source(ctx) if config.is_selected(f.code, path))
+            findings.extend(f for f in rule().check_source(ctx) if selected(f.code))
     kept = [
         f
         for f in findings
@@ -89,6 +89,18 @@ def lint_source_context(
     ]
     kept.sort(key=lambda f: (f.location.line, f.location.column or 0, f.code))
     return kept, ctx
+
+
+def _selection(config: LintConfig, path: str) -> Callable[[str], bool]:
+    """``config.is_selected(code, path)``, worked out once per code for this file."""
+    known: dict[str, bool] = {}
+
+    def selected(code: str) -> bool:
+        if code not in known:
+            known[code] = config.is_selected(code, path)
+        return known[code]
+
+    return selected
 
 
 def _mentions(rule: type[Rule], text: str) -> bool:

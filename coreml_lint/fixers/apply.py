@@ -6,6 +6,7 @@ import difflib
 from dataclasses import dataclass, field
 
 from coreml_lint.core.findings import Finding, SourceFix
+from coreml_lint.source.context import SourceContext
 
 
 @dataclass
@@ -35,28 +36,44 @@ def selected_edits(findings: list[Finding], unsafe: bool) -> list[SourceFix]:
     return [f.edit for f in findings if f.edit is not None and (f.edit.safe or unsafe)]
 
 
-def compute_fix(path: str, text: str, edits: list[SourceFix]) -> FixResult:
+def compute_fix(
+    path: str, text: str, edits: list[SourceFix], ctx: SourceContext | None = None
+) -> FixResult:
     """The file's text with ``edits`` applied; unchanged, with an error, if the result
-    would not parse."""
+    would not parse. ``ctx``, the parsed file the edits were found in, lets the calls be
+    rewritten in place (``fixers/splice.py``); without it, or when a fix needs more, one
+    libcst codemod rewrites the whole file."""
     if not edits:
         return FixResult(path, text, text)
-    import libcst as cst
-    from libcst.codemod import CodemodContext
+    spliced = None
+    if ctx is not None and ctx.text == text:
+        from coreml_lint.fixers.splice import splice_fixes
 
-    from coreml_lint.fixers.codemod import ApplyFixes
-
-    try:
-        module = cst.parse_module(text)
-        command = ApplyFixes(CodemodContext(filename=path), edits)
-        fixed = command.transform_module(module).code
-    except Exception as exc:  # libcst parser limits, a transform that does not apply
-        return FixResult(
-            path, text, text, error=f"{path}: fix not applied: {type(exc).__name__}: {exc}"
-        )
+        spliced = splice_fixes(ctx, edits)
+    if spliced is not None:
+        fixed, applied = spliced
+    else:
+        try:
+            fixed, applied = _codemod(path, text, edits)
+        except Exception as exc:  # libcst parser limits, a transform that does not apply
+            return FixResult(
+                path, text, text, error=f"{path}: fix not applied: {type(exc).__name__}: {exc}"
+            )
     try:
         compile(fixed, path, "exec", dont_inherit=True)
     except SyntaxError as exc:
         return FixResult(
             path, text, text, error=f"{path}: fix reverted: the result does not parse ({exc.msg})"
         )
-    return FixResult(path, text, fixed, applied=list(command.applied))
+    return FixResult(path, text, fixed, applied=applied)
+
+
+def _codemod(path: str, text: str, edits: list[SourceFix]) -> tuple[str, list[SourceFix]]:
+    import libcst as cst
+    from libcst.codemod import CodemodContext
+
+    from coreml_lint.fixers.codemod import ApplyFixes
+
+    module = cst.parse_module(text)
+    command = ApplyFixes(CodemodContext(filename=path), edits)
+    return command.transform_module(module).code, list(command.applied)

@@ -17,8 +17,8 @@ from coreml_lint.core.config import LintConfig
 from coreml_lint.core.errors import InputError
 from coreml_lint.core.files import TEMP_SUFFIX, write_atomically
 from coreml_lint.core.findings import Finding
-from coreml_lint.core.parallel import parallel_map
-from coreml_lint.engine.source import lint_source, read_source
+from coreml_lint.core.parallel import PARALLEL_THRESHOLD, parallel_map
+from coreml_lint.engine.source import lint_source, lint_source_context, read_source
 from coreml_lint.fixers.apply import FixResult, compute_fix, selected_edits
 
 _BOM = b"\xef\xbb\xbf"
@@ -48,7 +48,7 @@ class FixSession:
         outcome = FileOutcome(str(path))
         try:
             text = read_source(path)
-            outcome.findings = lint_source(text, str(path), self.config)
+            outcome.findings, parsed = lint_source_context(text, str(path), self.config)
             chosen = [
                 f
                 for f in outcome.findings
@@ -57,7 +57,7 @@ class FixSession:
             edits = selected_edits(chosen, self.unsafe)
             if not edits:
                 return outcome
-            result = compute_fix(str(path), text, edits)
+            result = compute_fix(str(path), text, edits, parsed)
             if result.error:
                 outcome.error = result.error
                 return outcome
@@ -65,7 +65,7 @@ class FixSession:
                 return outcome
             outcome.result = result
             if self.write:
-                bom = "\ufeff" if path.read_bytes().startswith(_BOM) else ""
+                bom = "\ufeff" if _starts_with_bom(path) else ""
                 write_atomically(path, bom + result.fixed)
                 outcome.findings = lint_source(result.fixed, str(path), self.config)
         except InputError as exc:
@@ -77,12 +77,19 @@ class FixSession:
     def fix_files(self, jobs: list[tuple[Path, Targets]]) -> list[FileOutcome]:
         """Fix many files, in parallel when there are enough to pay for the workers."""
         folders = {path.parent for path, _ in jobs}
+        if len(jobs) >= PARALLEL_THRESHOLD:
+            import libcst  # noqa: F401  (once, before the workers fork, not once in each)
         return parallel_map(
             self._fix_job, jobs, on_interrupt=lambda: _remove_temporary_files(folders)
         )
 
     def _fix_job(self, job: tuple[Path, Targets]) -> FileOutcome:
         return self.fix_file(*job)
+
+
+def _starts_with_bom(path: Path) -> bool:
+    with path.open("rb") as handle:
+        return handle.read(len(_BOM)) == _BOM
 
 
 def _remove_temporary_files(folders: set[Path]) -> None:

@@ -263,8 +263,12 @@ class FillDtypeIgnored(Rule):
         from coreml_lint.rulekit.cst import append_kwarg, kwarg, with_args
 
         torch = edits.torch()
+
+        def dotted(attr: str) -> Any:  # cst.parse_expression(f"{torch}.{attr}"), built directly
+            return cst.Attribute(value=cst.Name(torch), attr=cst.Name(attr))
+
         if fix.kind == "full-dtype":
-            return append_kwarg(call, "dtype", f"{torch}.int64")
+            return append_kwarg(call, "dtype", dotted("int64"))
         positional = [a for a in call.args if a.keyword is None]
         keywords = [kwarg(a.keyword.value, a.value) for a in call.args if a.keyword is not None]
         if fix.kind == "new-zeros-to-full":
@@ -275,7 +279,7 @@ class FillDtypeIgnored(Rule):
             size = positional[0].value
         else:
             size = cst.Tuple([cst.Element(a.value) for a in positional])
-        full = cst.Call(func=cst.parse_expression(f"{torch}.full"))
+        full = cst.Call(func=dotted("full"))
         return with_args(full, [cst.Arg(size), cst.Arg(cst.Integer("0")), *keywords])
 
     def rewrite(self, ep: Any) -> tuple[Any, list[str]]:

@@ -175,6 +175,8 @@ class SourceContext:
     def column(self, node: ast.AST) -> int:
         """ast counts columns in UTF-8 bytes; editors and libcst count characters."""
         line = self.lines[node.lineno - 1] if node.lineno <= len(self.lines) else ""
+        if line.isascii():
+            return min(node.col_offset, len(line))
         return len(line.encode("utf-8")[: node.col_offset].decode("utf-8", errors="replace"))
 
     def finding(
