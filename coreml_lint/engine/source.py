@@ -45,7 +45,10 @@ def read_source(path: str | Path) -> str:
 def lint_source(text: str, path: str, config: LintConfig | None = None) -> list[Finding]:
     """Findings of every selected source rule on one file's text. A file that does not
     parse is one finding (CML001), as in ruff: the rest of a run goes on."""
-    return lint_source_context(text, path, config)[0]
+    # The parse and the walk build millions of small acyclic objects: the cyclic collector
+    # stays off until they are freed (it would walk them all, again and again, for nothing).
+    with gc_paused():
+        return lint_source_context(text, path, config)[0]
 
 
 def lint_source_context(
@@ -53,6 +56,7 @@ def lint_source_context(
 ) -> tuple[list[Finding], SourceContext | None]:
     """``lint_source``, and the parsed file its findings came from (None when the file was
     not parsed): the fixer rewrites the calls it already knows instead of parsing again.
+    Call it with the cyclic collector paused (``gc_paused``) until the context is dropped.
 
     A file is parsed when it mentions a selected rule's trigger (so that a file that does
     not parse is reported just as before), and walked and checked only by the rules whose
@@ -65,23 +69,20 @@ def lint_source_context(
     if file_is_exempt(_head_lines(text)):
         return [], None
     rules = [r for r in mentioned if _triggered(r, text)]
-    # The parse and the walk build millions of small acyclic objects: pausing the cyclic
-    # collector saves a quarter of the run (reference counting frees them all).
-    with gc_paused():
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")  # SyntaxWarning for odd escapes: not ours
-                tree = ast.parse(text, filename=path)
-        except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
-            unparsable = unparsable_source(text, path, exc)
-            return ([unparsable] if config.is_selected(unparsable.code, path) else []), None
-        if not rules:
-            return [], None
-        ctx = SourceContext(path, text, tree, config=config)
-        findings: list[Finding] = []
-        for rule in rules:
-            ctx.rule = rule
-            findings.extend(f for f in rule().check_source(ctx) if selected(f.code))
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # SyntaxWarning for odd escapes: not ours
+            tree = ast.parse(text, filename=path)
+    except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
+        unparsable = unparsable_source(text, path, exc)
+        return ([unparsable] if config.is_selected(unparsable.code, path) else []), None
+    if not rules:
+        return [], None
+    ctx = SourceContext(path, text, tree, config=config)
+    findings: list[Finding] = []
+    for rule in rules:
+        ctx.rule = rule
+        findings.extend(f for f in rule().check_source(ctx) if selected(f.code))
     kept = [
         f
         for f in findings

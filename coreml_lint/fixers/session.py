@@ -20,6 +20,7 @@ from coreml_lint.core.findings import Finding
 from coreml_lint.core.parallel import PARALLEL_THRESHOLD, parallel_map
 from coreml_lint.engine.source import lint_source, lint_source_context, read_source
 from coreml_lint.fixers.apply import FixResult, compute_fix, selected_edits
+from coreml_lint.program.gcpause import gc_paused
 
 _BOM = b"\xef\xbb\xbf"
 # Program-driven targets of one file: (code, line) pairs a fix may touch; None = any finding.
@@ -45,6 +46,10 @@ class FixSession:
     def fix_file(self, path: Path, targets: Targets = None) -> FileOutcome:
         """Lint and fix one file; ``targets`` restricts the fixes to the (code, line) pairs
         a program's findings point to."""
+        with gc_paused():  # the parsed file is acyclic: no collections while it lives
+            return self._fix_file(path, targets)
+
+    def _fix_file(self, path: Path, targets: Targets) -> FileOutcome:
         outcome = FileOutcome(str(path))
         try:
             text = read_source(path)
