@@ -20,7 +20,7 @@ pytestmark = pytest.mark.oracle
 # Known limits, where only a later deployment target helps: int8 weights read by
 # dequantize_per_channel need iOS17 (refused, the op has no out variant to run on the CPU);
 # a float16 program input needs iOS16 (the program's signature is the user's).
-CANNOT_FIX = {"int8-weight-dequantize": "CML103", "fp16-input": "CML106"}
+CANNOT_FIX = {"int8-weight-dequantize": "CML103"}
 
 
 def _lower(case_id):
