@@ -211,3 +211,32 @@ def test_static_cache_stock_crash_and_lower_fix(arch, ios, prefill):
         assert 'mode="EXACT"' not in mil and "tanh" in mil
     if "CML401" in expected_codes:  # the prefill's cache write, as Core ML converts it
         assert "scatter_along_axis" in mil and any("CML401" in r for r in report.rewrites)
+
+
+def _dinov2_at_other_resolution():
+    """DINOv2 run below its configured resolution (checkpoints are configured for 518 px
+    and run at 224): its position embeddings are interpolated bicubically."""
+    config = transformers.Dinov2Config(image_size=64, patch_size=8, **SMALL)
+    model = _FirstOutput(transformers.Dinov2Model(config).eval(), {})
+    torch.manual_seed(0)
+    return torch.export.export(model, (torch.randn(1, 3, 32, 32),))
+
+
+def test_vision_backbone_at_another_resolution_is_flagged():
+    report = lint_program(_dinov2_at_other_resolution())
+    errors = {f.code for f in report.findings if f.severity is Severity.ERROR}
+    assert errors == {"CML312"}, [f.message for f in report.findings]
+
+
+@pytest.mark.oracle
+def test_vision_backbone_at_another_resolution_crashes_stock_and_lowers():
+    from oracle import lower as stock_lower
+
+    from coreml_lint import lower
+
+    stock = stock_lower(_dinov2_at_other_resolution())
+    assert not stock.ok and "Only contiguous memory format" in stock.message, stock.message
+    result = lower(_dinov2_at_other_resolution())
+    report = result.report
+    assert not report.findings_after and not report.mil_problems and not report.rejected_rewrites
+    assert report.partitions_after == 1 and any(r.startswith("CML312") for r in report.rewrites)

@@ -11,6 +11,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+# torch/_export/serde/schema.py MemoryFormat, as an ``Opaque("as_memory_format", value)``.
+CONTIGUOUS_FORMAT, CHANNELS_LAST = 1, 2
+
 FLOAT_DTYPES = frozenset({"float16", "float32", "float64", "bfloat16"})
 EIGHT_BIT_DTYPES = frozenset({"uint8", "int8"})
 
