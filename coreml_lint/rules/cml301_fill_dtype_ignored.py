@@ -257,7 +257,7 @@ class FillDtypeIgnored(Rule):
 
         torch = edits.torch()
         if fix.kind == "full-dtype":
-            return append_kwarg(call, "dtype", f"{torch}.int64")
+            return append_kwarg(call, "dtype", f"{torch}.{fix.get('dtype', 'int64')}")
         positional = [a for a in call.args if a.keyword is None]
         keywords = [kwarg(a.keyword.value, a.value) for a in call.args if a.keyword is not None]
         if fix.kind == "new-zeros-to-full":
@@ -270,6 +270,32 @@ class FillDtypeIgnored(Rule):
             size = cst.Tuple([cst.Element(a.value) for a in positional])
         full = cst.Call(func=cst.parse_expression(f"{torch}.full"))
         return with_args(full, [cst.Arg(size), cst.Arg(cst.Integer("0")), *keywords])
+
+    def program_fix(self, finding: Finding, source: SourceContext) -> SourceFix | str | None:
+        """``torch.full(size, <any value expression>)`` at the finding's line gets the dtype
+        the program knows (``self.base`` is an int: the fill is int64). Other fills are left
+        to the source check."""
+        if finding.op != "aten.full.default" or finding.location is None:
+            return None
+        line = finding.location.line
+        fills = [
+            c
+            for c in source.calls()
+            if c.lineno == line and source.qualname(c.func) == "torch.full"
+        ]
+        calls = [
+            c
+            for c in fills
+            if keyword(c, "dtype") is None and not has_star_args(c) and len(c.args) <= 2
+        ]
+        if len(fills) == 1 and not calls and keyword(fills[0], "dtype") is not None:
+            return f"the torch.full at line {line} already has a dtype: export again"
+        if len(calls) != 1:
+            return f"line {line} holds {len(calls)} torch.full calls without dtype, not one"
+        dtype = finding.extra.get("dtype", "int64")
+        return source.edit(
+            calls[0], "full-dtype", safe=True, description=f"add dtype=torch.{dtype}", dtype=dtype
+        )
 
     def rewrite(self, ep: Any) -> tuple[Any, list[str]]:
         return integer_fills(ep)

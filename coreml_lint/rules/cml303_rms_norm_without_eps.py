@@ -31,6 +31,7 @@ from coreml_lint.rulekit.context import ProgramContext
 from coreml_lint.rulekit.examples import Invalid, Valid, case, nn, wrapped
 from coreml_lint.rulekit.rule import Rule
 from coreml_lint.source.context import SourceContext, has_star_args, keyword
+from coreml_lint.source.patterns import assigned_calls, parameter_default
 
 
 class RmsNormWithoutEps(Rule):
@@ -50,7 +51,46 @@ class RmsNormWithoutEps(Rule):
                 fix="pass eps= to nn.RMSNorm / F.rms_norm (torch's default is "
                 "torch.finfo(dtype).eps)",
                 partitioner=ctx.with_skip("rms_norm.default"),
+                modules=node.modules()[-2:],
             )
+
+    def program_fix(self, finding: Finding, source: SourceContext) -> SourceFix | str | None:
+        """An ``nn.RMSNorm`` built in ``__init__``: the program knows which module made the
+        node (``self.<attribute>``) and in which class, so its constructor call gets eps,
+        whatever name the call goes through. Through a ``norm_layer=nn.RMSNorm`` parameter
+        the fix is unsafe: a different norm layer passed in another configuration would get
+        the eps too. An ``F.rms_norm`` call is left to the source check."""
+        modules = finding.extra.get("modules") or []
+        if len(modules) < 2 or not modules[-1][1].endswith("RMSNorm"):
+            return None
+        attribute = modules[-1][0].rsplit(".", 1)[-1]
+        owner = modules[-2][1].rsplit(".", 1)[-1]
+        for cls in source.classes(owner):
+            for method, call in assigned_calls(cls, attribute):
+                safe = source.qualname(call.func) == "torch.nn.RMSNorm"
+                default = (
+                    parameter_default(method, call.func.id)
+                    if isinstance(call.func, ast.Name)
+                    else None
+                )
+                if not safe and source.qualname(default) != "torch.nn.RMSNorm":
+                    continue
+                if has_star_args(call):
+                    return f"`self.{attribute} = ...(*args)`: eps cannot be placed"
+                eps = keyword(call, "eps") or (call.args[1] if len(call.args) > 1 else None)
+                if eps is not None and not (isinstance(eps, ast.Constant) and eps.value is None):
+                    return f"self.{attribute} already gets eps in the source: export again"
+                also = "" if safe else f" (also to any other {call.func.id} passed in)"
+                return source.edit(
+                    call,
+                    "add-eps",
+                    safe=safe,
+                    description=f"eps=torch.finfo(torch.float32).eps, torch's default for "
+                    f"fp32{also}",
+                    replace=eps is not None,
+                    position=1,
+                )
+        return f"no `self.{attribute} = nn.RMSNorm(...)` in a class {owner} of this file"
 
     source_triggers = ("RMSNorm", "rms_norm")
     source_pattern = "`nn.RMSNorm(d)` / `F.rms_norm(x, shape)` without `eps`"
@@ -103,7 +143,7 @@ class RmsNormWithoutEps(Rule):
         value = f"{torch}.finfo({torch}.float32).eps"
         args = [a for a in call.args if not (a.keyword is not None and a.keyword.value == "eps")]
         if fix.get("replace") and len(args) == len(call.args):  # eps=None passed positionally
-            position = 1 if fix.callee == "RMSNorm" else 3
+            position = fix.get("position", 1 if fix.callee == "RMSNorm" else 3)
             args = args[:position] + args[position + 1 :]
         return with_args(call, [*args, kwarg("eps", value)])
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+from collections.abc import Iterator
 
 from coreml_lint.source.context import SourceContext, keyword
 
@@ -167,3 +168,37 @@ def is_simple(expr: ast.AST) -> bool:
     return isinstance(expr, (ast.Name, ast.Constant)) or (
         isinstance(expr, ast.Tuple) and all(is_simple(e) for e in expr.elts)
     )
+
+
+def assigned_calls(
+    cls: ast.ClassDef, attribute: str
+) -> Iterator[tuple[ast.FunctionDef | ast.AsyncFunctionDef, ast.Call]]:
+    """Each ``self.<attribute> = <callee>(...)`` in a method of ``cls``, with the method."""
+    for method in cls.body:
+        if not isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        for node in ast.walk(method):
+            if not (isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)):
+                continue
+            for target in node.targets:
+                if (
+                    isinstance(target, ast.Attribute)
+                    and target.attr == attribute
+                    and isinstance(target.value, ast.Name)
+                    and target.value.id == "self"
+                ):
+                    yield method, node.value
+
+
+def parameter_default(
+    function: ast.FunctionDef | ast.AsyncFunctionDef, name: str
+) -> ast.expr | None:
+    """The default value of ``function``'s parameter ``name`` (``norm_layer=nn.RMSNorm``)."""
+    args = function.args
+    positional = [a.arg for a in (*args.posonlyargs, *args.args)]
+    with_defaults = positional[len(positional) - len(args.defaults) :]
+    defaults = dict(zip(with_defaults, args.defaults, strict=True))
+    for arg, default in zip(args.kwonlyargs, args.kw_defaults, strict=True):
+        if default is not None:
+            defaults[arg.arg] = default
+    return defaults.get(name)
