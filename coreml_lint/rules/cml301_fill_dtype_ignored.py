@@ -53,6 +53,7 @@ from coreml_lint.source.context import (
     int_literal,
     keyword,
 )
+from coreml_lint.source.patterns import bound_constant
 
 INTEGER_DTYPES = {"uint8", "int8", "int16", "int32", "int64"}
 
@@ -63,6 +64,18 @@ FLOAT_PROMOTING = {"add", "sub", "rsub", "mul", "div", "true_divide", "pow", "wh
 
 def _has_dtype(node: Node) -> bool:
     return any(isinstance(v, DType) for v in [*node.args[2:], *node.kwargs.values()])
+
+
+# A fill whose value the class binds once, in __init__ (the examples' model).
+_BASE_IN_INIT = """
+class Positions(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.base = 3001
+
+    def forward(self, n):
+        return {fill}
+"""
 
 
 class FillDtypeIgnored(Rule):
@@ -188,8 +201,22 @@ class FillDtypeIgnored(Rule):
             "def f(x):\n    return x.new_zeros((2, 3), dtype=torch.int32)",
             "def f(x):\n    return torch.full((2, 3), 0, dtype=torch.int32, device=x.device)",
         ),
+        Invalid(
+            _BASE_IN_INIT.format(fill="torch.full((1, n), self.base)"),
+            _BASE_IN_INIT.format(fill="torch.full((1, n), self.base, dtype=torch.int64)"),
+        ),
+        Invalid(
+            "def f(n):\n    base = 3001\n    return torch.full((1, n), base)",
+            "def f(n):\n    base = 3001\n    return torch.full((1, n), base, dtype=torch.int64)",
+        ),
         Valid("x = torch.full((2, 3), 3001, dtype=torch.int64)"),
         Valid("x = torch.full((2, 3), 0.5)"),
+        # self.base is bound twice (configurable): nothing the source can know.
+        Valid(
+            _BASE_IN_INIT.format(fill="torch.full((1, n), self.base)")
+            + "\n    def rebase(self, base):\n        self.base = base"
+        ),
+        Valid("def f(n, base=3001):\n    return torch.full((1, n), base)"),
         Valid("x = torch.zeros(2, 3)"),
     )
 
@@ -201,8 +228,8 @@ class FillDtypeIgnored(Rule):
                 continue
             if name == "torch.full" and dtype is None:
                 fill = call.args[1] if len(call.args) > 1 else keyword(call, "fill_value")
-                value = int_literal(fill)
-                if value is None or len(call.args) > 2:
+                value = bound_constant(ctx, fill, call)
+                if type(value) is not int or len(call.args) > 2:
                     continue
                 yield ctx.finding(
                     call,

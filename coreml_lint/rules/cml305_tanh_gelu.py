@@ -42,6 +42,7 @@ from coreml_lint.rulekit.examples import (
 )
 from coreml_lint.rulekit.rule import Rule
 from coreml_lint.source.context import SourceContext, has_star_args, keyword
+from coreml_lint.source.patterns import assigned_calls, bound_constant
 
 TANH_GELU_FUNCTION = """
 def tanh_gelu(x):
@@ -79,7 +80,38 @@ class TanhGelu(Rule):
                 fix="write the tanh formula: 0.5 * x * (1 + torch.tanh(0.7978845608 * "
                 "(x + 0.044715 * x.pow(3))))",
                 partitioner=ctx.skip_advice(node),
+                modules=node.modules()[-2:],
             )
+
+    def program_fix(self, finding: Finding, source: SourceContext) -> SourceFix | str | None:
+        """The program knows the GELU is tanh whatever expression chose it: the
+        ``F.gelu(x, approximate=<any>)`` call at the finding's line gets the formula; an
+        ``nn.GELU`` that ``__init__`` assigns to the attribute the program's module stack
+        names becomes ``TanhGELU()``. Unsafe, like the source fix: rounding may differ."""
+        modules = finding.extra.get("modules") or []
+        description = "tanh GELU written out (same function; float rounding may differ)"
+        if len(modules) >= 2 and modules[-1][1] == "torch.nn.modules.activation.GELU":
+            attribute = modules[-1][0].rsplit(".", 1)[-1]
+            owner = modules[-2][1].rsplit(".", 1)[-1]
+            for cls in source.classes(owner):
+                for _, call in assigned_calls(cls, attribute):
+                    if source.qualname(call.func) == "torch.nn.GELU":
+                        return source.edit(call, "gelu-module", safe=False, description=description)
+            return f"no `self.{attribute} = nn.GELU(...)` in a class {owner} of this file"
+        if finding.location is None:
+            return None
+        line = finding.location.line
+        calls = [
+            c
+            for c in source.calls()
+            if c.lineno == line
+            and source.qualname(c.func) == "torch.nn.functional.gelu"
+            and len(c.args) == 1
+            and not has_star_args(c)
+        ]
+        if len(calls) != 1:
+            return f"line {line} holds {len(calls)} F.gelu(x, approximate=...) calls, not one"
+        return source.edit(calls[0], "gelu-formula", safe=False, description=description)
 
     source_triggers = ("gelu", "GELU")
     source_pattern = (
@@ -89,7 +121,14 @@ class TanhGelu(Rule):
     examples = (
         Invalid('y = F.gelu(x, approximate="tanh")', TANH_GELU_FUNCTION_FIXED),
         Invalid('act = nn.GELU("tanh")', TANH_GELU_MODULE_FIXED),
+        Invalid(
+            'def f(x):\n    mode = "tanh"\n    return F.gelu(x, approximate=mode)',
+            _HEADER
+            + TANH_GELU_FUNCTION
+            + '\n\ndef f(x):\n    mode = "tanh"\n    return tanh_gelu(x)',
+        ),
         Valid("y = F.gelu(x)"),
+        Valid("def f(x, mode):\n    return F.gelu(x, approximate=mode)"),
         Valid('y = F.gelu(x, approximate="none")'),
     )
 
@@ -102,7 +141,7 @@ class TanhGelu(Rule):
             approximate = keyword(call, "approximate")
             if approximate is None and not functional and call.args:
                 approximate = call.args[0]  # nn.GELU("tanh"); F.gelu's is keyword-only
-            if ctx.constant(approximate) != "tanh":
+            if bound_constant(ctx, approximate, call) != "tanh":
                 continue
             if functional and (len(call.args) != 1 or has_star_args(call)):
                 continue

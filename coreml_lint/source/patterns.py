@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Iterator
+from typing import Any
 
-from coreml_lint.source.context import SourceContext, keyword
+from coreml_lint.source.context import SourceContext, int_literal, keyword
 
 _BOOL_FUNCTIONS = {
     "torch.logical_and",
@@ -202,3 +203,75 @@ def parameter_default(
         if default is not None:
             defaults[arg.arg] = default
     return defaults.get(name)
+
+
+def bound_constant(ctx: SourceContext, expr: ast.AST | None, at: ast.AST) -> Any:
+    """The literal value ``expr`` stands for at ``at``: a literal, a module-level constant,
+    a local name its function binds once to a literal, or ``self.<name>`` that its class
+    binds exactly once, in ``__init__``, to a literal (``self.base = 3001``). Else None:
+    a name bound twice, in a loop or by a parameter could hold anything."""
+    literal = int_literal(expr)
+    if literal is not None:
+        return literal
+    value = ctx.constant(expr)
+    if value is not None:
+        return value
+    if isinstance(expr, ast.Name):
+        scope = enclosing_function(ctx, at)
+        if scope is not ctx.tree and not _is_parameter(scope, expr.id):
+            bound = single_assignment(ctx, expr.id, scope)
+            return int_literal(bound) if int_literal(bound) is not None else ctx.constant(bound)
+        return None
+    if (
+        isinstance(expr, ast.Attribute)
+        and isinstance(expr.value, ast.Name)
+        and expr.value.id == "self"
+        and (cls := enclosing_class(ctx, at)) is not None
+    ):
+        values = _attribute_assignments(ctx, cls).get(expr.attr, [])
+        if len(values) == 1 and values[0] is not None:
+            literal = int_literal(values[0])
+            return literal if literal is not None else ctx.constant(values[0])
+    return None
+
+
+def _is_parameter(function: ast.AST, name: str) -> bool:
+    args = getattr(function, "args", None)
+    if args is None:
+        return False
+    every = [*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg]
+    return any(a is not None and a.arg == name for a in every)
+
+
+def _attribute_assignments(ctx: SourceContext, cls: ast.ClassDef) -> dict[str, list[Any]]:
+    """The values each ``self.<name>`` is bound to in the class's methods; a binding
+    outside ``__init__``, augmented, or by unpacking counts as unknown (None)."""
+    cache = ctx.memo.setdefault("attribute_assignments", {})
+    if cls in cache:
+        return cache[cls]
+    bound: dict[str, list[Any]] = {}
+    for method in cls.body:
+        if not isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        in_init = method.name == "__init__"
+        for node in ast.walk(method):
+            targets: list[ast.AST] = []
+            value = None
+            if isinstance(node, ast.Assign):
+                targets, value = node.targets, node.value
+            elif isinstance(node, (ast.AugAssign, ast.AnnAssign)):
+                targets, value = [node.target], None
+            elif isinstance(node, (ast.For, ast.AsyncFor, ast.withitem)):
+                target = getattr(node, "target", None) or getattr(node, "optional_vars", None)
+                targets = [target] if target is not None else []
+            for target in targets:
+                for t in ast.walk(target):
+                    if (
+                        isinstance(t, ast.Attribute)
+                        and isinstance(t.value, ast.Name)
+                        and t.value.id == "self"
+                    ):
+                        plain = t is target and in_init and isinstance(node, ast.Assign)
+                        bound.setdefault(t.attr, []).append(value if plain else None)
+    cache[cls] = bound
+    return bound
