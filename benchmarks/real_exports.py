@@ -17,6 +17,7 @@ It takes minutes (a lowering each, twice per row and target); it is a command, n
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import logging
 import os
 import re
@@ -137,14 +138,12 @@ def rows(only: list[str]) -> list[tuple[str, Callable[[], Any]]]:
             found.append(
                 (f"{arch} static cache, prefill {prefill}", _bind(static_cache, arch, prefill))
             )
-    try:
-        import optimum.exporters.executorch
-
+    if importlib.util.find_spec("optimum.exporters.executorch") is not None:
         found += [
             ("optimum llama, 1-token export", _bind(optimum, False)),
             ("optimum llama, dynamic-length prefill", _bind(optimum, True)),
         ]
-    except ImportError:
+    else:
         print("(optimum-executorch is not installed: its rows are left out)")
     found += [(f"{v} at another resolution", _bind(vision, v)) for v in ("dinov2", "vit", "siglip")]
     found.append(("llama in .half(), fp16 input", half_llama))
