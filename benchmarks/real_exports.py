@@ -138,7 +138,7 @@ def rows(only: list[str]) -> list[tuple[str, Callable[[], Any]]]:
             found.append(
                 (f"{arch} static cache, prefill {prefill}", _bind(static_cache, arch, prefill))
             )
-    if importlib.util.find_spec("optimum.exporters.executorch") is not None:
+    if _installed("optimum.exporters.executorch"):
         found += [
             ("optimum llama, 1-token export", _bind(optimum, False)),
             ("optimum llama, dynamic-length prefill", _bind(optimum, True)),
@@ -148,6 +148,13 @@ def rows(only: list[str]) -> list[tuple[str, Callable[[], Any]]]:
     found += [(f"{v} at another resolution", _bind(vision, v)) for v in ("dinov2", "vit", "siglip")]
     found.append(("llama in .half(), fp16 input", half_llama))
     return [row for row in found if not only or any(word in row[0] for word in only)]
+
+
+def _installed(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except ImportError:  # a parent package is missing
+        return False
 
 
 def _bind(fn: Callable[..., Any], *args: Any) -> Callable[[], Any]:
