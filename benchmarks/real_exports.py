@@ -102,12 +102,16 @@ def optimum(dynamic: bool) -> Any:
 
 
 class _First(torch.nn.Module):
-    def __init__(self, model: Any, **kwargs: Any) -> None:
+    """The model's first output, its input passed as ``input_name`` (positional if None)."""
+
+    def __init__(self, model: Any, input_name: str | None = None, **kwargs: Any) -> None:
         super().__init__()
-        self.model, self.kwargs = model, kwargs
+        self.model, self.input_name, self.kwargs = model, input_name, kwargs
 
     def forward(self, x: Any) -> Any:
-        return self.model(x, **self.kwargs)[0]
+        if self.input_name is None:
+            return self.model(x, **self.kwargs)[0]
+        return self.model(**{self.input_name: x}, **self.kwargs)[0]
 
 
 def vision(name: str) -> Any:
@@ -128,7 +132,9 @@ def half_llama() -> Any:
     torch.manual_seed(0)
     model = decoder("llama").half().eval()
     embeds = torch.randn(1, 8, 64).half()
-    return torch.export.export(_First(model, use_cache=False), (embeds,), strict=False)
+    return torch.export.export(
+        _First(model, "inputs_embeds", use_cache=False), (embeds,), strict=False
+    )
 
 
 def rows(only: list[str]) -> list[tuple[str, Callable[[], Any]]]:
