@@ -34,7 +34,11 @@ EXPECTED = {
         ("crash", r"uint8"),
         'self.register_buffer("table", table.to(torch.int32))',
     ),
-    "gelu_config": ("CML305", ("silent", r'mode="EXACT"'), "self.act = TanhGELU()"),
+    "gelu_config": (
+        "CML305",
+        ("silent", r'mode="EXACT"'),
+        "self.act = ExportableGELU(approximate=Config.hidden_act)",
+    ),
     "rmsnorm_attribute": (
         "CML303",
         ("crash", r"expected \[4\]"),
@@ -128,3 +132,59 @@ def test_a_fix_that_cannot_be_placed_says_why(tmp_path, capsys, monkeypatch):
     out = capsys.readouterr().out
     assert source.read_text() == before
     assert "not fixed: 'table' is used as uint8 values" in out
+
+
+def test_a_norm_line_that_also_builds_another_class_is_left_alone(tmp_path, capsys, monkeypatch):
+    """``self.norm = norm_layer(dim)`` builds an RMSNorm in one block and a LayerNorm in the
+    other: eps for the RMSNorm would change the LayerNorm's (1e-5 -> 1.2e-7)."""
+    source = tmp_path / "model.py"
+    source.write_text(
+        (MODELS / "rmsnorm_attribute.py")
+        .read_text()
+        .replace(
+            "self.block = Block(16)",
+            "self.block = Block(16)\n        self.first = Block(16, nn.LayerNorm)",
+        )
+        .replace("return self.block(x)", "return self.block(self.first(x))")
+    )
+    program = tmp_path / "model.pt2"
+    torch.export.save(_program(source, "mixed")[2], program)
+    monkeypatch.chdir(tmp_path)
+    before = source.read_text()
+    assert main([str(program), "--fix", "--unsafe-fixes"]) == 1
+    out = capsys.readouterr().out
+    assert source.read_text() == before
+    assert "`self.norm` of Block is also built as LayerNorm in this program" in out
+
+
+def test_diff_names_why_a_program_finding_is_not_fixed(tmp_path, capsys, monkeypatch):
+    """``--diff`` writes nothing and prints diffs; a finding it cannot fix still says why."""
+    source = tmp_path / "model.py"
+    model = (MODELS / "bool_inputs.py").read_text()
+    model = model.replace("torch.maximum(valid, keep)", "helper(valid, keep)")
+    source.write_text(model + "\n\ndef helper(a, b):\n    return torch.maximum(a, b)\n")
+    program = tmp_path / "model.pt2"
+    torch.export.save(_program(source, "diff")[2], program)
+    monkeypatch.chdir(tmp_path)
+    before = source.read_text()
+    assert main([str(program), "--diff", "--unsafe-fixes"]) == 1
+    captured = capsys.readouterr()
+    assert source.read_text() == before
+    assert "CML105 not fixed: line" in captured.err
+    assert "inside a function called there is not followed" in captured.err
+
+
+def test_no_partitioner_advice_after_every_error_was_fixed(tmp_path, capsys, monkeypatch):
+    """The advice is for the program as exported; once --fix fixed its errors in the source
+    the next export is another program, so the advice would be stale."""
+    source = tmp_path / "model.py"
+    shutil.copy(MODELS / "bool_inputs.py", source)
+    program = tmp_path / "model.pt2"
+    torch.export.save(_program(source, "advice")[2], program)
+    monkeypatch.chdir(tmp_path)
+    assert main([str(program)]) == 1
+    assert "partitioner settings that" in capsys.readouterr().out
+    assert main([str(program), "--fix"]) == 0
+    out = capsys.readouterr().out
+    assert "Fixed " in out
+    assert "partitioner settings that" not in out

@@ -234,6 +234,11 @@ def show_diffs(run: CheckRun) -> None:
         click.echo(result.diff(), nl=False)
     would = sum(len(r.applied) for r in run.fix_results)
     echo(f"Would fix {would} finding(s) in {len(run.fix_results)} file(s).", err=True)
+    for finding in run.findings:
+        reason = finding.extra.get("not_fixed")
+        if reason and finding.location is not None:
+            where = f"{finding.location.path}:{finding.location.line}"
+            echo(f"{where}: {finding.code} not fixed: {reason}", err=True)
 
 
 def rendered(run: CheckRun, output_format: str, statistics: bool, show_placement: bool) -> str:
@@ -260,13 +265,31 @@ def rendered(run: CheckRun, output_format: str, statistics: bool, show_placement
         if show_placement:
             parts += [report.placement.describe(str(file)) for file, report in run.reports]
         parts.append(text.render_full(findings))
-        parts += [
-            "\n" + text.render_advice(str(file), report.advice)
-            for file, report in run.reports
-            if report.advice is not None
-        ]
+        parts += [advice_block(run, file, report) for file, report in run.reports]
     parts += summary_lines(run)
     return "\n".join(part for part in parts if part)
+
+
+def advice_block(run: CheckRun, file: Path, report: ProgramReport) -> str:
+    """A program's combined partitioner advice, unless ``--fix`` fixed every error it was
+    about in the source: the advice is for the program as exported, and after a source fix
+    the next export is a different program (lint that one)."""
+    from coreml_lint.reports import text
+
+    if report.advice is None:
+        return ""
+    left = {id(f) for f in run.findings}
+    errors = [f for f in report.findings if f.severity is Severity.ERROR]
+    fixed = [f for f in errors if id(f) not in left]
+    if run.fix and fixed and len(fixed) == len(errors):
+        return ""
+    block = "\n" + text.render_advice(str(file), report.advice)
+    if run.fix and fixed:
+        block += (
+            f"\n    (for {file.name} as exported; {len(fixed)} of its error(s) were fixed in "
+            "the source: export again and lint the new program)"
+        )
+    return block
 
 
 def html_page(run: CheckRun) -> str:

@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from coreml_lint.core.findings import Finding, Outcome, SourceFix
-from coreml_lint.rulekit.context import ProgramContext
+from coreml_lint.rulekit.context import ProgramContext, not_one_call
 from coreml_lint.rulekit.examples import Invalid, Valid, case, module, torch
 from coreml_lint.rulekit.rule import Rule
 from coreml_lint.source.context import SourceContext, has_star_args
@@ -144,7 +144,7 @@ class BoolMinMax(Rule):
         calls = [c for c in source.calls() if c.lineno == finding.location.line]
         matching = [c for c in calls if _called_name(source, c) in names and not has_star_args(c)]
         if len(matching) != 1:
-            return f"line {finding.location.line} holds {len(matching)} {op} calls, not one"
+            return not_one_call(finding.location.line, len(matching), op)
         twin = BOOL_TWINS[op][0]
         return source.edit(matching[0], "bool-op", safe=True, description=f"use {twin}", twin=twin)
 

@@ -43,7 +43,7 @@ from typing import Any
 
 from coreml_lint.core.findings import Finding, Outcome, Severity
 from coreml_lint.program.graph import FLOAT_DTYPES, DType, Node
-from coreml_lint.rulekit.context import ProgramContext
+from coreml_lint.rulekit.context import ProgramContext, not_one_call
 from coreml_lint.rulekit.examples import Invalid, Valid, case, module, returns, torch
 from coreml_lint.rulekit.rule import Rule
 from coreml_lint.source.context import (
@@ -318,7 +318,7 @@ class FillDtypeIgnored(Rule):
         if len(fills) == 1 and not calls and keyword(fills[0], "dtype") is not None:
             return f"the torch.full at line {line} already has a dtype: export again"
         if len(calls) != 1:
-            return f"line {line} holds {len(calls)} torch.full calls without dtype, not one"
+            return not_one_call(line, len(calls), "torch.full (without dtype)")
         dtype = finding.extra.get("dtype", "int64")
         return source.edit(
             calls[0], "full-dtype", safe=True, description=f"add dtype=torch.{dtype}", dtype=dtype

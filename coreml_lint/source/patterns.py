@@ -275,3 +275,30 @@ def _attribute_assignments(ctx: SourceContext, cls: ast.ClassDef) -> dict[str, l
                         bound.setdefault(t.attr, []).append(value if plain else None)
     cache[cls] = bound
     return bound
+
+
+def resolved_qualname(ctx: SourceContext, expr: ast.AST | None) -> str | None:
+    """``ctx.qualname``, also through a module-level alias bound once (``RMSNorm =
+    nn.RMSNorm``, then ``RMSNorm(d)``)."""
+    if expr is None:
+        return None
+    name = ctx.qualname(expr)
+    if name is not None or not isinstance(expr, ast.Name):
+        return name
+    aliases = ctx.memo.setdefault("module_aliases", {})
+    if expr.id not in aliases:
+        value = None
+        if len(_assignments(ctx, ctx.tree).get(expr.id, [])) == 1:
+            value = next(
+                (
+                    stmt.value
+                    for stmt in ctx.tree.body
+                    if isinstance(stmt, ast.Assign)
+                    and len(stmt.targets) == 1
+                    and isinstance(stmt.targets[0], ast.Name)
+                    and stmt.targets[0].id == expr.id
+                ),
+                None,
+            )
+        aliases[expr.id] = ctx.qualname(value) if value is not None else None
+    return aliases[expr.id]
