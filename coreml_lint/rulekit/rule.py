@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from coreml_lint.rulekit.context import ProgramContext
     from coreml_lint.rulekit.examples import ProgramCase, SourceExample
     from coreml_lint.source.context import SourceContext
+    from coreml_lint.source.triggers import CalleeNames
 
 APPLIES_TO = "executorch 1.5.x with coremltools 9.0 (torch 2.13)"
 # The hooks that make up a lowering answer, in the order `lower` consults them.
@@ -52,8 +53,9 @@ class Rule:
     summary: ClassVar[str]
     applies_to: ClassVar[str] = APPLIES_TO
     # Substrings a Python file must contain for check_source to have anything to find; the
-    # source engine parses only files that contain one (parsing is the expensive part).
-    source_triggers: ClassVar[tuple[str, ...]] = ()
+    # source engine parses only files that contain one (parsing is the expensive part). A
+    # trigger may also be a sharper test over the text (``source.triggers.CalleeNames``).
+    source_triggers: ClassVar[tuple[str | CalleeNames, ...]] = ()
     # The README's source-rule table row: the pattern in source, its fix, and whether the
     # fix is safe (keeps what the model computes). None for program-only rules.
     source_pattern: ClassVar[str | None] = None
