@@ -1,0 +1,139 @@
+"""Aggregate the sweep's results into the checked-in table ``program/data/behaviour.json``.
+
+Only cases whose op became exactly one delegated node of the linter's canonical graph are
+keyed (a decomposed op is measured through its pieces). Cases with the same key at the
+same target and shape class are one cell; a cell whose cases disagree is ``mixed`` (the
+rule never reports it). Cells of one key are then folded: all shape classes agreeing at a
+target become shape ``*``, and targets with the same outcome one target list.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter, defaultdict
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from coreml_lint.program.behaviour import FORMAT, MIXED, format_targets, normalized
+
+Cell = tuple[str, str, int]  # outcome, message, cases
+
+
+def keyed(result: dict[str, Any]) -> dict[str, Any] | None:
+    keys = result.get("keys") or []
+    if len(keys) != 1 or keys[0]["placed"] != "coreml" or keys[0]["context"] == "?":
+        return None
+    return keys[0]
+
+
+def cells(results: list[dict[str, Any]]) -> dict[tuple[str, ...], dict[tuple[str, int], Cell]]:
+    """(op, operands, variant, context) -> (shape, target) -> the measured cell."""
+    raw: dict[tuple[str, ...], dict[tuple[str, int], list[tuple[str, str]]]] = defaultdict(
+        lambda: defaultdict(list)
+    )
+    for result in results:
+        key = keyed(result)
+        if key is None or result["outcome"] in ("export", "error"):
+            continue
+        group = (key["op"], key["operands"], key["variant"], key["context"])
+        raw[group][(key["shape"], result["target"])].append((result["outcome"], result["message"]))
+    found: dict[tuple[str, ...], dict[tuple[str, int], Cell]] = {}
+    for group, by_cell in raw.items():
+        found[group] = {where: _cell(seen) for where, seen in by_cell.items()}
+    return found
+
+
+def _cell(seen: list[tuple[str, str]]) -> Cell:
+    outcomes = Counter(o for o, _ in seen)
+    if len(outcomes) > 1:
+        return MIXED, "; ".join(f"{n} {o}" for o, n in outcomes.most_common()), len(seen)
+    messages = Counter(normalized(m) for _, m in seen)
+    common = messages.most_common(1)[0][0]
+    message = next(m for _, m in seen if normalized(m) == common)
+    return seen[0][0], message, len(seen)
+
+
+def fold(by_cell: dict[tuple[str, int], Cell]) -> list[tuple[str, frozenset[int], Cell]]:
+    """(shape, targets, cell) rows: shape ``*`` where every shape agrees at a target."""
+    per_target: dict[int, dict[str, Cell]] = defaultdict(dict)
+    for (shape, target), cell in by_cell.items():
+        per_target[target][shape] = cell
+    rows: dict[tuple[str, str, str, str], list[Any]] = {}
+    for target, shapes in per_target.items():
+        signatures = {(c[0], normalized(c[1])) for c in shapes.values()}
+        if len(signatures) == 1:
+            merged = list(shapes.values())
+            cell = (merged[0][0], merged[0][1], sum(c[2] for c in merged))
+            items = [("*", cell)]
+        else:
+            items = list(shapes.items())
+        for shape, cell in items:
+            sig = (shape, cell[0], normalized(cell[1]))
+            row = rows.setdefault((*sig, ""), [set(), cell, 0])
+            row[0].add(target)
+            row[2] += cell[2]
+    return [
+        (shape, frozenset(targets), (cell[0], cell[1], count))
+        for (shape, _, _, _), (targets, cell, count) in sorted(rows.items())
+    ]
+
+
+def build_table(results: list[dict[str, Any]], sweep: dict[str, Any]) -> dict[str, Any]:
+    messages: list[str] = []
+    index: dict[str, int] = {}
+    ops: dict[str, list[list[Any]]] = defaultdict(list)
+    for (op, operands, variant, context), by_cell in sorted(cells(results).items()):
+        for shape, targets, (outcome, message, count) in fold(by_cell):
+            if message and message not in index:
+                index[message] = len(messages)
+                messages.append(message)
+            ops[op].append(
+                [
+                    operands,
+                    variant,
+                    context,
+                    shape,
+                    format_targets(targets),
+                    outcome,
+                    index.get(message) if message else None,
+                    count,
+                ]
+            )
+    return {
+        "format": FORMAT,
+        "measured_with": measured_versions(),
+        "sweep": sweep,
+        "messages": messages,
+        "ops": dict(sorted(ops.items())),
+    }
+
+
+def measured_versions() -> dict[str, str]:
+    return {p: metadata.version(p) for p in ("torch", "executorch", "coremltools")}
+
+
+def render(table: dict[str, Any]) -> str:
+    """One line per entry: compact, and a re-measure diffs by line."""
+    lines = ["{"]
+    head = {k: v for k, v in table.items() if k not in ("messages", "ops")}
+    for key, value in head.items():
+        lines.append(f"{json.dumps(key)}: {json.dumps(value, sort_keys=True)},")
+    lines.append('"messages": [')
+    lines += [json.dumps(m) + "," for m in table["messages"]]
+    if table["messages"]:
+        lines[-1] = lines[-1][:-1]
+    lines.append("],")
+    lines.append('"ops": {')
+    ops = list(table["ops"].items())
+    for i, (op, rows) in enumerate(ops):
+        lines.append(f"{json.dumps(op)}: [")
+        lines += [json.dumps(r) + ("," if j < len(rows) - 1 else "") for j, r in enumerate(rows)]
+        lines.append("]" + ("," if i < len(ops) - 1 else ""))
+    lines.append("}")
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+def write_table(path: Path, table: dict[str, Any]) -> None:
+    path.write_text(render(table))
