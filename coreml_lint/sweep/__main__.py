@@ -64,7 +64,8 @@ def build(args: argparse.Namespace) -> int:
 
     store = Store(args.out)
     results = list(store.results().values())
-    table = build_table(results, sweep_summary(store, results))
+    cases = {c["id"]: c for row in store.generated() for c in row["cases"]}
+    table = build_table(results, sweep_summary(store, results), cases)
     write_table(args.table, table)
     entries = sum(len(rows) for rows in table["ops"].values())
     _say(f"wrote {args.table}: {entries} entries over {len(table['ops'])} ops")

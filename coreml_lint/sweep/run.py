@@ -3,8 +3,8 @@ processes, then measure iOS16 and iOS17 where iOS15 and iOS18 disagree. Everythi
 appended to JSON-lines files in the output folder as it is known, so an interrupted sweep
 resumes where it stopped.
 
-Grouping: most cases lower fine, so cases that are alike (same target, first operand dtype
-and origin) share one program, and a group that crashes or disagrees anywhere is measured
+Grouping: most cases lower fine, so cases that are alike (same axis, target, first operand
+dtype and origin) share one program, and a group that crashes or disagrees anywhere is measured
 again case by case. The group size follows the failure rate seen so far in each kind of
 case (Dorfman's rule, about ``1/sqrt(p)``): a bfloat16 case is soon measured alone, a
 float32 one in a dozen.
@@ -68,9 +68,14 @@ class Store:
         self.meta_path.write_text(json.dumps(meta, indent=1, sort_keys=True) + "\n")
 
 
+# Measured first to last, so a sweep stopped early has the most telling cases.
+AXIS_ORDER = ("base", "dtype", "variant", "origin", "context", "shape")
+
+
 def bucket_of(case: dict[str, Any]) -> tuple[Any, ...]:
     first = case["tensors"][0] if case["tensors"] else {"dtype": "-", "origin": "-"}
-    return (case["target"], first["dtype"], first.get("origin", "in"), bool(case["context"]))
+    priority = AXIS_ORDER.index(case["axis"]) if case.get("axis") in AXIS_ORDER else 0
+    return (priority, case["target"], first["dtype"], first.get("origin", "in"))
 
 
 @dataclass
@@ -101,7 +106,8 @@ class Scheduler:
     def refill(self) -> bool:
         if not self.pending:
             return False
-        bucket = max(self.pending, key=lambda b: len(self.pending[b]))
+        first = min(b[0] for b in self.pending)
+        bucket = max((b for b in self.pending if b[0] == first), key=lambda b: len(self.pending[b]))
         size = self.group_size(bucket)
         group, self.pending[bucket] = self.pending[bucket][:size], self.pending[bucket][size:]
         if not self.pending[bucket]:

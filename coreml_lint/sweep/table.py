@@ -79,7 +79,35 @@ def fold(by_cell: dict[tuple[str, int], Cell]) -> list[tuple[str, frozenset[int]
     ]
 
 
-def build_table(results: list[dict[str, Any]], sweep: dict[str, Any]) -> dict[str, Any]:
+def bases(results: list[dict[str, Any]], cases: dict[str, dict[str, Any]]) -> dict[str, str]:
+    """Op -> the variant of its base call (the schema defaults around a legal call)."""
+    found: dict[str, str] = {}
+    for result in results:
+        case = cases.get(result["id"])
+        key = keyed(result)
+        if case is not None and case["axis"] == "base" and key is not None:
+            found.setdefault(key["op"], key["variant"])
+    return dict(sorted(found.items()))
+
+
+def arg_names(ops: set[str]) -> dict[str, list[str]]:
+    """Op -> its schema's argument names (to print ``eps=frac`` rather than ``a3=frac``)."""
+    import torch
+
+    found = {}
+    for op in sorted(ops):
+        namespace, base, overload = op.split(".")
+        try:
+            packet = getattr(getattr(torch.ops, namespace), base)
+            found[op] = [a.name for a in getattr(packet, overload)._schema.arguments]
+        except (AttributeError, RuntimeError):
+            continue
+    return found
+
+
+def build_table(
+    results: list[dict[str, Any]], sweep: dict[str, Any], cases: dict[str, dict[str, Any]]
+) -> dict[str, Any]:
     messages: list[str] = []
     index: dict[str, int] = {}
     ops: dict[str, list[list[Any]]] = defaultdict(list)
@@ -104,6 +132,8 @@ def build_table(results: list[dict[str, Any]], sweep: dict[str, Any]) -> dict[st
         "format": FORMAT,
         "measured_with": measured_versions(),
         "sweep": sweep,
+        "bases": bases(results, cases),
+        "arg_names": arg_names(set(ops)),
         "messages": messages,
         "ops": dict(sorted(ops.items())),
     }
@@ -116,9 +146,16 @@ def measured_versions() -> dict[str, str]:
 def render(table: dict[str, Any]) -> str:
     """One line per entry: compact, and a re-measure diffs by line."""
     lines = ["{"]
-    head = {k: v for k, v in table.items() if k not in ("messages", "ops")}
+    head = {k: v for k, v in table.items() if k not in ("messages", "ops", "arg_names")}
     for key, value in head.items():
         lines.append(f"{json.dumps(key)}: {json.dumps(value, sort_keys=True)},")
+    lines.append('"arg_names": {')
+    names = list(table["arg_names"].items())
+    lines += [
+        f"{json.dumps(op)}: {json.dumps(n)}" + ("," if i < len(names) - 1 else "")
+        for i, (op, n) in enumerate(names)
+    ]
+    lines.append("},")
     lines.append('"messages": [')
     lines += [json.dumps(m) + "," for m in table["messages"]]
     if table["messages"]:

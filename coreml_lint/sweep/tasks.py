@@ -1,22 +1,29 @@
-"""What a sweep worker does: generate one op's cases, or measure a group of cases."""
+"""What a sweep worker does: generate one op's cases, measure a group of cases, or answer
+a probe (the pool's own tests: a worker that exits or hangs)."""
 
 from __future__ import annotations
 
 import logging
 import os
+import time
 import warnings
 from functools import cache
 from typing import Any
 
 
 def prepare() -> None:
-    """Quiet, fast worker: no progress bars or conversion logs, the speed caches."""
+    """Quiet worker: no progress bars, conversion logs or warnings."""
     os.environ.setdefault("TQDM_DISABLE", "1")
     warnings.filterwarnings("ignore")
     logging.disable(logging.WARNING)
-    logging.getLogger("coremltools").setLevel(logging.CRITICAL)
+
+
+@cache
+def _heavy() -> None:
+    """torch, executorch and coremltools, once per worker, with the speed caches."""
     import torch
 
+    logging.getLogger("coremltools").setLevel(logging.CRITICAL)
     torch.set_num_threads(1)
     from coreml_lint.sweep import speed
 
@@ -33,6 +40,7 @@ def _ops() -> dict[str, Any]:
 
 
 def generate(name: str) -> dict[str, Any]:
+    _heavy()
     from coreml_lint.sweep.generate import op_cases
 
     cases, why = op_cases(_ops()[name])
@@ -40,9 +48,18 @@ def generate(name: str) -> dict[str, Any]:
 
 
 def measure(cases: list[dict[str, Any]]) -> Any:
+    _heavy()
     from coreml_lint.sweep.measure import measure as run
 
     return run(cases)
 
 
-HANDLERS = {"generate": generate, "measure": measure}
+def probe(what: str) -> Any:
+    if what == "exit":
+        os._exit(3)
+    if what == "hang":
+        time.sleep(3600)
+    return os.getpid()
+
+
+HANDLERS = {"generate": generate, "measure": measure, "probe": probe}
