@@ -130,13 +130,25 @@ class Key:
     variant: str  # "a1=ints1;keepdim=False"
     shape: str  # "r2", "r0", "r3u"
 
-    def describe(self) -> str:
+    def describe(self, names: list[str] | None = None) -> str:
+        """``aten.rms_norm.default on float32 (a partition input) with eps=frac``; positional
+        arguments by their schema names when ``names`` are known."""
         dtypes = ", ".join(
             f"{d} ({ORIGIN_WORDS.get(o, o)})"
             for d, _, o in (p.partition(":") for p in self.operands.split(",") if p)
         )
-        variant = f" with {self.variant.replace(';', ', ')}" if self.variant else ""
-        return f"{self.op} on {dtypes or 'no tensor'}{variant}"
+        variant = describe_variant(self.variant, names)
+        return f"{self.op} on {dtypes or 'no tensor'}" + (f" with {variant}" if variant else "")
+
+
+def describe_variant(variant: str, names: list[str] | None) -> str:
+    parts = []
+    for part in filter(None, variant.split(";")):
+        name, _, value = part.partition("=")
+        if names and re.fullmatch(r"a\d+", name) and int(name[1:]) < len(names):
+            name = names[int(name[1:])]
+        parts.append(f"{name}={value}")
+    return ", ".join(parts)
 
 
 class KeyMaker:
@@ -149,11 +161,15 @@ class KeyMaker:
         self.kinds = {spec.name: spec.kind for spec in graph.inputs}
 
     def origin(self, value: str, node: Node) -> str:
+        """Where a node's operand comes from. A float32 value made inside Core ML is keyed
+        as an input: the sweep makes operands inside the program only for the other dtypes
+        (a cast there is what can differ), so ``float32:in`` is what was measured."""
         producer = self.producers.get(value)
         if producer is not None:
             mine = self.placement.nodes[node.name].partition
             theirs = self.placement.nodes[producer.name].partition
-            return "op" if mine is not None and mine == theirs else "in"
+            inside = mine is not None and mine == theirs
+            return "op" if inside and self.graph.dtype(value) != "float32" else "in"
         if self.kinds.get(value) in ("parameter", "buffer", "constant"):
             return "const" if self.placement.settings.take_over_constant_data else "in"
         return "in"
@@ -236,13 +252,39 @@ class BehaviourTable:
     entries: dict[tuple[str, str, str, str], list[Entry]]
     path: Path
     by_op: dict[str, list[Entry]] = field(default_factory=dict)
+    bases: dict[str, str] = field(default_factory=dict)  # op -> the base call's variant
+    arg_names: dict[str, list[str]] = field(default_factory=dict)  # op -> schema names
+    _free: dict[str, bool] = field(default_factory=dict, repr=False)
 
     def lookup(self, key: Key, target: int, context: str = "") -> Entry | None:
         """The measured outcome for a node key at a target, or None when unmeasured."""
+        return self._lookup(key.op, key.operands, key.variant, key.shape, target, context)
+
+    def predict(self, key: Key, target: int, context: str = "") -> Entry | None:
+        """For an unmeasured variant of an op whose arguments change nothing in float32
+        (every float32 variant measured has the base call's outcome), the outcome measured
+        on the base call with the same operands: a prediction, not a measurement."""
+        base = self.bases.get(key.op)
+        if base is None or base == key.variant or not self.variant_free(key.op):
+            return None
+        return self._lookup(key.op, key.operands, base, key.shape, target, context)
+
+    def variant_free(self, op: str) -> bool:
+        if op not in self._free:
+            reference = [
+                e
+                for e in self.by_op.get(op, ())
+                if not e.context and set(e.operands.split(",")) <= {"float32:in"}
+            ]
+            variants = {e.variant for e in reference}
+            self._free[op] = len(variants) > 1 and len({e.outcome for e in reference}) == 1
+        return self._free[op]
+
+    def _lookup(self, op, operands, variant, shape, target, context) -> Entry | None:
         found = None
-        for entry in self.entries.get((key.op, key.operands, key.variant, context), ()):
-            fits = target in entry.targets and entry.shape in ("*", key.shape)
-            if fits and (entry.shape == key.shape or found is None):
+        for entry in self.entries.get((op, operands, variant, context), ()):
+            fits = target in entry.targets and entry.shape in ("*", shape)
+            if fits and (entry.shape == shape or found is None):
                 found = entry
         return found
 
@@ -314,7 +356,15 @@ def load_table(path: Path) -> BehaviourTable:
             )
             entries.setdefault((op, operands, variant, context), []).append(entry)
             by_op.setdefault(op, []).append(entry)
-    return BehaviourTable(data["measured_with"], data.get("sweep", {}), entries, path, by_op)
+    return BehaviourTable(
+        data["measured_with"],
+        data.get("sweep", {}),
+        entries,
+        path,
+        by_op,
+        dict(data.get("bases", {})),
+        dict(data.get("arg_names", {})),
+    )
 
 
 # ---------------------------------------------------------------- versions

@@ -1,6 +1,7 @@
 """``python -m coreml_lint.sweep``: measure what every delegated op does, write the table.
 
     python -m coreml_lint.sweep run [--out DIR] [--workers 2] [--ops amax.default,...]
+                                    [--axes dtype,variant] [--only IDS_FILE]
     python -m coreml_lint.sweep build [--out DIR] [--table PATH]
     python -m coreml_lint.sweep report [--out DIR]
 
@@ -12,6 +13,8 @@ pitfalls the sweep found.
 from __future__ import annotations
 
 import argparse
+import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -33,28 +36,41 @@ def run(args: argparse.Namespace) -> int:
 
     store = Store(args.out)
     meta = store.meta()
-    started = time.monotonic()
+    started, cpu = time.monotonic(), _cpu_seconds()
     ops, left_out = in_scope(load_optable())
     names = [i.name for i in ops if not args.ops or i.name in args.ops]
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # save the meta on a kill
     pool = Pool(args.workers)
+    generated: list[dict] = []
     try:
         generate_all(pool, store, names, _say)
         generated = [row for row in store.generated() if row["op"] in names]
         cases = [c for row in generated for c in row["cases"]]
         if args.axes:
             cases = [c for c in cases if c["axis"] in args.axes]
+        if args.only:
+            wanted = set(args.only.read_text().split())
+            cases = [c for c in cases if c["id"] in wanted]
         measure_all(pool, store, cases, _say)
         extra = middle_targets(cases, store.results())
         _say(f"{len(extra)} cases at iOS16/17 where iOS15 and iOS18 disagree")
         measure_all(pool, store, extra, _say)
     finally:
         pool.close()
-    meta["wall_seconds"] = meta.get("wall_seconds", 0.0) + time.monotonic() - started
-    meta["workers"] = args.workers
-    meta["left_out"] = left_out
-    meta["no_legal_call"] = sorted(r["op"] for r in generated if r.get("why"))
-    store.save_meta(meta)
+        meta["wall_seconds"] = meta.get("wall_seconds", 0.0) + time.monotonic() - started
+        meta["cpu_seconds"] = meta.get("cpu_seconds", 0.0) + _cpu_seconds() - cpu
+        meta["workers"] = args.workers
+        meta["left_out"] = left_out
+        meta["no_legal_call"] = sorted(r["op"] for r in generated if r.get("why"))
+        store.save_meta(meta)
     return build(args)
+
+
+def _cpu_seconds() -> float:
+    """CPU time of this process and its finished workers: what the sweep would take on
+    dedicated cores, whatever else the machine runs."""
+    times = os.times()
+    return times.user + times.system + times.children_user + times.children_system
 
 
 def build(args: argparse.Namespace) -> int:
@@ -91,6 +107,9 @@ def main(argv: list[str] | None = None) -> int:
             sub.add_argument("--workers", type=int, default=2)
             sub.add_argument("--ops", type=lambda s: set(s.split(",")), default=None)
             sub.add_argument("--axes", type=lambda s: set(s.split(",")), default=None)
+            sub.add_argument(
+                "--only", type=Path, default=None, help="a file of case ids to measure (a sample)"
+            )
     args = parser.parse_args(argv)
     return {"run": run, "build": build, "report": report}[args.command](args)
 

@@ -19,7 +19,6 @@ A group answers only for what it can attribute: when it crashes or anything in i
 
 from __future__ import annotations
 
-import copy
 import logging
 from typing import Any
 
@@ -58,7 +57,7 @@ def _lower_and_judge(ep, cases, built, keys, single) -> list[dict[str, Any]] | s
     from coreml_lint.verifier.lowering import lower_stock
 
     target = cases[0]["target"]
-    lowering = lower_stock(copy.deepcopy(ep), minimum_deployment_target=target)
+    lowering = lower_stock(ep, minimum_deployment_target=target)
     if lowering.error is not None:
         if not single:
             return SPLIT

@@ -53,6 +53,7 @@ def sweep_summary(store: Any, results: list[dict[str, Any]]) -> dict[str, Any]:
         "cases": len(results),
         "outcomes": dict(sorted(outcomes.items())),
         "wall_seconds": round(meta.get("wall_seconds", 0.0)),
+        "cpu_seconds": round(meta.get("cpu_seconds", 0.0)),
         "workers": meta.get("workers"),
         "ops_without_a_legal_call": meta.get("no_legal_call", []),
         "ops_left_out": meta.get("left_out", {}),
