@@ -21,10 +21,15 @@ Cell = tuple[str, str, int]  # outcome, message, cases
 
 
 def keyed(result: dict[str, Any]) -> dict[str, Any] | None:
+    """The one key of a case whose op became one delegated node (float32 made inside Core ML
+    keyed as an input, as ``KeyMaker.origin`` keys it)."""
     keys = result.get("keys") or []
     if len(keys) != 1 or keys[0]["placed"] != "coreml" or keys[0]["context"] == "?":
         return None
-    return keys[0]
+    operands = ",".join(
+        "float32:in" if o == "float32:op" else o for o in keys[0]["operands"].split(",")
+    )
+    return dict(keys[0], operands=operands) if keys[0]["operands"] else keys[0]
 
 
 def cells(results: list[dict[str, Any]]) -> dict[tuple[str, ...], dict[tuple[str, int], Cell]]:
