@@ -32,7 +32,7 @@ import math
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from functools import cache
+from functools import cache, cached_property
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -51,6 +51,9 @@ ORIGIN_WORDS = {"in": "a partition input", "op": "made inside Core ML", "const":
 # Consumers whose dtype handling an op's output can break (measured as two-op contexts).
 CONTEXT_OPS = frozenset({"aten.linear.default", "aten.addmm.default", "aten.matmul.default"})
 FP16_MAX = 65504.0
+# The sweep returns every output of an op; a node with outputs nobody reads (layer norm's
+# saved mean and rstd) is another program, and keyed apart from what was measured.
+UNUSED_OUTPUTS = "outputs=partly-unused"
 
 
 # ---------------------------------------------------------------- keys
@@ -179,7 +182,17 @@ class KeyMaker:
         operands = ",".join(f"{self.graph.dtype(r)}:{self.origin(r, node)}" for r in refs)
         first = refs[0] if refs else (node.outputs[0] if node.outputs else None)
         info = self.graph.tensors.get(first) if first else None
-        return Key(node.target, operands, variant_of(node), shape_class(info and info.shape))
+        variant = variant_of(node)
+        if len(node.outputs) > 1 and not all(o in self.read for o in node.outputs):
+            variant += ";" * bool(variant) + UNUSED_OUTPUTS
+        return Key(node.target, operands, variant, shape_class(info and info.shape))
+
+    @cached_property
+    def read(self) -> set[str]:
+        """Values some node or the program's outputs read."""
+        found = {o.name for o in self.graph.outputs if o.name}
+        found.update(r for node in self.graph.nodes for r in node.tensor_inputs())
+        return found
 
 
 def variant_of(node: Node) -> str:

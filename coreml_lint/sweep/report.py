@@ -70,9 +70,11 @@ def sweep_summary(store: Any, results: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def by_family(results: list[dict[str, Any]]) -> dict[str, Counter]:
+    from coreml_lint.sweep.table import outcome_of
+
     counts: dict[str, Counter] = defaultdict(Counter)
     for result in results:
-        counts[family("aten." + result["op"])][result["outcome"]] += 1
+        counts[family("aten." + result["op"])][outcome_of(result)] += 1
     return counts
 
 

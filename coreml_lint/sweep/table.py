@@ -32,6 +32,17 @@ def keyed(result: dict[str, Any]) -> dict[str, Any] | None:
     return dict(keys[0], operands=operands) if keys[0]["operands"] else keys[0]
 
 
+# Interface divergences about the partition's outputs, not the op's values: a single-op
+# program returning a clone returns the input var itself (CML501's failure, not the op's).
+BOUNDARY = ("interface output-is-input", "interface duplicate-output")
+
+
+def outcome_of(result: dict[str, Any]) -> str:
+    if result["outcome"] == "wrong" and result["message"].startswith(BOUNDARY):
+        return "boundary"
+    return result["outcome"]
+
+
 def cells(results: list[dict[str, Any]]) -> dict[tuple[str, ...], dict[tuple[str, int], Cell]]:
     """(op, operands, variant, context) -> (shape, target) -> the measured cell."""
     raw: dict[tuple[str, ...], dict[tuple[str, int], list[tuple[str, str]]]] = defaultdict(
