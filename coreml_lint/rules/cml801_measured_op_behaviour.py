@@ -52,7 +52,7 @@ from coreml_lint.program.behaviour import (
 from coreml_lint.program.graph import Node
 from coreml_lint.program.optable import load_optable
 from coreml_lint.rulekit.context import ProgramContext
-from coreml_lint.rulekit.examples import case, module, torch
+from coreml_lint.rulekit.examples import F, case, module, returns, torch
 from coreml_lint.rulekit.rule import Rule
 
 
@@ -248,3 +248,50 @@ def _origin(node: Any, made_inside: str) -> str:
 
 
 # -- program cases: what the stock CoreMLPartitioner really does (the oracle lowers each) --
+# Models no hand-written rule names, built around outcomes the sweep measured.
+@case(
+    "measured-rms-norm-large-eps",
+    expect={"CML801"},
+    silent=returns(r"mean_squared\w*, y=0\.5"),  # eps added to the max-scaled mean
+)
+def _():
+    return module(lambda s, x: F.rms_norm(x, [8], eps=0.5)), (torch.randn(2, 8),)
+
+
+@case("measured-rms-norm-small-eps", expect=set())
+def _():
+    return module(lambda s, x: F.rms_norm(x, [8], eps=1e-6)), (torch.randn(2, 8),)
+
+
+@case(
+    "measured-any-of-floats",
+    expect={"CML801"},
+    silent=returns(r'cast\(x=%args_0, dtype="int32"'),  # the float input truncated to int
+)
+def _():
+    return module(lambda s, x: x.any(dim=1).float()), (torch.randn(3, 4) * 0.5,)
+
+
+@case("measured-any-of-a-comparison", expect=set())
+def _():
+    return module(lambda s, x: (x != 0).any(dim=1).float()), (torch.randn(3, 4) * 0.5,)
+
+
+@case(
+    "measured-bitwise-and-of-ints",
+    expect={"CML801"},
+    crash=r"bitwise_and` op only supports boolean input",
+)
+def _():
+    return module(lambda s, a, b: torch.bitwise_and(a, b) + 1), (
+        torch.randint(0, 4, (4, 4)),
+        torch.randint(0, 4, (4, 4)),
+    )
+
+
+@case("measured-bitwise-and-of-bools", expect=set())
+def _():
+    return module(lambda s, a, b: torch.bitwise_and(a > 1, b > 1).float()), (
+        torch.randint(0, 4, (4, 4)),
+        torch.randint(0, 4, (4, 4)),
+    )

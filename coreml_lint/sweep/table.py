@@ -160,18 +160,22 @@ def measured_versions() -> dict[str, str]:
 
 
 def render(table: dict[str, Any]) -> str:
-    """One line per entry: compact, and a re-measure diffs by line."""
+    """One line per entry (and per op of the per-op maps): compact, and a re-measure diffs
+    by line."""
+    per_line = ("bases", "arg_names")
     lines = ["{"]
-    head = {k: v for k, v in table.items() if k not in ("messages", "ops", "arg_names")}
-    for key, value in head.items():
+    for key, value in table.items():
+        if key in ("messages", "ops", *per_line):
+            continue
         lines.append(f"{json.dumps(key)}: {json.dumps(value, sort_keys=True)},")
-    lines.append('"arg_names": {')
-    names = list(table["arg_names"].items())
-    lines += [
-        f"{json.dumps(op)}: {json.dumps(n)}" + ("," if i < len(names) - 1 else "")
-        for i, (op, n) in enumerate(names)
-    ]
-    lines.append("},")
+    for key in per_line:
+        items = list(table[key].items())
+        lines.append(f"{json.dumps(key)}: {{")
+        lines += [
+            f"{json.dumps(op)}: {json.dumps(v)}" + ("," if i < len(items) - 1 else "")
+            for i, (op, v) in enumerate(items)
+        ]
+        lines.append("},")
     lines.append('"messages": [')
     lines += [json.dumps(m) + "," for m in table["messages"]]
     if table["messages"]:
