@@ -41,7 +41,6 @@ def run(args: argparse.Namespace) -> int:
     names = [i.name for i in ops if not args.ops or i.name in args.ops]
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # save the meta on a kill
     pool = Pool(args.workers)
-    generated: list[dict] = []
     try:
         generate_all(pool, store, names, _say)
         generated = [row for row in store.generated() if row["op"] in names]
@@ -61,7 +60,8 @@ def run(args: argparse.Namespace) -> int:
         meta["cpu_seconds"] = meta.get("cpu_seconds", 0.0) + _cpu_seconds() - cpu
         meta["workers"] = args.workers
         meta["left_out"] = left_out
-        meta["no_legal_call"] = sorted(r["op"] for r in generated if r.get("why"))
+        # Every op generated so far, not only this run's ``--ops``: a partial run adds to it.
+        meta["no_legal_call"] = sorted(r["op"] for r in store.generated() if r.get("why"))
         store.save_meta(meta)
     return build(args)
 
@@ -97,7 +97,11 @@ def report(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m coreml_lint.sweep", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="python -m coreml_lint.sweep",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     commands = parser.add_subparsers(dest="command", required=True)
     for name in ("run", "build", "report"):
         sub = commands.add_parser(name)

@@ -48,9 +48,11 @@ def family(op: str) -> str:
 def sweep_summary(store: Any, results: list[dict[str, Any]]) -> dict[str, Any]:
     meta = store.meta()
     outcomes = Counter(r["outcome"] for r in results)
-    return {
+    summary = {
         "measured": time.strftime("%Y-%m-%d"),
         "cases": len(results),
+        # Of the cases generated: a sweep stopped early has measured the most telling first.
+        "cases_generated": sum(len(row["cases"]) for row in store.generated()),
         "outcomes": dict(sorted(outcomes.items())),
         "wall_seconds": round(meta.get("wall_seconds", 0.0)),
         "cpu_seconds": round(meta.get("cpu_seconds", 0.0)),
@@ -67,6 +69,9 @@ def sweep_summary(store: Any, results: list[dict[str, Any]]) -> dict[str, Any]:
             "disagree"
         ),
     }
+    if meta.get("note"):  # what a reader of the numbers must know (a run cut short)
+        summary["note"] = meta["note"]
+    return summary
 
 
 def by_family(results: list[dict[str, Any]]) -> dict[str, Counter]:
