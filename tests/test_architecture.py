@@ -26,6 +26,7 @@ LAYERS = {
     "coreml_lint.lowering": 5,
     "coreml_lint.reports": 5,
     "coreml_lint.verifier": 5,
+    "coreml_lint.sweep": 5,
     "coreml_lint.cli": 6,
     "coreml_lint": 7,  # the package face (__init__, __main__)
 }

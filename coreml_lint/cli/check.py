@@ -351,8 +351,24 @@ def program_json(run: CheckRun, root: Path) -> list[dict[str, Any]]:
     "--exit-non-zero-on-fix", is_flag=True, help="Exit 1 when a fix was applied (for CI)."
 )
 @click.option("-v", "--verbose", is_flag=True, help="Show tracebacks of internal errors.")
+@click.option(
+    "--target-coremltools",
+    metavar="VERSION",
+    help="The coremltools version you lower with, when not the installed one (CML801 uses "
+    "the op-behaviour table measured on it, and says when none was).",
+)
+@click.option(
+    "--target-executorch",
+    metavar="VERSION",
+    help="The executorch version you lower with, when not the installed one.",
+)
 def check_command(paths: tuple[str, ...], **options: Any) -> None:
     """Lint exported programs (.pt2) and model sources (.py), files or folders."""
+    from coreml_lint.program.behaviour import declare_versions
+
+    declare_versions(
+        coremltools=options.pop("target_coremltools"), executorch=options.pop("target_executorch")
+    )
     settings = settings_changes(options)
     try:
         config = build_config(
@@ -389,7 +405,17 @@ def check_command(paths: tuple[str, ...], **options: Any) -> None:
             echo(body)
     for message in run.errors:
         click.echo(f"error: {message}", err=True)
+    _version_note(run)
     sys.exit(run.exit_code(options["exit_non_zero_on_fix"]))
+
+
+def _version_note(run: CheckRun) -> None:
+    """Say when the measured op behaviour is of other versions than the ones targeted."""
+    from coreml_lint.program.behaviour import version_note
+
+    note = version_note() if run.reports and run.config.is_selected("CML801") else None
+    if note:
+        click.echo(f"note: {note}", err=True)
 
 
 def check_advice(run: CheckRun) -> None:

@@ -13,7 +13,7 @@ from typing import Any
 
 from coreml_lint.core.config import LintConfig
 from coreml_lint.core.errors import InputError
-from coreml_lint.core.findings import Finding
+from coreml_lint.core.findings import Finding, Severity
 from coreml_lint.core.noqa import file_is_exempt, is_suppressed, line_at
 from coreml_lint.core.settings import PartitionerSettings
 from coreml_lint.engine.advice import Advice, combined_advice
@@ -70,7 +70,20 @@ def raw_findings(placement: Placement, config: LintConfig) -> list[Finding]:
             continue
         ctx.rule = rule
         found.extend(_checked(rule, ctx, canonical))
-    return found
+    return _deferred(found)
+
+
+def _deferred(found: list[Finding]) -> list[Finding]:
+    """Drop a deferring rule's finding on a node another rule reports an error on."""
+    deferring = {rule.code for rule in all_rules() if rule.defers}
+    if not deferring:
+        return found
+    claimed = {
+        f.node
+        for f in found
+        if f.code not in deferring and f.node is not None and f.severity is Severity.ERROR
+    }
+    return [f for f in found if f.code not in deferring or f.node not in claimed]
 
 
 def _checked(rule: type[Rule], ctx: ProgramContext, graph: Graph) -> list[Finding]:

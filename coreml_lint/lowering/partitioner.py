@@ -52,6 +52,8 @@ class LoweringPlan:
                 for key, value in adjusted.differences(plan.settings).items():
                     plan.act(rule.code, f"setting {key}={value}")
                 plan.settings = adjusted
+        for rule in rules:
+            rule.settings = plan.settings
         return plan
 
     def act(self, code: str, what: str) -> None:

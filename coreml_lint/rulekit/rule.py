@@ -66,6 +66,13 @@ class Rule:
     cannot_lower: ClassVar[str | None] = None
     # Allowed max abs difference to the original program in eager after ``rewrite``.
     rewrite_tolerance: ClassVar[float] = 0.0
+    # A rule that reports from measured data rather than a known cause: its finding on a
+    # node is dropped when another rule reports an error on the same node (one finding per
+    # node, the one that explains).
+    defers: ClassVar[bool] = False
+    # The settings ``lower`` lowers with, set on each rule that fired before its hooks are
+    # asked (for a hook whose answer depends on the deployment target).
+    settings: PartitionerSettings | None = None
 
     # -- reporting ------------------------------------------------------------------------
     @classmethod

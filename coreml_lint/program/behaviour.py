@@ -1,0 +1,465 @@
+"""What each delegated op really does, read from the measured table ``data/behaviour.json``.
+
+Why a measured table: the stock partitioner delegates by op *name* (background: the support
+test reads op names), so whether a delegated node converts, and computes the right values,
+depends on its dtypes, argument values and the deployment target, and nobody can read that
+off a changelog. ``python -m coreml_lint.sweep`` lowers single-op programs over those
+dimensions with the stock ``CoreMLPartitioner``, judges each with the ``verify`` oracle and
+writes the outcomes here; CML801 matches every Core ML node against them.
+
+The light half (this module) is torch-free: the *key* of a node, computed the same way for
+the sweep's own programs and for the programs the linter reads (so a measured entry applies
+exactly where it was measured), and the reader of the table. A key is
+
+- ``op``: the node's target in edge spelling (``aten.amax.default``);
+- ``operands``: each tensor operand as ``dtype:origin``, origin ``in`` (the partition
+  receives it), ``op`` (made inside the same partition) or ``const`` (a parameter, buffer or
+  constant Core ML owns);
+- ``variant``: every non-tensor argument export recorded, by position or keyword, as a value
+  *class* (``keepdim=True``, ``a1=ints2``, ``exponent=frac``): exact values would never match
+  a model's, classes carry what decides a lowering (a float exponent, an eps given or not);
+- ``shape``: the rank of the first tensor operand and whether it has a size-1 or empty dim.
+
+Tables for several releases ship side by side (``data/behaviour*.json``); the one whose
+coremltools and executorch versions match the installed (or declared) ones is used, and the
+linter says so when none matches.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from functools import cache, cached_property
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from coreml_lint.program.graph import DType, Graph, Node, Opaque, SymRef, TensorRef
+from coreml_lint.program.placement import Placement
+
+DATA = Path(__file__).with_name("data")
+TABLE_PATH = DATA / "behaviour.json"
+VERSIONED_PACKAGES = ("coremltools", "executorch")
+FORMAT = 1
+
+CRASH, WRONG, OK, UNVERIFIED, CPU, MIXED = "crash", "wrong", "ok", "unverified", "cpu", "mixed"
+BAD = frozenset({CRASH, WRONG})
+ORIGIN_WORDS = {"in": "a partition input", "op": "made inside Core ML", "const": "a constant"}
+# Consumers whose dtype handling an op's output can break (measured as two-op contexts).
+CONTEXT_OPS = frozenset({"aten.linear.default", "aten.addmm.default", "aten.matmul.default"})
+FP16_MAX = 65504.0
+# The sweep returns every output of an op; a node with outputs nobody reads (layer norm's
+# saved mean and rstd) is another program, and keyed apart from what was measured.
+UNUSED_OUTPUTS = "outputs=partly-unused"
+
+
+# ---------------------------------------------------------------- keys
+def value_class(value: Any) -> str:
+    """The class of a non-tensor argument value, as keys record it."""
+    if value is None:
+        return "None"
+    if isinstance(value, bool):
+        return str(value)
+    if isinstance(value, int):
+        return _int_class(value)
+    if isinstance(value, float):
+        return _float_class(value)
+    if isinstance(value, str):
+        return value
+    if isinstance(value, DType):
+        return value.name
+    if isinstance(value, SymRef):
+        return "sym"
+    if isinstance(value, TensorRef):
+        return "T"
+    if isinstance(value, Opaque):
+        return value.kind
+    if isinstance(value, (list, tuple)):
+        return _list_class(list(value))
+    return type(value).__name__
+
+
+def _int_class(value: int) -> str:
+    if value in (0, 1, -1):
+        return str(value)
+    if abs(value) > 2048:  # not exact in float16
+        return "big" if value > 0 else "-big"
+    return "int" if value > 0 else "-int"
+
+
+def _float_class(value: float) -> str:
+    if math.isnan(value):
+        return "nan"
+    if math.isinf(value):
+        return "inf" if value > 0 else "-inf"
+    if value == 0.0:
+        return "0.0"
+    magnitude = abs(value)
+    if magnitude > FP16_MAX:
+        return "huge"
+    if magnitude < 1e-4:
+        return "tiny"
+    if value.is_integer():
+        return "whole"
+    return "frac"
+
+
+def _list_class(items: list[Any]) -> str:
+    if not items:
+        return "[]"
+    if all(isinstance(i, int) and not isinstance(i, bool) for i in items):
+        marks = ("-" if any(i < 0 for i in items) else "") + ("0" if 0 in items else "")
+        return f"ints{len(items)}{marks}"
+    if any(isinstance(i, TensorRef) or i is None for i in items):
+        return "[" + ",".join("T" if isinstance(i, TensorRef) else "None" for i in items) + "]"
+    return "[" + ",".join(value_class(i) for i in items) + "]"
+
+
+def shape_class(shape: tuple[int | str, ...] | None) -> str:
+    """``r<rank>`` plus ``u`` for a size-1 dim and ``e`` for an empty one."""
+    if shape is None:
+        return "r?"
+    marks = ("u" if 1 in shape else "") + ("e" if 0 in shape else "")
+    return f"r{len(shape)}{marks}"
+
+
+@dataclass(frozen=True)
+class Key:
+    op: str
+    operands: str  # "bool:op,float32:in"
+    variant: str  # "a1=ints1;keepdim=False"
+    shape: str  # "r2", "r0", "r3u"
+
+    def describe(self, names: list[str] | None = None) -> str:
+        """``aten.rms_norm.default on float32 (a partition input) with eps=frac``; positional
+        arguments by their schema names when ``names`` are known."""
+        dtypes = ", ".join(
+            f"{d} ({ORIGIN_WORDS.get(o, o)})"
+            for d, _, o in (p.partition(":") for p in self.operands.split(",") if p)
+        )
+        variant = describe_variant(self.variant, names)
+        return f"{self.op} on {dtypes or 'no tensor'}" + (f" with {variant}" if variant else "")
+
+
+def describe_variant(variant: str, names: list[str] | None) -> str:
+    parts = []
+    for part in filter(None, variant.split(";")):
+        name, _, value = part.partition("=")
+        if names and re.fullmatch(r"a\d+", name) and int(name[1:]) < len(names):
+            name = names[int(name[1:])]
+        parts.append(f"{name}={value}")
+    return ", ".join(parts)
+
+
+class KeyMaker:
+    """Keys of the nodes of one placed graph (shared lookups worked out once)."""
+
+    def __init__(self, graph: Graph, placement: Placement) -> None:
+        self.graph = graph
+        self.placement = placement
+        self.producers = graph.producers()
+        self.kinds = {spec.name: spec.kind for spec in graph.inputs}
+
+    def origin(self, value: str, node: Node) -> str:
+        """Where a node's operand comes from. A float32 value made inside Core ML is keyed
+        as an input: the sweep makes operands inside the program only for the other dtypes
+        (a cast there is what can differ), so ``float32:in`` is what was measured."""
+        producer = self.producers.get(value)
+        if producer is not None:
+            mine = self.placement.nodes[node.name].partition
+            theirs = self.placement.nodes[producer.name].partition
+            inside = mine is not None and mine == theirs
+            return "op" if inside and self.graph.dtype(value) != "float32" else "in"
+        if self.kinds.get(value) in ("parameter", "buffer", "constant"):
+            return "const" if self.placement.settings.take_over_constant_data else "in"
+        return "in"
+
+    def key(self, node: Node) -> Key:
+        refs = node.tensor_inputs()
+        operands = ",".join(f"{self.graph.dtype(r)}:{self.origin(r, node)}" for r in refs)
+        first = refs[0] if refs else (node.outputs[0] if node.outputs else None)
+        info = self.graph.tensors.get(first) if first else None
+        variant = variant_of(node)
+        if len(node.outputs) > 1 and not all(o in self.read for o in node.outputs):
+            variant += ";" * bool(variant) + UNUSED_OUTPUTS
+        return Key(node.target, operands, variant, shape_class(info and info.shape))
+
+    @cached_property
+    def read(self) -> set[str]:
+        """Values some node or the program's outputs read."""
+        found = {o.name for o in self.graph.outputs if o.name}
+        found.update(r for node in self.graph.nodes for r in node.tensor_inputs())
+        return found
+
+
+def variant_of(node: Node) -> str:
+    """The non-tensor arguments of a node as export recorded them, by value class."""
+    parts = [
+        f"a{i}={value_class(v)}"
+        for i, v in enumerate(node.args)
+        if not isinstance(v, TensorRef) and not _only_tensors(v)
+    ]
+    parts += [
+        f"{k}={value_class(v)}"
+        for k, v in sorted(node.kwargs.items())
+        if not isinstance(v, TensorRef) and not _only_tensors(v)
+    ]
+    return ";".join(parts)
+
+
+def _only_tensors(value: Any) -> bool:
+    return (
+        isinstance(value, (list, tuple))
+        and bool(value)
+        and all(isinstance(i, TensorRef) for i in value)
+    )
+
+
+# ---------------------------------------------------------------- the table
+def parse_targets(text: str) -> frozenset[int]:
+    """``"15-18"`` / ``"15,17"`` -> the iOS versions."""
+    found: set[int] = set()
+    for part in text.split(","):
+        low, _, high = part.partition("-")
+        found.update(range(int(low), int(high or low) + 1))
+    return frozenset(found)
+
+
+def format_targets(targets: Iterable[int]) -> str:
+    ordered = sorted(set(targets))
+    runs: list[list[int]] = []
+    for t in ordered:
+        if runs and t == runs[-1][-1] + 1:
+            runs[-1].append(t)
+        else:
+            runs.append([t])
+    return ",".join(f"{r[0]}-{r[-1]}" if len(r) > 1 else str(r[0]) for r in runs)
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One measured outcome: an op's operands, variant, context and shape class at some
+    targets (``shape`` ``*``: every shape class measured agreed)."""
+
+    op: str
+    operands: str
+    variant: str
+    context: str  # "" or the consumer's target ("aten.addmm.default")
+    shape: str
+    targets: frozenset[int]
+    outcome: str
+    message: str
+    cases: int
+
+    def where(self) -> str:
+        return f"iOS{format_targets(self.targets).replace(',', ', iOS')}"
+
+
+@dataclass
+class BehaviourTable:
+    measured_with: dict[str, str]
+    sweep: dict[str, Any]
+    entries: dict[tuple[str, str, str, str], list[Entry]]
+    path: Path
+    by_op: dict[str, list[Entry]] = field(default_factory=dict)
+    bases: dict[str, str] = field(default_factory=dict)  # op -> the base call's variant
+    arg_names: dict[str, list[str]] = field(default_factory=dict)  # op -> schema names
+    _free: dict[str, bool] = field(default_factory=dict, repr=False)
+
+    def lookup(self, key: Key, target: int, context: str = "") -> Entry | None:
+        """The measured outcome for a node key at a target, or None when unmeasured."""
+        return self._lookup(key.op, key.operands, key.variant, key.shape, target, context)
+
+    def predict(self, key: Key, target: int, context: str = "") -> Entry | None:
+        """For an unmeasured variant of an op whose arguments change nothing in float32
+        (every float32 variant measured has the base call's outcome), the outcome measured
+        on the base call with the same operands: a prediction, not a measurement."""
+        base = self.bases.get(key.op)
+        if base is None or base == key.variant or not self.variant_free(key.op):
+            return None
+        return self._lookup(key.op, key.operands, base, key.shape, target, context)
+
+    def variant_free(self, op: str) -> bool:
+        if op not in self._free:
+            reference = [
+                e
+                for e in self.by_op.get(op, ())
+                if not e.context and set(e.operands.split(",")) <= {"float32:in"}
+            ]
+            variants = {e.variant for e in reference}
+            self._free[op] = len(variants) > 1 and len({e.outcome for e in reference}) == 1
+        return self._free[op]
+
+    def _lookup(self, op, operands, variant, shape, target, context) -> Entry | None:
+        found = None
+        for entry in self.entries.get((op, operands, variant, context), ()):
+            fits = target in entry.targets and entry.shape in ("*", shape)
+            if fits and (entry.shape == shape or found is None):
+                found = entry
+        return found
+
+    def workarounds(self, entry: Entry, target: int) -> list[str]:
+        """What the table measured *ok* near a bad entry: a higher target, other dtypes,
+        another variant of the same op (in that order of preference)."""
+        return list(_workarounds(self, entry, target))
+
+    @property
+    def versions(self) -> str:
+        return ", ".join(f"{k} {v}" for k, v in self.measured_with.items())
+
+
+def _workarounds(table: BehaviourTable, bad: Entry, target: int) -> Iterator[str]:
+    same = table.entries.get((bad.op, bad.operands, bad.variant, bad.context), ())
+    higher = sorted(
+        t
+        for e in same
+        if e.outcome == OK and e.shape in ("*", bad.shape)
+        for t in e.targets
+        if t > target
+    )
+    if higher:
+        yield f"minimum_deployment_target iOS{higher[0]} (measured ok)"
+    others = [
+        e
+        for e in table.by_op.get(bad.op, ())
+        if e.outcome == OK
+        and target in e.targets
+        and e.context == bad.context
+        and e.shape in ("*", bad.shape)
+    ]
+    origins = [o.partition(":")[2] for o in bad.operands.split(",")]
+    for e in others:
+        theirs = [o.partition(":")[2] for o in e.operands.split(",")]
+        if e.variant == bad.variant and theirs == origins and e.operands != bad.operands:
+            dtypes = ", ".join(o.partition(":")[0] for o in e.operands.split(","))
+            yield f"operands of dtype {dtypes} (measured ok)"
+            break
+    for e in others:
+        if e.operands == bad.operands and e.variant != bad.variant:
+            yield f"the variant {e.variant or 'without arguments'} (measured ok)"
+            break
+    if bad.context:
+        plain = table.entries.get((bad.op, bad.operands, bad.variant, ""), ())
+        if any(e.outcome == OK and target in e.targets for e in plain):
+            yield f"the same {bad.op.split('.')[1]} not feeding {bad.context} (measured ok)"
+
+
+def load_table(path: Path) -> BehaviourTable:
+    data = json.loads(path.read_text())
+    if data.get("format") != FORMAT:
+        raise ValueError(f"{path}: behaviour table format {data.get('format')} is not {FORMAT}")
+    messages = data["messages"]
+    entries: dict[tuple[str, str, str, str], list[Entry]] = {}
+    by_op: dict[str, list[Entry]] = {}
+    for op, rows in data["ops"].items():
+        for operands, variant, context, shape, targets, outcome, message, cases in rows:
+            entry = Entry(
+                op,
+                operands,
+                variant,
+                context,
+                shape,
+                parse_targets(targets),
+                outcome,
+                messages[message] if message is not None else "",
+                cases,
+            )
+            entries.setdefault((op, operands, variant, context), []).append(entry)
+            by_op.setdefault(op, []).append(entry)
+    return BehaviourTable(
+        data["measured_with"],
+        data.get("sweep", {}),
+        entries,
+        path,
+        by_op,
+        dict(data.get("bases", {})),
+        dict(data.get("arg_names", {})),
+    )
+
+
+# ---------------------------------------------------------------- versions
+_DECLARED: dict[str, str] = {}
+
+
+def declare_versions(**versions: str | None) -> None:
+    """The coremltools / executorch versions the user lowers with (``check
+    --target-coremltools``), when they are not the installed ones."""
+    _DECLARED.clear()
+    _DECLARED.update({k: v for k, v in versions.items() if v})
+
+
+def target_versions() -> dict[str, str]:
+    """The declared versions, else the installed ones (read from package metadata: nothing
+    is imported)."""
+    found = {}
+    for package in VERSIONED_PACKAGES:
+        if package in _DECLARED:
+            found[package] = _DECLARED[package]
+            continue
+        try:
+            found[package] = metadata.version(package)
+        except metadata.PackageNotFoundError:
+            continue
+    return found
+
+
+def table_paths() -> list[Path]:
+    """Every shipped table: ``behaviour.json`` first, then the others by name."""
+    others = sorted(p for p in DATA.glob("behaviour*.json") if p != TABLE_PATH)
+    return [p for p in [TABLE_PATH, *others] if p.exists()]
+
+
+@cache
+def _load(path: Path) -> BehaviourTable:
+    return load_table(path)
+
+
+def _matches(table: BehaviourTable, versions: dict[str, str]) -> bool:
+    return all(table.measured_with.get(k) == v for k, v in versions.items())
+
+
+def active_table() -> BehaviourTable | None:
+    """The table measured on the target versions, else the default one (None when no
+    table ships)."""
+    paths = table_paths()
+    if not paths:
+        return None
+    versions = target_versions()
+    for path in paths:
+        table = _load(path)
+        if _matches(table, versions):
+            return table
+    return _load(paths[0])
+
+
+def version_note(table: BehaviourTable | None = None) -> str | None:
+    """A sentence when the table in use was measured on other versions than the target's."""
+    table = table or active_table()
+    if table is None:
+        return None
+    versions = target_versions()
+    differ = {
+        k: (v, table.measured_with.get(k))
+        for k, v in versions.items()
+        if table.measured_with.get(k) != v
+    }
+    if not differ:
+        return None
+    said = ", ".join(f"{k} {v} (table: {was})" for k, (v, was) in differ.items())
+    shipped = "; ".join(_load(p).versions for p in table_paths())
+    return (
+        f"the measured op behaviour was not measured on {said}: CML801 applies the table "
+        f"of {table.versions} (tables shipped: {shipped}); re-measure with "
+        "`python -m coreml_lint.sweep`"
+    )
+
+
+def normalized(message: str) -> str:
+    """A message with its numbers and quoted names blanked: two outcomes are the same when
+    these agree."""
+    text = re.sub(r'"[^"]*"', '"…"', message)
+    text = re.sub(r"'[^']*'", "'…'", text)
+    return re.sub(r"\d+", "N", text)

@@ -1,0 +1,297 @@
+"""CML801 measured-op-behaviour: a delegated op whose measured lowering crashes or is wrong.
+
+What it does
+    Matches every Core ML node against the measured table ``program/data/behaviour.json``:
+    the op, the dtypes in the graph's tensor metadata with where each operand comes from
+    (a partition input, made inside Core ML, a constant), the class of every other argument
+    (``eps`` given or not, a float or an int exponent, ``approximate="tanh"``), the rank of
+    the first operand, the consumer when it is ``linear``/``addmm``/``matmul``, and the
+    deployment target. It reports a node whose measured outcome is a crash (with the
+    measured error's first line) or wrong values (with the measured divergence), and what
+    the table measured *ok* nearby: a higher target, other dtypes, another variant.
+    Unmeasured combinations are not reported; a node a hand-written rule reports is left to
+    that rule.
+
+Why it breaks
+    The stock partitioner delegates by op name only, whatever the dtypes, arguments and
+    target; whether coremltools converts that combination, and computes the same values as
+    eager, is decided op by op in its converters. ``python -m coreml_lint.sweep`` lowers
+    single-op programs over those dimensions with the stock ``CoreMLPartitioner`` and judges
+    each with the ``verify`` oracle (the MIL executed on Linux against eager).
+
+Example
+    ``torch.ops.aten.amax(x.to(torch.int8), [1])`` at iOS18: ``reduce_max`` rejects int8
+    (measured crash); ``F.rms_norm(x, [d], eps=0.5)``: the eps is applied outside the
+    square root (measured wrong values).
+
+Fix
+    The measured workaround the finding names; or ``coreml-lint lower``, which keeps the
+    node on the CPU when the portable runtime has a kernel for it. When the installed (or
+    ``--target-coremltools``/``--target-executorch`` declared) versions differ from the
+    table's, ``check`` says so; re-measure with ``python -m coreml_lint.sweep run``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from coreml_lint.core.findings import Finding, Outcome
+from coreml_lint.core.settings import PartitionerSettings
+from coreml_lint.program.behaviour import (
+    BAD,
+    CONTEXT_OPS,
+    CRASH,
+    BehaviourTable,
+    Entry,
+    Key,
+    KeyMaker,
+    active_table,
+    version_note,
+)
+from coreml_lint.program.graph import Node
+from coreml_lint.program.optable import load_optable
+from coreml_lint.rulekit.context import ProgramContext
+from coreml_lint.rulekit.examples import F, case, module, returns, torch
+from coreml_lint.rulekit.rule import Rule
+
+
+class MeasuredOpBehaviour(Rule):
+    code = "CML801"
+    name = "measured-op-behaviour"
+    outcome = Outcome.CRASH
+    summary = "a delegated op whose measured lowering (the sweep's table) crashes or is wrong"
+    defers = True
+
+    def check(self, ctx: ProgramContext) -> Iterator[Finding]:
+        table = active_table()
+        if table is None:
+            return
+        maker = KeyMaker(ctx.graph, ctx.placement)
+        target = ctx.settings.minimum_deployment_target
+        note = version_note(table)
+        for node in ctx.coreml_nodes():
+            found = measured(table, maker, node, ctx, target)
+            if found is None:
+                continue
+            key, entry, predicted = found
+            yield ctx.finding(
+                node,
+                _message(key, entry, target, table, note, predicted),
+                fix=_fix(table, entry, target),
+                outcome=Outcome.CRASH if entry.outcome == CRASH else Outcome.SILENT,
+                partitioner=ctx.skip_advice(node),
+                measured=entry.outcome,
+                predicted_from_base_call=predicted,
+                measured_with=table.measured_with,
+            )
+
+    def refuse(self, node: Any) -> str | None:
+        """A core ATen node whose measured outcome at the target is a crash or wrong values
+        stays on the CPU, when the portable runtime has a kernel for it."""
+        settings = self.settings
+        if settings is None or getattr(node, "op", "") != "call_function":
+            return None
+        name = fx_name(node.target)
+        table = load_optable()
+        if name.partition(".")[2] not in table.core_aten or not table.has_portable_kernel(name):
+            return None
+        entry = _bad_entry(node, settings.minimum_deployment_target)
+        target = settings.minimum_deployment_target
+        return None if entry is None else f"measured {entry.outcome} at iOS{target}"
+
+    def must_decompose(self, node: Any, settings: PartitionerSettings) -> bool:
+        """A node of an op torch would decompose (not core ATen), kept whole for Core ML,
+        whose measured outcome is bad: its pieces are delegated instead."""
+        if getattr(node, "op", "") != "call_function":
+            return False
+        name = fx_name(node.target)
+        if not name.startswith("aten.") or name.partition(".")[2] in load_optable().core_aten:
+            return False
+        return _bad_entry(node, settings.minimum_deployment_target) is not None
+
+
+def _bad_entry(node: Any, target: int) -> Entry | None:
+    table = active_table()
+    if table is None:
+        return None
+    for key, context in fx_keys(node):
+        entry = table.lookup(key, target, context)
+        entry = entry if entry is not None else table.predict(key, target, context)
+        if entry is not None and entry.outcome in BAD:
+            return entry
+    return None
+
+
+def measured(
+    table: BehaviourTable, maker: KeyMaker, node: Node, ctx: ProgramContext, target: int
+) -> tuple[Key, Entry, bool] | None:
+    """The node's key, its bad entry (alone, or feeding a context op) and whether the entry
+    is a prediction from the op's base call rather than a measurement of this variant."""
+    key = maker.key(node)
+    part = ctx.placement.partition_of(node)
+    contexts = [""] + [
+        user.target
+        for out in node.outputs
+        for user in ctx.users.get(out, [])
+        if user.target in CONTEXT_OPS and ctx.placement.partition_of(user) is part
+    ]
+    for context in dict.fromkeys(contexts):
+        entry = table.lookup(key, target, context)
+        predicted = entry is None
+        if predicted:
+            entry = table.predict(key, target, context)
+        if entry is not None and entry.outcome in BAD:
+            return key, entry, predicted
+    return None
+
+
+def _message(
+    key: Key, entry: Entry, target: int, table: BehaviourTable, note: str | None, predicted: bool
+) -> str:
+    feeding = f" feeding {entry.context}" if entry.context else ""
+    what = "lowering crashes" if entry.outcome == CRASH else "Core ML computes other values"
+    how = (
+        "predicted from the measured base call (its other arguments change nothing in float32)"
+        if predicted
+        else "measured"
+    )
+    text = (
+        f"{key.describe(table.arg_names.get(key.op))}{feeding} at iOS{target}: {how}, "
+        f"{what}: `{entry.message}` ({entry.cases} sweep case(s) on {table.versions})"
+    )
+    return f"{text}; {note}" if note else text
+
+
+def _fix(table: BehaviourTable, entry: Entry, target: int) -> str:
+    found = table.workarounds(entry, target)
+    cpu = "keep the node on the CPU (`coreml-lint lower` does)"
+    return ("measured ok: " + "; ".join(found) + f"; or {cpu}") if found else cpu
+
+
+# -- the torch.fx side (lower's refuse hook; imports torch only through the node) ----------
+_CONST_PREFIXES = ("p_", "b_", "c_", "_param_constant", "_tensor_constant", "_lifted_tensor")
+
+
+def fx_keys(node: Any) -> list[tuple[Key, str]]:
+    """The keys a ``torch.fx`` node may have in the table: with each plausible origin of an
+    operand another node makes (inside Core ML, or a partition input), alone and feeding
+    each context op among its users."""
+    from coreml_lint.program.behaviour import shape_class, variant_of
+    from coreml_lint.program.graph import DType, Opaque, TensorRef
+
+    if node.op != "call_function":
+        return []
+    name = fx_name(node.target)
+
+    def light(value: Any) -> Any:
+        if hasattr(value, "op") and hasattr(value, "meta"):
+            return TensorRef(value.name)
+        if isinstance(value, (list, tuple)):
+            return [light(v) for v in value]
+        if type(value).__name__ == "dtype":
+            return DType(str(value).replace("torch.", ""))
+        if type(value).__name__ in ("device", "layout", "memory_format"):
+            return Opaque(type(value).__name__)
+        return value
+
+    kwargs = {k: light(v) for k, v in node.kwargs.items() if k != "dim_order"}
+    shell = Node(node.name, name, [light(a) for a in node.args], kwargs, [node.name])
+    operands = list(node.all_input_nodes)
+    first = operands[0].meta.get("val") if operands else node.meta.get("val")
+    shape = shape_class(tuple(getattr(first, "shape", ()) or ()) if first is not None else None)
+    keys = []
+    for made_inside in ("op", "in"):
+        parts = [f"{_dtype(o)}:{_origin(o, made_inside)}" for o in operands]
+        key = Key(name, ",".join(parts), variant_of(shell), shape)
+        keys.append((key, ""))
+        for user in node.users:
+            if user.op == "call_function" and fx_name(user.target) in CONTEXT_OPS:
+                keys.append((key, fx_name(user.target)))
+    return keys
+
+
+# ExecuTorch's edge ops that stand for an ATen op the linter's graph names.
+_EDGE_TO_ATEN = {
+    "dim_order_ops._to_dim_order_copy.default": "aten._to_copy.default",
+    "dim_order_ops._clone_dim_order.default": "aten.clone.default",
+}
+
+
+def fx_name(target: Any) -> str:
+    """``aten.amax.default`` for an ATen or an edge op (a view copy as its view)."""
+    op = getattr(target, "_op", target)
+    schema = getattr(op, "_schema", None)
+    if schema is None:
+        return str(target)
+    namespace, _, base = schema.name.partition("::")
+    name = f"{namespace}.{base}.{schema.overload_name or 'default'}"
+    if name in _EDGE_TO_ATEN:
+        return _EDGE_TO_ATEN[name]
+    if namespace == "aten" and base.endswith("_copy") and base != "_to_copy":
+        return f"aten.{base[: -len('_copy')]}.{schema.overload_name or 'default'}"
+    return name
+
+
+def _dtype(node: Any) -> str:
+    value = node.meta.get("val")
+    return str(getattr(value, "dtype", None)).replace("torch.", "")
+
+
+def _origin(node: Any, made_inside: str) -> str:
+    constant = node.op == "placeholder" and node.name.startswith(_CONST_PREFIXES)
+    if node.op == "get_attr" or constant:
+        return "const"
+    if node.op == "placeholder" or _dtype(node) == "float32":
+        return "in"  # a float32 value made inside is keyed as an input (KeyMaker.origin)
+    return made_inside
+
+
+# -- program cases: what the stock CoreMLPartitioner really does (the oracle lowers each) --
+# Models no hand-written rule names, built around outcomes the sweep measured.
+@case(
+    "measured-rms-norm-large-eps",
+    expect={"CML801"},
+    silent=returns(r"mean_squared\w*, y=0\.5"),  # eps added to the max-scaled mean
+)
+def _():
+    return module(lambda s, x: F.rms_norm(x, [8], eps=0.5)), (torch.randn(2, 8),)
+
+
+@case("measured-rms-norm-small-eps", expect=set())
+def _():
+    return module(lambda s, x: F.rms_norm(x, [8], eps=1e-6)), (torch.randn(2, 8),)
+
+
+@case(
+    "measured-any-of-floats",
+    expect={"CML801"},
+    silent=returns(r'cast\(x=%args_0, dtype="int32"'),  # the float input truncated to int
+)
+def _():
+    return module(lambda s, x: x.any(dim=1).float()), (torch.randn(3, 4) * 0.5,)
+
+
+@case("measured-any-of-a-comparison", expect=set())
+def _():
+    return module(lambda s, x: (x != 0).any(dim=1).float()), (torch.randn(3, 4) * 0.5,)
+
+
+@case(
+    "measured-bitwise-and-of-ints",
+    expect={"CML801"},
+    crash=r"bitwise_and` op only supports boolean input",
+)
+def _():
+    return module(lambda s, a, b: torch.bitwise_and(a, b) + 1), (
+        torch.randint(0, 4, (4, 4)),
+        torch.randint(0, 4, (4, 4)),
+    )
+
+
+@case("measured-bitwise-and-of-bools", expect=set())
+def _():
+    return module(lambda s, a, b: torch.bitwise_and(a > 1, b > 1).float()), (
+        torch.randint(0, 4, (4, 4)),
+        torch.randint(0, 4, (4, 4)),
+    )

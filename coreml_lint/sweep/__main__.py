@@ -1,0 +1,122 @@
+"""``python -m coreml_lint.sweep``: measure what every delegated op does, write the table.
+
+    python -m coreml_lint.sweep run [--out DIR] [--workers 2] [--ops amax.default,...]
+                                    [--axes dtype,variant] [--only IDS_FILE]
+    python -m coreml_lint.sweep build [--out DIR] [--table PATH]
+    python -m coreml_lint.sweep report [--out DIR]
+
+``run`` generates, measures (resuming whatever ``DIR`` already holds) and builds the table;
+``build`` only aggregates; ``report`` prints the counts by op family and which catalogue
+pitfalls the sweep found.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+from coreml_lint.program.behaviour import TABLE_PATH
+
+DEFAULT_OUT = Path("sweep-out")
+
+
+def _say(message: str) -> None:
+    print(f"[sweep {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+def run(args: argparse.Namespace) -> int:
+    from coreml_lint.program.optable import load_optable
+    from coreml_lint.sweep.pool import Pool
+    from coreml_lint.sweep.run import Store, generate_all, measure_all, middle_targets
+    from coreml_lint.sweep.schema import in_scope
+
+    store = Store(args.out)
+    meta = store.meta()
+    started, cpu = time.monotonic(), _cpu_seconds()
+    ops, left_out = in_scope(load_optable())
+    names = [i.name for i in ops if not args.ops or i.name in args.ops]
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # save the meta on a kill
+    pool = Pool(args.workers)
+    try:
+        generate_all(pool, store, names, _say)
+        generated = [row for row in store.generated() if row["op"] in names]
+        cases = [c for row in generated for c in row["cases"]]
+        if args.axes:
+            cases = [c for c in cases if c["axis"] in args.axes]
+        if args.only:
+            wanted = set(args.only.read_text().split())
+            cases = [c for c in cases if c["id"] in wanted]
+        measure_all(pool, store, cases, _say)
+        extra = middle_targets(cases, store.results())
+        _say(f"{len(extra)} cases at iOS16/17 where iOS15 and iOS18 disagree")
+        measure_all(pool, store, extra, _say)
+    finally:
+        pool.close()
+        meta["wall_seconds"] = meta.get("wall_seconds", 0.0) + time.monotonic() - started
+        meta["cpu_seconds"] = meta.get("cpu_seconds", 0.0) + _cpu_seconds() - cpu
+        meta["workers"] = args.workers
+        meta["left_out"] = left_out
+        # Every op generated so far, not only this run's ``--ops``: a partial run adds to it.
+        meta["no_legal_call"] = sorted(r["op"] for r in store.generated() if r.get("why"))
+        store.save_meta(meta)
+    return build(args)
+
+
+def _cpu_seconds() -> float:
+    """CPU time of this process and its finished workers: what the sweep would take on
+    dedicated cores, whatever else the machine runs."""
+    times = os.times()
+    return times.user + times.system + times.children_user + times.children_system
+
+
+def build(args: argparse.Namespace) -> int:
+    from coreml_lint.sweep.report import sweep_summary
+    from coreml_lint.sweep.run import Store
+    from coreml_lint.sweep.table import build_table, write_table
+
+    store = Store(args.out)
+    results = list(store.results().values())
+    cases = {c["id"]: c for row in store.generated() for c in row["cases"]}
+    table = build_table(results, sweep_summary(store, results), cases)
+    write_table(args.table, table)
+    entries = sum(len(rows) for rows in table["ops"].values())
+    _say(f"wrote {args.table}: {entries} entries over {len(table['ops'])} ops")
+    return 0
+
+
+def report(args: argparse.Namespace) -> int:
+    from coreml_lint.sweep.report import render_report
+    from coreml_lint.sweep.run import Store
+
+    print(render_report(Store(args.out), args.table))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m coreml_lint.sweep",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    commands = parser.add_subparsers(dest="command", required=True)
+    for name in ("run", "build", "report"):
+        sub = commands.add_parser(name)
+        sub.add_argument("--out", type=Path, default=DEFAULT_OUT, help="the sweep's folder")
+        sub.add_argument("--table", type=Path, default=TABLE_PATH, help="the table to write")
+        if name == "run":
+            sub.add_argument("--workers", type=int, default=2)
+            sub.add_argument("--ops", type=lambda s: set(s.split(",")), default=None)
+            sub.add_argument("--axes", type=lambda s: set(s.split(",")), default=None)
+            sub.add_argument(
+                "--only", type=Path, default=None, help="a file of case ids to measure (a sample)"
+            )
+    args = parser.parse_args(argv)
+    return {"run": run, "build": build, "report": report}[args.command](args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,329 @@
+"""The sweep's cases: for each op in scope, a legal base call and its variations.
+
+What is sampled (the full product of dtypes x ranks x argument values x operand forms x
+targets is millions of lowerings; this keeps every dimension, one factor at a time, and
+crosses the factors the catalogue shows interacting):
+
+- *dtype*: the base call with its float operands in each of the nine dtypes;
+- *variant*: each non-tensor argument, and each optional tensor, at up to four other legal
+  values of distinct value classes (the classes the table keys on), in float32 and float16;
+  a dtype argument takes all nine dtypes;
+- *shape*: ranks 0, 1, 3 (with a size-1 dim), 3 (with an empty dim) and 5 besides the
+  base call's, in float32 (required arguments are searched again for each shape);
+- *origin*: the first operand made inside the program (a cast or comparison in Core ML)
+  for every dtype but float32 and bfloat16 (which fails on any path), and the second
+  operand a constant (a buffer Core ML owns);
+- *context*: in float16, the op's output feeding ``linear``, ``addmm`` and ``matmul`` with
+  constant weights (the base call and every variant);
+- *target*: every case at iOS15 and iOS18; the runner adds iOS16 and iOS17 where the two
+  disagree.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from coreml_lint.program.behaviour import value_class
+from coreml_lint.sweep.legal import (
+    SIDE,
+    Call,
+    find_base,
+    find_call,
+    is_legal,
+    layout_of,
+    overflows,
+    with_given,
+    with_layout,
+)
+from coreml_lint.sweep.schema import Arg, OpInfo, string_options
+from coreml_lint.sweep.values import DTYPES, FLOATS, case_id, decode, encode_float
+
+SHAPES = ((), (5,), (3, 1, 4), (2, 0, 3), (2, 1, 3, 2, 2))
+CONTEXTS = ("linear", "addmm", "matmul")
+TARGETS = (15, 18)
+VARIANTS_PER_ARG = 4
+INT_VARIANTS = [0, 1, -1, 2, -2, SIDE, 3001]
+FLOAT_VARIANTS = [0.0, 1.0, 0.5, 1e-6, 3.0, float("inf"), float("-inf")]
+SCALAR_VARIANTS = [2, 0.5, 3.0, 3001, float("-inf"), 0]
+
+
+def op_cases(info: OpInfo) -> tuple[list[dict[str, Any]], str | None]:
+    """Every case of one op (at every sweep target), or why there is none."""
+    found = find_base(info)
+    if found is None:
+        return [], "no legal call found by the generic search"
+    base, shape, _ = found
+    cases: list[dict[str, Any]] = [_case(info, base, "base", "float32")]
+    dtype_calls = dict(_dtypes(info, base))
+    cases += [_case(info, c, "dtype", d) for d, c in dtype_calls.items() if d != "float32"]
+    variants = list(_variants(info, base))
+    float16 = "float16" in dtype_calls
+    for label, call in variants:
+        cases.append(_case(info, call, "variant", label))
+        if float16 and _has_float(call):
+            half = _retyped(info, call, "float16", origin="op")
+            if half is not None:
+                cases.append(_case(info, half, "variant", f"{label} float16"))
+    cases += [_case(info, c, "shape", s) for s, c in _shapes(info, base, shape)]
+    cases += [_case(info, c, "origin", s) for s, c in _origins(info, base, dtype_calls)]
+    if float16:
+        numeric = [(label, c) for label, c in variants if _numeric(info, label)]
+        for label, call in [("base", base), *numeric]:
+            half = _retyped(info, call, "float16", origin="op")
+            for context in CONTEXTS if half is not None else ():
+                if _fits_context(info, half, context):
+                    cases.append(_case(info, half, "context", f"{label} -> {context}", context))
+    return _at_targets(cases), None
+
+
+def _case(info: OpInfo, call: Call, axis: str, label: str, context: str = "") -> dict[str, Any]:
+    return {
+        "op": info.name,
+        "args": call.args,
+        "kwargs": call.kwargs,
+        "tensors": call.tensors,
+        "context": context,
+        "axis": axis,
+        "label": label,
+    }
+
+
+def _at_targets(cases: list[dict[str, Any]], targets: tuple[int, ...] = TARGETS) -> list[dict]:
+    out, seen = [], set()
+    for case in cases:
+        for target in targets:
+            made = dict(case, target=target)
+            made["id"] = case_id(made)
+            if made["id"] not in seen:
+                seen.add(made["id"])
+                out.append(made)
+    return out
+
+
+def _has_float(call: Call) -> bool:
+    return any(t["dtype"] in FLOATS and t.get("values") == "typical" for t in call.tensors)
+
+
+def _retyped(
+    info: OpInfo, call: Call, dtype: str, only_first: bool = False, origin: str = "in"
+) -> Call | None:
+    """The call with its float (typical-valued) operands in ``dtype``, if torch accepts it.
+    ``origin="op"`` makes them inside the program, as a float16 model does (a float16
+    *input* fails below iOS16 whatever the op, which would hide what the op does)."""
+    made = call.copy()
+    floats = [i for i, t in enumerate(made.tensors) if t["dtype"] == "float32"]
+    if not floats:
+        return None
+    chosen = floats[:1] if only_first else floats
+    for i in chosen:
+        made.tensors[i]["dtype"] = dtype
+        if dtype not in FLOATS:
+            made.tensors[i]["values"] = "typical"
+        if made.tensors[i].get("origin", "in") == "in":
+            made.tensors[i]["origin"] = origin
+    if not is_legal(info, made):
+        return None
+    if dtype not in FLOATS and dtype != "bool" and overflows(info, made):
+        for i in chosen:
+            made.tensors[i]["values"] = "small"
+    return made
+
+
+def _dtypes(info: OpInfo, base: Call) -> Iterator[tuple[str, Call]]:
+    yield "float32", base
+    for dtype in DTYPES[1:]:
+        made = _retyped(info, base, dtype) or _retyped(info, base, dtype, only_first=True)
+        if made is not None:
+            yield dtype, made
+
+
+# ---------------------------------------------------------------- variants
+def _variants(info: OpInfo, base: Call) -> Iterator[tuple[str, Call]]:
+    """Each argument alone at other legal values of distinct classes."""
+    import torch
+
+    given = _named(info, base)
+    for arg in info.args:
+        if arg.kind in ("fixed", "unknown", "tensor", "tensors", "tensors?"):
+            continue
+        if arg.kind == "tensor?":
+            yield from _optional_tensors(info, base, arg)
+            continue
+        current = given.get(arg.name, arg.default)
+        seen = {_class(current)}
+        made = 0
+        for value in _variant_values(info, base, arg, given):
+            if _class(value) in seen or _equal_default(arg, value):
+                continue
+            call = with_given(info, base, {**given, arg.name: value})
+            if arg.kind == "dtype" and value is not None:
+                _cast_range(call, value["dtype"])
+            with torch.no_grad():
+                if not is_legal(info, call):
+                    continue
+            seen.add(_class(value))
+            made += 1
+            yield f"{arg.name}={_class(value)}", call
+            if made >= (len(DTYPES) if arg.kind == "dtype" else VARIANTS_PER_ARG):
+                break
+
+
+def _cast_range(call: Call, dtype: str) -> None:
+    """Float operands of a call that makes ``dtype`` hold values that dtype can hold."""
+    for spec in call.tensors:
+        if spec["dtype"] in FLOATS and spec.get("values") == "typical":
+            spec["range"] = dtype
+
+
+def _named(info: OpInfo, call: Call) -> dict[str, Any]:
+    positional = [a for a in info.args if not a.kwarg_only]
+    found = {a.name: v for a, v in zip(positional, call.args, strict=False) if not a.is_tensor}
+    found.update({k: v for k, v in call.kwargs.items()})
+    return {k: v for k, v in found.items() if not _tensor_arg(info, k)}
+
+
+def _tensor_arg(info: OpInfo, name: str) -> bool:
+    return any(a.name == name and a.is_tensor for a in info.args)
+
+
+def _class(value: Any) -> str:
+    if isinstance(value, dict) and "dtype" in value:
+        return value["dtype"]
+    return value_class(decode(value, []))
+
+
+def _equal_default(arg: Arg, value: Any) -> bool:
+    if not arg.has_default:
+        return False
+    return decode(value, []) == arg.default and type(decode(value, [])) is type(arg.default)
+
+
+def _variant_values(info: OpInfo, base: Call, arg: Arg, given: dict[str, Any]) -> list[Any]:
+    shape = tuple(base.tensors[0]["shape"]) if base.tensors else (SIDE, SIDE)
+    kind = arg.kind
+    values: list[Any]
+    if kind == "bool":
+        values = [True, False]
+    elif kind == "int":
+        values = list(INT_VARIANTS)
+    elif kind == "ints":
+        from coreml_lint.sweep.schema import ints_candidates
+
+        values = [[2] * (arg.length or max(len(shape) - 2, 1)), *ints_candidates(arg, shape)]
+    elif kind == "float":
+        values = [encode_float(v) for v in FLOAT_VARIANTS]
+    elif kind == "floats":
+        n = max(len(shape) - 2, 1)
+        values = [[2.0] * n, [0.5] * n, [1.5] * n]
+    elif kind == "scalar":
+        values = [encode_float(v) if isinstance(v, float) else v for v in SCALAR_VARIANTS]
+    elif kind == "dtype":
+        values = [{"dtype": d} for d in DTYPES]
+    elif kind == "str":
+        from coreml_lint.sweep.legal import run_eager  # noqa: F401  (same eager path)
+
+        values = _string_values(info, base, arg, given)
+    else:
+        values = []
+    if arg.optional:
+        values = [None, *values]
+    return values
+
+
+def _string_values(info: OpInfo, base: Call, arg: Arg, given: dict[str, Any]) -> list[str]:
+    from coreml_lint.sweep.values import make_tensor
+
+    tensors = [make_tensor(t, i) for i, t in enumerate(base.tensors)]
+    args = [decode(a, tensors) for a in base.args]
+    kwargs = {k: decode(v, tensors) for k, v in base.kwargs.items()}
+    positional = [a for a in info.args if not a.kwarg_only]
+    index = next((i for i, a in enumerate(positional) if a.name == arg.name), None)
+    if index is not None:
+        args = args[:index]
+    kwargs.pop(arg.name, None)
+    return string_options(info.op, args, kwargs, arg)
+
+
+def _optional_tensors(info: OpInfo, base: Call, arg: Arg) -> Iterator[tuple[str, Call]]:
+    from coreml_lint.sweep.legal import tensor_spec
+
+    slots = [a for a in info.args if a.is_tensor]
+    index = slots.index(arg)
+    layout = layout_of(info, base)
+    main = tuple(base.tensors[0]["shape"]) if base.tensors else (SIDE, SIDE)
+    options = [tensor_spec(main), tensor_spec(main, "bool"), tensor_spec((main or (SIDE,))[-1:])]
+    options += [tensor_spec((SIDE,)), tensor_spec(())]
+    seen: set[str] = set()
+    for spec in options if layout[index] is None else [None]:
+        made = list(layout)
+        made[index] = spec
+        call = with_layout(info, base, made)
+        dtype = spec["dtype"] if spec else "None"
+        if dtype in seen or not is_legal(info, call):
+            continue
+        seen.add(dtype)
+        yield f"{arg.name}={dtype if spec else 'None'}", call
+
+
+# ---------------------------------------------------------------- shapes, origins, contexts
+def _shapes(info: OpInfo, base: Call, cube: tuple[int, ...]) -> Iterator[tuple[str, Call]]:
+    """The base call with every operand shaped like the first one reshaped (ranks 0-5, a
+    size-1 dim, an empty dim); required arguments are searched again for the shape."""
+    if not base.tensors:
+        return
+    required = {a.name for a in info.args if not a.is_tensor and not a.has_default}
+    given = {k: v for k, v in _named(info, base).items() if k not in required}
+    layout = layout_of(info, base)
+    for shape in SHAPES:
+        made = [_reshaped(spec, cube, shape) for spec in layout]
+        call = find_call(info, shape, made, given, cap=24)
+        if call is not None and call.tensors[0]["shape"] != list(cube):
+            yield "x".join(map(str, shape)) or "scalar", call
+
+
+def _reshaped(spec: Any, cube: tuple[int, ...], shape: tuple[int, ...]) -> Any:
+    if spec is None:
+        return None
+    if isinstance(spec, list):
+        return [_reshaped(s, cube, shape) for s in spec]
+    if tuple(spec["shape"]) == cube and spec.get("values") == "typical":
+        return dict(spec, shape=list(shape))
+    return spec
+
+
+def _origins(info: OpInfo, base: Call, dtype_calls: dict[str, Call]) -> Iterator[tuple[str, Call]]:
+    for dtype, call in dtype_calls.items():
+        if dtype in ("float32", "bfloat16") or not call.tensors:
+            continue
+        made = call.copy()
+        made.tensors[0]["origin"] = "op"
+        yield f"{dtype} made in Core ML", made
+    operands = [i for i, t in enumerate(base.tensors) if t.get("values") == "typical"]
+    if len(operands) >= 2:
+        made = base.copy()
+        made.tensors[operands[1]]["origin"] = "const"
+        yield "second operand constant", made
+
+
+def _numeric(info: OpInfo, label: str) -> bool:
+    """A variant setting a float or Scalar argument: a constant coremltools may keep in
+    float32 next to float16 values (the contexts are measured for these)."""
+    name = label.split("=")[0]
+    return any(a.name == name and a.kind in ("float", "scalar") for a in info.args)
+
+
+def _fits_context(info: OpInfo, call: Call, context: str) -> bool:
+    """Whether the op's (first) output can feed ``context`` with a 4-wide weight."""
+    import torch
+
+    from coreml_lint.sweep.legal import _flat, run_eager
+
+    try:
+        with torch.no_grad():
+            out = _flat(run_eager(info.op, call))[0]
+    except Exception:
+        return False
+    if not out.is_floating_point() or out.dim() == 0 or out.shape[-1] != SIDE:
+        return False
+    return out.dim() == 2 if context == "addmm" else True

@@ -1,0 +1,188 @@
+"""Measure a group of cases: export one program, key each case's op node the way CML801
+keys a user's program, lower with the stock ``CoreMLPartitioner``, and judge the result
+with the ``verify`` oracle (typical values, then extreme ones).
+
+Outcomes per case:
+
+- ``crash``: the stock lowering raised (the exception's first line);
+- ``wrong``: it lowered, and the Core ML program computes other values than eager on
+  typical inputs (``verify``: a divergence in the float32 or float16 pass or the interface);
+- ``edge``: right on typical values, wrong with NaN, infinities or values at the limits of
+  float16 (the first divergence says which);
+- ``ok``: right on both;
+- ``unverified``: it lowered, but the interpreter cannot execute a MIL op it produced;
+- ``cpu``: the stock partitioner did not delegate the op (or not all of it).
+
+A group answers only for what it can attribute: when it crashes or anything in it is not
+*ok*, the runner measures its cases one by one (``split``).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from coreml_lint.program.behaviour import KeyMaker
+from coreml_lint.sweep.build import CONTEXT_OPS, build
+
+SPLIT = "split"
+
+
+def first_line(error: BaseException) -> str:
+    text = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {text[0] if text else ''}"[:300]
+
+
+def innermost(node: Any) -> str:
+    stack = node.meta.get("nn_module_stack") or {}
+    return list(stack.values())[-1][0] if stack else ""
+
+
+def measure(cases: list[dict[str, Any]]) -> list[dict[str, Any]] | str:
+    """Per-case results, or ``SPLIT`` when a group cannot attribute what it saw."""
+    import torch
+
+    single = len(cases) == 1
+    built = build(cases)
+    try:
+        ep = torch.export.export(built.module, tuple(built.inputs), strict=False)
+    except Exception as exc:
+        return [_result(c, "export", first_line(exc)) for c in cases] if single else SPLIT
+    keys = case_keys(ep, cases)
+    return _lower_and_judge(ep, cases, built, keys, single)
+
+
+def _lower_and_judge(ep, cases, built, keys, single) -> list[dict[str, Any]] | str:
+    from coreml_lint.verifier.api import verify_lowered
+    from coreml_lint.verifier.lowering import lower_stock
+
+    target = cases[0]["target"]
+    lowering = lower_stock(ep, minimum_deployment_target=target)
+    if lowering.error is not None:
+        if not single:
+            return SPLIT
+        return [_result(cases[0], "crash", first_line(lowering.error), keys[0])]
+    placed = delegated(lowering.edge.exported_program(), len(cases))
+    logging.disable(logging.WARNING)
+    try:
+        report = verify_lowered(lowering.edge, lowering.mlmodels, inputs=list(built.inputs))
+        extreme = None
+        if report.status == "agree":
+            extreme = verify_lowered(lowering.edge, lowering.mlmodels, inputs=list(built.extreme))
+    finally:
+        logging.disable(logging.NOTSET)
+    if not single and report.status != "agree":
+        return SPLIT
+    edges = _edge_cases(lowering.edge.exported_program(), extreme, len(cases))
+    if edges is None:
+        return SPLIT
+    results = []
+    for i, case in enumerate(cases):
+        if not placed[i]:
+            results.append(_result(case, "cpu", "not delegated by the stock partitioner", keys[i]))
+            continue
+        outcome, message = _judge(report, edges.get(i))
+        results.append(_result(case, outcome, message, keys[i]))
+    return results
+
+
+def _judge(report: Any, edge: Any) -> tuple[str, str]:
+    if report.status == "diverge":
+        return "wrong", _divergence(report.divergences[0])
+    if report.status != "agree":
+        return "unverified", "; ".join(report.not_verified)[:300] or report.status
+    if edge is not None:
+        return "edge", _divergence(edge)
+    return "ok", ""
+
+
+def _divergence(d: Any) -> str:
+    return f"{d.check} {d.kind} ({d.mil_op or 'output'}): {d.message}"[:300]
+
+
+def _edge_cases(edge_ep: Any, extreme: Any, count: int) -> dict[int, Any] | None:
+    """Case index -> its first divergence on extreme values, or None when a divergence
+    cannot be told to one case (the group is then measured case by case)."""
+    if extreme is None or extreme.status != "diverge":
+        return {}
+    if count == 1:
+        return {0: extreme.divergences[0]}
+    from coreml_lint.verifier.api import coreml_delegates
+
+    delegates = coreml_delegates(edge_ep)
+    found: dict[int, Any] = {}
+    for d in extreme.divergences:
+        if d.node is None or d.partition >= len(delegates):
+            return None
+        graph = delegates[d.partition][1].original_module.graph
+        node = next((n for n in graph.nodes if n.name == d.node), None)
+        path = innermost(node).split(".")[0] if node is not None else ""
+        if not path.startswith("c") or not path[1:].isdigit():
+            return None
+        found.setdefault(int(path[1:]), d)
+    return found
+
+
+def _result(case: dict[str, Any], outcome: str, message: str, keys: Any = None) -> dict:
+    return {
+        "id": case["id"],
+        "op": case["op"],
+        "target": case["target"],
+        "outcome": outcome,
+        "message": message,
+        "keys": keys or [],
+    }
+
+
+def delegated(edge_ep: Any, count: int) -> list[bool]:
+    """Per case: whether none of its op's nodes stayed in the top-level (CPU) graph."""
+    on_cpu = set()
+    for node in edge_ep.graph.nodes:
+        if node.op != "call_function" or "executorch_call_delegate" in str(node.target):
+            continue
+        if "getitem" in str(node.target):
+            continue
+        path = innermost(node)
+        if path.startswith("c") and "." not in path:
+            on_cpu.add(path)
+    return [f"c{i}" not in on_cpu for i in range(count)]
+
+
+def case_keys(ep: Any, cases: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+    """Per case, the key of each of its op's nodes as the linter sees them: the canonical
+    graph of the exported program, placed as the linter predicts at the case's target."""
+    from coreml_lint.core.settings import PartitionerSettings
+    from coreml_lint.engine.exported import graph_of
+    from coreml_lint.program.canonical import canonicalize
+    from coreml_lint.program.placement import COREML, predict_placement
+
+    paths = {n.name: innermost(n) for n in ep.graph.nodes}
+    graph = canonicalize(graph_of(ep))
+    settings = PartitionerSettings(minimum_deployment_target=cases[0]["target"])
+    placement = predict_placement(graph, settings)
+    maker = KeyMaker(graph, placement)
+    users = graph.users()
+    found: list[list[dict[str, Any]]] = [[] for _ in cases]
+    for node in graph.nodes:
+        path = paths.get(node.name) or paths.get(node.origin or "", "")
+        if not path.startswith("c") or "." in path:
+            continue
+        index = int(path[1:])
+        where = placement.nodes[node.name]
+        key = maker.key(node)
+        context = ""
+        if cases[index].get("context"):
+            wanted = CONTEXT_OPS[cases[index]["context"]]
+            readers = [u.target for out in node.outputs for u in users.get(out, [])]
+            context = wanted if wanted in readers else "?"
+        found[index].append(
+            {
+                "op": key.op,
+                "operands": key.operands,
+                "variant": key.variant,
+                "shape": key.shape,
+                "context": context,
+                "placed": where.where if where.where != COREML or not where.decomposed else "dec",
+            }
+        )
+    return found

@@ -1,0 +1,162 @@
+"""What a sweep found: counts by op family, and which catalogue pitfalls are in the table.
+
+The pitfall queries only *read* the finished table (the sweep itself is told nothing about
+them): each names the entries that would reproduce one op-level pitfall of the catalogue.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections import Counter, defaultdict
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from coreml_lint.program.behaviour import BAD, Entry, load_table
+
+FAMILIES = (
+    ("attention", r"attention"),
+    ("normalization", r"norm"),
+    ("convolution", r"conv|col2im|im2col"),
+    ("pooling", r"pool"),
+    ("matmul/linear", r"^(mm|bmm|addmm|baddbmm|matmul|linear|dot|mv|outer|einsum)\."),
+    (
+        "reduction",
+        r"^(sum|mean|amax|amin|max|min|var|std|prod|any|all|argmax|argmin|logsumexp|cumsum|cumprod|norm|linalg)",
+    ),
+    ("comparison/logical", r"^(eq|ne|lt|le|gt|ge|logical|bitwise|isnan|where)"),
+    ("index/gather/scatter", r"index|gather|scatter|embedding|select|slice|take|masked"),
+    ("fill/factory", r"^(full|zeros|ones|empty|arange|eye|scalar_tensor|new_|fill|linspace)"),
+    (
+        "activation",
+        r"relu|gelu|silu|sigmoid|tanh|elu|softmax|softplus|hard|mish|glu|prelu|log_softmax|threshold",
+    ),
+    (
+        "shape/copy",
+        r"view|reshape|permute|transpose|expand|squeeze|unsqueeze|cat|stack|split|flatten|repeat|tile|flip|roll|copy|clone|pad|chunk|unbind|narrow|alias|contiguous|t\.|numpy_T|atleast|broadcast|pixel|upsample|interp|grid",
+    ),
+    ("elementwise math", r"."),
+)
+
+
+def family(op: str) -> str:
+    name = op.removeprefix("aten.")
+    return next(f for f, pattern in FAMILIES if re.search(pattern, name))
+
+
+def sweep_summary(store: Any, results: list[dict[str, Any]]) -> dict[str, Any]:
+    meta = store.meta()
+    outcomes = Counter(r["outcome"] for r in results)
+    summary = {
+        "measured": time.strftime("%Y-%m-%d"),
+        "cases": len(results),
+        # Of the cases generated: a sweep stopped early has measured the most telling first.
+        "cases_generated": sum(len(row["cases"]) for row in store.generated()),
+        "outcomes": dict(sorted(outcomes.items())),
+        "wall_seconds": round(meta.get("wall_seconds", 0.0)),
+        "cpu_seconds": round(meta.get("cpu_seconds", 0.0)),
+        "workers": meta.get("workers"),
+        "ops_without_a_legal_call": meta.get("no_legal_call", []),
+        "ops_left_out": meta.get("left_out", {}),
+        "sampling": (
+            "one factor at a time around a legal float32 call found from the schema: 9 "
+            "dtypes; each argument at up to 4 other legal values of distinct classes (in "
+            "float32 and float16 made in the program; a dtype argument at all 9); ranks "
+            "0-5 with size-1 and empty dims; the first operand made in the program, the "
+            "second a constant; float16 outputs feeding linear/addmm/matmul for the base "
+            "call and float/Scalar variants; iOS15 and iOS18, plus iOS16/17 where they "
+            "disagree"
+        ),
+    }
+    if meta.get("note"):  # what a reader of the numbers must know (a run cut short)
+        summary["note"] = meta["note"]
+    return summary
+
+
+def by_family(results: list[dict[str, Any]]) -> dict[str, Counter]:
+    from coreml_lint.sweep.table import outcome_of
+
+    counts: dict[str, Counter] = defaultdict(Counter)
+    for result in results:
+        counts[family("aten." + result["op"])][outcome_of(result)] += 1
+    return counts
+
+
+def _find(entries: list[Entry], test: Callable[[Entry], bool]) -> list[Entry]:
+    return [e for e in entries if test(e)]
+
+
+def _dtypes(e: Entry) -> list[str]:
+    return [o.partition(":")[0] for o in e.operands.split(",") if o]
+
+
+PITFALLS: dict[str, Callable[[Entry], bool]] = {
+    "bool min/max (crash)": lambda e: (
+        e.outcome == "crash"
+        and re.match(r"aten\.(amax|amin|max|min|maximum|minimum)\.", e.op) is not None
+        and "bool" in _dtypes(e)
+    ),
+    "rms_norm without eps (crash)": lambda e: (
+        e.op == "aten.rms_norm.default"
+        and e.outcome == "crash"
+        and "a3=" not in e.variant
+        and set(_dtypes(e)) == {"float32"}
+    ),
+    "max_pool without stride (crash)": lambda e: (
+        "max_pool" in e.op
+        and e.outcome == "crash"
+        and "a2=" not in e.variant
+        and set(_dtypes(e)) == {"float32"}
+    ),
+    "tanh GELU (wrong)": lambda e: (
+        e.op == "aten.gelu.default" and "approximate=tanh" in e.variant and e.outcome == "wrong"
+    ),
+    "bfloat16 (crash)": lambda e: "bfloat16" in _dtypes(e) and e.outcome == "crash",
+    "8-bit inputs (crash)": lambda e: (
+        e.outcome == "crash" and any(o in e.operands for o in ("uint8:in", "int8:in"))
+    ),
+    "integer fills (wrong)": lambda e: (
+        re.match(r"aten\.(full|full_like|new_full|fill)", e.op) is not None and e.outcome == "wrong"
+    ),
+    "float16 SDPA with scale (crash)": lambda e: (
+        "scaled_dot_product" in e.op
+        and "scale=" in e.variant
+        and "float16" in _dtypes(e)
+        and e.outcome == "crash"
+    ),
+    "float16 float-exponent pow (crash)": lambda e: (
+        e.op == "aten.pow.Tensor_Scalar"
+        and "float16" in _dtypes(e)
+        and re.search(r"a1=(frac|whole)", e.variant) is not None
+        and e.outcome == "crash"
+    ),
+}
+
+
+def render_report(store: Any, table_path: Path) -> str:
+    results = list(store.results().values())
+    lines = [f"{len(results)} cases measured"]
+    meta = store.meta()
+    if meta.get("wall_seconds"):
+        lines.append(
+            f"wall time {meta['wall_seconds'] / 60:.1f} min with {meta.get('workers')} workers"
+        )
+    lines.append("\noutcomes by op family:")
+    for name, counts in sorted(by_family(results).items()):
+        parts = ", ".join(f"{o} {n}" for o, n in counts.most_common())
+        lines.append(f"  {name}: {parts}")
+    table = load_table(table_path)
+    entries = [e for rows in table.entries.values() for e in rows]
+    bad = [e for e in entries if e.outcome in BAD]
+    lines.append(
+        f"\ntable {table_path}: {len(entries)} entries over {len(table.by_op)} ops, "
+        f"{len(bad)} crash/wrong"
+    )
+    lines.append("\ncatalogue pitfalls in the table:")
+    for name, test in PITFALLS.items():
+        found = _find(entries, test)
+        ops = sorted({e.op for e in found})
+        shown = ", ".join(ops[:4]) + (f" (+{len(ops) - 4} ops)" if len(ops) > 4 else "")
+        lines.append(f"  {'FOUND' if found else 'missed'}  {name}: {len(found)} entries {shown}")
+    return "\n".join(lines)

@@ -1,0 +1,220 @@
+"""The sweep's driver: generate every op's cases, measure them in groups on worker
+processes, then measure iOS16 and iOS17 where iOS15 and iOS18 disagree. Everything is
+appended to JSON-lines files in the output folder as it is known, so an interrupted sweep
+resumes where it stopped.
+
+Grouping: most cases lower fine, so cases that are alike (same axis, target, first operand
+dtype and origin) share one program, and a group that crashes or disagrees anywhere is measured
+again case by case. The group size follows the failure rate seen so far in each kind of
+case (Dorfman's rule, about ``1/sqrt(p)``): a bfloat16 case is soon measured alone, a
+float32 one in a dozen.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from coreml_lint.sweep.pool import Pool, Task
+
+GENERATE_TIMEOUT = 600.0
+MAX_GROUP = 12
+GOOD = {"ok", "cpu", "edge"}
+Say = Callable[[str], None]
+
+
+class Store:
+    """The sweep's folder: ``cases.jsonl`` (per op), ``results.jsonl`` (per case)."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        folder.mkdir(parents=True, exist_ok=True)
+        self.cases_path = folder / "cases.jsonl"
+        self.results_path = folder / "results.jsonl"
+        self.meta_path = folder / "meta.json"
+
+    @staticmethod
+    def _read(path: Path) -> list[dict[str, Any]]:
+        if not path.exists():
+            return []
+        rows = []
+        for line in path.read_text().splitlines():
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError:  # a line cut short by an interruption
+                continue
+        return rows
+
+    def generated(self) -> list[dict[str, Any]]:
+        return self._read(self.cases_path)
+
+    def results(self) -> dict[str, dict[str, Any]]:
+        return {r["id"]: r for r in self._read(self.results_path)}
+
+    def append(self, path: Path, row: dict[str, Any]) -> None:
+        with path.open("a") as handle:
+            handle.write(json.dumps(row, sort_keys=True) + "\n")
+
+    def meta(self) -> dict[str, Any]:
+        return json.loads(self.meta_path.read_text()) if self.meta_path.exists() else {}
+
+    def save_meta(self, meta: dict[str, Any]) -> None:
+        self.meta_path.write_text(json.dumps(meta, indent=1, sort_keys=True) + "\n")
+
+
+# Measured first to last, so a sweep stopped early has the most telling cases.
+AXIS_ORDER = ("base", "dtype", "variant", "origin", "context", "shape")
+
+
+def bucket_of(case: dict[str, Any]) -> tuple[Any, ...]:
+    first = case["tensors"][0] if case["tensors"] else {"dtype": "-", "origin": "-"}
+    priority = AXIS_ORDER.index(case["axis"]) if case.get("axis") in AXIS_ORDER else 0
+    return (priority, case["target"], first["dtype"], first.get("origin", "in"))
+
+
+@dataclass
+class Scheduler:
+    """Hands out groups of pending cases, sized by each bucket's failure rate so far."""
+
+    pool: Pool
+    store: Store
+    say: Say
+    pending: dict[tuple[Any, ...], list[dict[str, Any]]] = field(default_factory=dict)
+    seen: dict[tuple[Any, ...], list[int]] = field(
+        default_factory=lambda: defaultdict(lambda: [0, 0])
+    )
+    done: int = 0
+    total: int = 0
+    started: float = field(default_factory=time.monotonic)
+
+    def add(self, cases: list[dict[str, Any]]) -> None:
+        for case in cases:
+            self.pending.setdefault(bucket_of(case), []).append(case)
+        self.total += len(cases)
+
+    def group_size(self, bucket: tuple[Any, ...]) -> int:
+        measured, bad = self.seen[bucket]
+        p = (bad + 0.2) / (measured + 4)
+        return 1 if p > 0.3 else max(1, min(MAX_GROUP, round(1 / math.sqrt(p))))
+
+    def refill(self) -> bool:
+        if not self.pending:
+            return False
+        first = min(b[0] for b in self.pending)
+        bucket = max((b for b in self.pending if b[0] == first), key=lambda b: len(self.pending[b]))
+        size = self.group_size(bucket)
+        group, self.pending[bucket] = self.pending[bucket][:size], self.pending[bucket][size:]
+        if not self.pending[bucket]:
+            del self.pending[bucket]
+        self.submit(group)
+        return True
+
+    def submit(self, group: list[dict[str, Any]], first: bool = False) -> None:
+        timeout = 90.0 + 30.0 * len(group)
+        self.pool.submit(
+            Task(
+                "measure",
+                group,
+                timeout,
+                lambda value, g=group: self._done(g, value),
+                lambda why, g=group: self._failed(g, why),
+            ),
+            first=first,
+        )
+
+    def _done(self, group: list[dict[str, Any]], value: Any) -> None:
+        if value == "split" or not isinstance(value, list):
+            for case in group:
+                self.submit([case], first=True)
+            return
+        for result in value:
+            self._record(result, bucket_of(next(c for c in group if c["id"] == result["id"])))
+
+    def _failed(self, group: list[dict[str, Any]], why: str) -> None:
+        if len(group) > 1:
+            for case in group:
+                self.submit([case], first=True)
+            return
+        case = group[0]
+        outcome = "crash" if "died" in why or "timeout" in why else "error"
+        self._record(
+            {
+                "id": case["id"],
+                "op": case["op"],
+                "target": case["target"],
+                "outcome": outcome,
+                "message": f"sweep worker: {why}",
+                "keys": [],
+            },
+            bucket_of(case),
+        )
+
+    def _record(self, result: dict[str, Any], bucket: tuple[Any, ...]) -> None:
+        self.store.append(self.store.results_path, result)
+        counts = self.seen[bucket]
+        counts[0] += 1
+        counts[1] += result["outcome"] not in GOOD
+        self.done += 1
+        if self.done % 200 == 0 or self.done == self.total:
+            rate = self.done / max(time.monotonic() - self.started, 1e-9)
+            left = (self.total - self.done) / rate if rate else 0
+            self.say(f"measured {self.done}/{self.total} ({rate:.1f}/s, ~{left / 60:.0f} min left)")
+
+
+def generate_all(pool: Pool, store: Store, names: list[str], say: Say) -> None:
+    done = {row["op"] for row in store.generated()}
+    todo = [n for n in names if n not in done]
+    say(f"generating cases for {len(todo)} ops ({len(done)} already generated)")
+
+    def finished(value: Any) -> None:
+        store.append(store.cases_path, value)
+
+    def failed(name: str, why: str) -> None:
+        store.append(store.cases_path, {"op": name, "cases": [], "why": f"generation: {why}"})
+
+    for name in todo:
+        pool.submit(
+            Task("generate", name, GENERATE_TIMEOUT, finished, lambda why, n=name: failed(n, why))
+        )
+    pool.run()
+
+
+def measure_all(pool: Pool, store: Store, cases: list[dict[str, Any]], say: Say) -> None:
+    done = store.results()
+    todo = [c for c in cases if c["id"] not in done]
+    say(f"measuring {len(todo)} cases ({len(cases) - len(todo)} already measured)")
+    scheduler = Scheduler(pool, store, say)
+    scheduler.add(todo)
+    pool.run(scheduler.refill)
+
+
+def middle_targets(cases: list[dict[str, Any]], results: dict[str, dict]) -> list[dict]:
+    """iOS16 and iOS17 copies of every case whose iOS15 and iOS18 outcomes differ."""
+    from coreml_lint.program.behaviour import normalized
+    from coreml_lint.sweep.values import case_id
+
+    by_spec: dict[str, dict[int, dict[str, Any]]] = defaultdict(dict)
+    for case in cases:
+        spec = json.dumps(
+            {k: v for k, v in case.items() if k not in ("id", "target")}, sort_keys=True
+        )
+        by_spec[spec][case["target"]] = case
+    extra = []
+    for targets in by_spec.values():
+        low, high = targets.get(15), targets.get(18)
+        if low is None or high is None or low["id"] not in results or high["id"] not in results:
+            continue
+        a, b = results[low["id"]], results[high["id"]]
+        if (a["outcome"], normalized(a["message"])) == (b["outcome"], normalized(b["message"])):
+            continue
+        for target in (16, 17):
+            made = dict(low, target=target)
+            made["id"] = case_id(made)
+            extra.append(made)
+    return extra

@@ -1,0 +1,218 @@
+"""Which ops the sweep measures and what values each argument may take, read from the ops'
+own schemas (``torch.ops.aten.<op>.<overload>._schema``), not from a hand-written list.
+
+The scope is every functional ATen overload the stock partitioner would hand to Core ML:
+coremltools has a converter for its name (the checked-in op table) and executorch does not
+refuse it. An argument's candidate values come from its schema type and default: a bool
+flips, an optional argument is tried absent and present, a list of ints has the lengths
+its type allows, a string takes the values torch's own error message lists for it.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from coreml_lint.program.optable import OpTable
+from coreml_lint.program.placement import REFUSED_OPS
+
+# Argument types that are never worth varying: the sweep leaves them at their default.
+FIXED_TYPES = ("Device", "Layout", "MemoryFormat", "Generator")
+RANDOM_NAMES = re.compile(r"(^|_)(rand|randn|randint|multinomial|bernoulli|normal|uniform)")
+
+
+@dataclass(frozen=True)
+class Arg:
+    """One schema argument, with the kind the generator works with."""
+
+    name: str
+    kind: str  # tensor, tensor?, tensors, tensors?, int, ints, float, floats, scalar, bool,
+    #            str, dtype, fixed
+    optional: bool
+    has_default: bool
+    default: Any
+    kwarg_only: bool
+    length: int | None  # the N of int[N]
+
+    @property
+    def is_tensor(self) -> bool:
+        return self.kind.startswith("tensor")
+
+
+def arg_kind(real_type: str) -> tuple[str, bool]:
+    """(kind, optional) of a schema type such as ``Optional[List[int]]``."""
+    optional = real_type.startswith("Optional[")
+    inner = real_type[len("Optional[") : -1] if optional else real_type
+    if any(t in inner for t in FIXED_TYPES):
+        return "fixed", optional
+    kinds = {
+        "Tensor": "tensor",
+        "List[Tensor]": "tensors",
+        "List[Optional[Tensor]]": "tensors?",
+        "int": "int",
+        "SymInt": "int",
+        "List[int]": "ints",
+        "List[SymInt]": "ints",
+        "float": "float",
+        "List[float]": "floats",
+        "number": "scalar",
+        "bool": "bool",
+        "str": "str",
+        "ScalarType": "dtype",
+    }
+    kind = kinds.get(inner, "unknown")
+    if kind == "tensor" and optional:
+        return "tensor?", True
+    return kind, optional
+
+
+def schema_args(op: Any) -> list[Arg]:
+    args = []
+    for a in op._schema.arguments:
+        kind, optional = arg_kind(str(a.real_type))
+        args.append(
+            Arg(
+                a.name,
+                kind,
+                optional,
+                a.has_default_value(),
+                a.default_value,
+                a.kwarg_only,
+                a.N,
+            )
+        )
+    return args
+
+
+def returns_tensors(op: Any) -> bool:
+    returns = [str(r.type) for r in op._schema.returns]
+    return bool(returns) and all(r in ("Tensor", "List[Tensor]") for r in returns)
+
+
+@dataclass(frozen=True)
+class OpInfo:
+    name: str  # "amax.default": torch.ops.aten.amax.default
+    op: Any
+    args: tuple[Arg, ...]
+
+    @property
+    def edge_name(self) -> str:
+        return f"aten.{self.name}"
+
+
+def in_scope(table: OpTable) -> tuple[list[OpInfo], dict[str, str]]:
+    """The ops to sweep, and the others the partitioner would delegate with why they are
+    left out."""
+    import torch
+
+    found, left_out = [], {}
+    names = sorted({n for n in torch._C._dispatch_get_all_op_names() if n.startswith("aten::")})
+    for full in names:
+        base, _, overload = full[len("aten::") :].partition(".")
+        overload = overload or "default"
+        name = f"{base}.{overload}"
+        if (base.endswith("_") and not base.endswith("__")) or overload.endswith("out"):
+            continue
+        if not table.coreml_has_converter(name):
+            continue
+        try:
+            op = getattr(getattr(torch.ops.aten, base), overload)
+        except (AttributeError, RuntimeError):
+            continue
+        why = _left_out(op, name)
+        if why is not None:
+            left_out[name] = why
+            continue
+        found.append(OpInfo(name, op, tuple(schema_args(op))))
+    return found, left_out
+
+
+def _left_out(op: Any, name: str) -> str | None:
+    if op._schema.is_mutable:
+        return "mutates its input"
+    if name in REFUSED_OPS:
+        return "executorch refuses it (never delegated)"
+    if not returns_tensors(op):
+        return "returns no tensor"
+    args = schema_args(op)
+    if RANDOM_NAMES.search(name) or any("Generator" in str(a) for a in op._schema.arguments):
+        return "random: nothing to compare"
+    if any(a.kind == "unknown" and not a.has_default for a in args):
+        return "an argument type the generator does not make"
+    return None
+
+
+# ---------------------------------------------------------------- candidate values
+def int_candidates(arg: Arg, rank: int, side: int) -> list[Any]:
+    """Values for a required int: dims, counts and sizes a side-``side`` tensor accepts."""
+    return [1, 0, -1, 2, side, side * side, 3]
+
+
+def ints_candidates(arg: Arg, shape: tuple[int, ...]) -> list[list[int]]:
+    """Values for a required int list: spatial lists, dims, sizes and permutations."""
+    rank = len(shape)
+    spatial = max(rank - 2, 1)
+    if arg.length:
+        n = arg.length
+        found = [[1] * n, [2] * n, [0] * n, [shape[-1] if shape else 1] * n]
+    else:
+        found = [
+            [1] * spatial,
+            [0] * spatial,
+            [1],
+            [0],
+            [shape[-1]] if shape else [1],
+            list(shape),
+            [-1],
+            [_numel(shape)],
+            list(reversed(range(rank))),
+            [2] * spatial,
+            [1] * rank,
+            [],
+        ]
+    unique: list[list[int]] = []
+    for value in found:
+        if value not in unique:
+            unique.append(value)
+    return unique
+
+
+def _numel(shape: tuple[int, ...]) -> int:
+    total = 1
+    for d in shape:
+        total *= d
+    return total
+
+
+FLOAT_CANDIDATES = [0.5, 1e-5, 0.0, 2.0]
+SCALAR_CANDIDATES = [2, 0.5]
+
+
+def string_options(op: Any, args: list[Any], kwargs: dict[str, Any], arg: Arg) -> list[str]:
+    """The values torch accepts for a string argument: its default plus the words its own
+    error message lists for a bogus one (``approximate argument must be either none or
+    tanh``)."""
+    options = [arg.default] if isinstance(arg.default, str) else []
+    probe_args, probe_kwargs = list(args), dict(kwargs)
+    if arg.kwarg_only:
+        probe_kwargs[arg.name] = "@@"
+    else:
+        probe_args.append("@@")
+    try:
+        op(*probe_args, **probe_kwargs)
+    except Exception as exc:  # the message is the point
+        options += _listed_words(str(exc))
+    return list(dict.fromkeys(o for o in options if o))
+
+
+_STOP = {"or", "and", "none_", "but", "found", "received", "got", "None"}
+
+
+def _listed_words(message: str) -> list[str]:
+    first = message.strip().splitlines()[0] if message.strip() else ""
+    match = re.search(r"(?:either|one of)\s+(.*?)(?:\s+but\b|\.\s*$|$)", first)
+    if not match:
+        return []
+    words = re.findall(r"[A-Za-z_][A-Za-z0-9_]*", match.group(1))
+    return [w for w in words if w not in _STOP]

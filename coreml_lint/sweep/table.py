@@ -1,0 +1,196 @@
+"""Aggregate the sweep's results into the checked-in table ``program/data/behaviour.json``.
+
+Only cases whose op became exactly one delegated node of the linter's canonical graph are
+keyed (a decomposed op is measured through its pieces). Cases with the same key at the
+same target and shape class are one cell; a cell whose cases disagree is ``mixed`` (the
+rule never reports it). Cells of one key are then folded: all shape classes agreeing at a
+target become shape ``*``, and targets with the same outcome one target list.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter, defaultdict
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from coreml_lint.program.behaviour import FORMAT, MIXED, format_targets, normalized
+
+Cell = tuple[str, str, int]  # outcome, message, cases
+
+
+def keyed(result: dict[str, Any]) -> dict[str, Any] | None:
+    """The one key of a case whose op became one delegated node (float32 made inside Core ML
+    keyed as an input, as ``KeyMaker.origin`` keys it)."""
+    keys = result.get("keys") or []
+    if len(keys) != 1 or keys[0]["placed"] != "coreml" or keys[0]["context"] == "?":
+        return None
+    operands = ",".join(
+        "float32:in" if o == "float32:op" else o for o in keys[0]["operands"].split(",")
+    )
+    return dict(keys[0], operands=operands) if keys[0]["operands"] else keys[0]
+
+
+# Interface divergences about the partition's outputs, not the op's values: a single-op
+# program returning a clone returns the input var itself (CML501's failure, not the op's).
+BOUNDARY = ("interface output-is-input", "interface duplicate-output")
+
+
+def outcome_of(result: dict[str, Any]) -> str:
+    if result["outcome"] == "wrong" and result["message"].startswith(BOUNDARY):
+        return "boundary"
+    return result["outcome"]
+
+
+def cells(results: list[dict[str, Any]]) -> dict[tuple[str, ...], dict[tuple[str, int], Cell]]:
+    """(op, operands, variant, context) -> (shape, target) -> the measured cell."""
+    raw: dict[tuple[str, ...], dict[tuple[str, int], list[tuple[str, str]]]] = defaultdict(
+        lambda: defaultdict(list)
+    )
+    for result in results:
+        key = keyed(result)
+        if key is None or result["outcome"] in ("export", "error"):
+            continue
+        group = (key["op"], key["operands"], key["variant"], key["context"])
+        raw[group][(key["shape"], result["target"])].append((result["outcome"], result["message"]))
+    found: dict[tuple[str, ...], dict[tuple[str, int], Cell]] = {}
+    for group, by_cell in raw.items():
+        found[group] = {where: _cell(seen) for where, seen in by_cell.items()}
+    return found
+
+
+def _cell(seen: list[tuple[str, str]]) -> Cell:
+    outcomes = Counter(o for o, _ in seen)
+    if len(outcomes) > 1:
+        return MIXED, "; ".join(f"{n} {o}" for o, n in outcomes.most_common()), len(seen)
+    messages = Counter(normalized(m) for _, m in seen)
+    common = messages.most_common(1)[0][0]
+    message = next(m for _, m in seen if normalized(m) == common)
+    return seen[0][0], message, len(seen)
+
+
+def fold(by_cell: dict[tuple[str, int], Cell]) -> list[tuple[str, frozenset[int], Cell]]:
+    """(shape, targets, cell) rows: shape ``*`` where every shape agrees at a target."""
+    per_target: dict[int, dict[str, Cell]] = defaultdict(dict)
+    for (shape, target), cell in by_cell.items():
+        per_target[target][shape] = cell
+    rows: dict[tuple[str, str, str, str], list[Any]] = {}
+    for target, shapes in per_target.items():
+        signatures = {(c[0], normalized(c[1])) for c in shapes.values()}
+        if len(signatures) == 1:
+            merged = list(shapes.values())
+            cell = (merged[0][0], merged[0][1], sum(c[2] for c in merged))
+            items = [("*", cell)]
+        else:
+            items = list(shapes.items())
+        for shape, cell in items:
+            sig = (shape, cell[0], normalized(cell[1]))
+            row = rows.setdefault((*sig, ""), [set(), cell, 0])
+            row[0].add(target)
+            row[2] += cell[2]
+    return [
+        (shape, frozenset(targets), (cell[0], cell[1], count))
+        for (shape, _, _, _), (targets, cell, count) in sorted(rows.items())
+    ]
+
+
+def bases(results: list[dict[str, Any]], cases: dict[str, dict[str, Any]]) -> dict[str, str]:
+    """Op -> the variant of its base call (the schema defaults around a legal call)."""
+    found: dict[str, str] = {}
+    for result in results:
+        case = cases.get(result["id"])
+        key = keyed(result)
+        if case is not None and case["axis"] == "base" and key is not None:
+            found.setdefault(key["op"], key["variant"])
+    return dict(sorted(found.items()))
+
+
+def arg_names(ops: set[str]) -> dict[str, list[str]]:
+    """Op -> its schema's argument names (to print ``eps=frac`` rather than ``a3=frac``)."""
+    import torch
+
+    found = {}
+    for op in sorted(ops):
+        namespace, base, overload = op.split(".")
+        try:
+            packet = getattr(getattr(torch.ops, namespace), base)
+            found[op] = [a.name for a in getattr(packet, overload)._schema.arguments]
+        except (AttributeError, RuntimeError):
+            continue
+    return found
+
+
+def build_table(
+    results: list[dict[str, Any]], sweep: dict[str, Any], cases: dict[str, dict[str, Any]]
+) -> dict[str, Any]:
+    messages: list[str] = []
+    index: dict[str, int] = {}
+    ops: dict[str, list[list[Any]]] = defaultdict(list)
+    for (op, operands, variant, context), by_cell in sorted(cells(results).items()):
+        for shape, targets, (outcome, message, count) in fold(by_cell):
+            if message and message not in index:
+                index[message] = len(messages)
+                messages.append(message)
+            ops[op].append(
+                [
+                    operands,
+                    variant,
+                    context,
+                    shape,
+                    format_targets(targets),
+                    outcome,
+                    index.get(message) if message else None,
+                    count,
+                ]
+            )
+    return {
+        "format": FORMAT,
+        "measured_with": measured_versions(),
+        "sweep": sweep,
+        "bases": bases(results, cases),
+        "arg_names": arg_names(set(ops)),
+        "messages": messages,
+        "ops": dict(sorted(ops.items())),
+    }
+
+
+def measured_versions() -> dict[str, str]:
+    return {p: metadata.version(p) for p in ("torch", "executorch", "coremltools")}
+
+
+def render(table: dict[str, Any]) -> str:
+    """One line per entry (and per op of the per-op maps): compact, and a re-measure diffs
+    by line."""
+    per_line = ("bases", "arg_names")
+    lines = ["{"]
+    for key, value in table.items():
+        if key in ("messages", "ops", *per_line):
+            continue
+        lines.append(f"{json.dumps(key)}: {json.dumps(value, sort_keys=True)},")
+    for key in per_line:
+        items = list(table[key].items())
+        lines.append(f"{json.dumps(key)}: {{")
+        lines += [
+            f"{json.dumps(op)}: {json.dumps(v)}" + ("," if i < len(items) - 1 else "")
+            for i, (op, v) in enumerate(items)
+        ]
+        lines.append("},")
+    lines.append('"messages": [')
+    lines += [json.dumps(m) + "," for m in table["messages"]]
+    if table["messages"]:
+        lines[-1] = lines[-1][:-1]
+    lines.append("],")
+    lines.append('"ops": {')
+    ops = list(table["ops"].items())
+    for i, (op, rows) in enumerate(ops):
+        lines.append(f"{json.dumps(op)}: [")
+        lines += [json.dumps(r) + ("," if j < len(rows) - 1 else "") for j, r in enumerate(rows)]
+        lines.append("]" + ("," if i < len(ops) - 1 else ""))
+    lines.append("}")
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+def write_table(path: Path, table: dict[str, Any]) -> None:
+    path.write_text(render(table))

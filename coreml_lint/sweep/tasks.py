@@ -1,0 +1,65 @@
+"""What a sweep worker does: generate one op's cases, measure a group of cases, or answer
+a probe (the pool's own tests: a worker that exits or hangs)."""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+import warnings
+from functools import cache
+from typing import Any
+
+
+def prepare() -> None:
+    """Quiet worker: no progress bars, conversion logs or warnings."""
+    os.environ.setdefault("TQDM_DISABLE", "1")
+    warnings.filterwarnings("ignore")
+    logging.disable(logging.WARNING)
+
+
+@cache
+def _heavy() -> None:
+    """torch, executorch and coremltools, once per worker, with the speed caches."""
+    import torch
+
+    logging.getLogger("coremltools").setLevel(logging.CRITICAL)
+    torch.set_num_threads(1)
+    from coreml_lint.sweep import speed
+
+    speed.apply()
+
+
+@cache
+def _ops() -> dict[str, Any]:
+    from coreml_lint.program.optable import load_optable
+    from coreml_lint.sweep.schema import in_scope
+
+    ops, _ = in_scope(load_optable())
+    return {info.name: info for info in ops}
+
+
+def generate(name: str) -> dict[str, Any]:
+    _heavy()
+    from coreml_lint.sweep.generate import op_cases
+
+    cases, why = op_cases(_ops()[name])
+    return {"op": name, "cases": cases, "why": why}
+
+
+def measure(cases: list[dict[str, Any]]) -> Any:
+    _heavy()
+    from coreml_lint.sweep.measure import measure as run
+
+    return run(cases)
+
+
+def probe(what: str) -> Any:
+    if what == "exit":
+        os._exit(3)
+    if what == "hang":
+        time.sleep(3600)
+    return os.getpid()
+
+
+HANDLERS = {"generate": generate, "measure": measure, "probe": probe}

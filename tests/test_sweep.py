@@ -1,0 +1,246 @@
+"""The op-behaviour sweep and its table: keys, folding, the reader, version awareness, the
+schema-driven generator, and the shipped table's content (which catalogue pitfalls the
+sweep found without being told). Fast: nothing here lowers (test_sweep_drift.py does)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from coreml_lint.program import behaviour
+from coreml_lint.program.behaviour import (
+    Key,
+    active_table,
+    declare_versions,
+    format_targets,
+    load_table,
+    parse_targets,
+    value_class,
+    version_note,
+)
+from coreml_lint.program.graph import DType, TensorRef
+
+
+@pytest.mark.parametrize(
+    "value, expected",
+    [
+        (None, "None"),
+        (True, "True"),
+        (0, "0"),
+        (-1, "-1"),
+        (7, "int"),
+        (3001, "big"),
+        (-3001, "-big"),
+        (0.5, "frac"),
+        (3.0, "whole"),
+        (1e-6, "tiny"),
+        (7e4, "huge"),
+        (float("-inf"), "-inf"),
+        (float("nan"), "nan"),
+        ("tanh", "tanh"),
+        (DType("float16"), "float16"),
+        ([2, 2], "ints2"),
+        ([0, -1], "ints2-0"),
+        ([], "[]"),
+        ([TensorRef("i"), None], "[T,None]"),
+    ],
+)
+def test_argument_values_are_keyed_by_class(value, expected):
+    assert value_class(value) == expected
+
+
+def test_targets_round_trip():
+    assert parse_targets("15-18") == {15, 16, 17, 18}
+    assert parse_targets("15,17-18") == {15, 17, 18}
+    assert format_targets([18, 15, 16]) == "15-16,18"
+
+
+def _results() -> list[dict]:
+    """Synthetic sweep results: amax crashes on bool at every shape and target; gelu tanh
+    is wrong; add is ok at rank 2 but crashes at rank 0 (so its shapes stay apart); a
+    cell with two outcomes is mixed."""
+
+    def result(op, operands, variant, shape, target, outcome, message="", context=""):
+        key = dict(op=op, operands=operands, variant=variant, shape=shape)
+        key.update(context=context, placed="coreml")
+        return dict(
+            id=f"{op}{operands}{variant}{shape}{target}{outcome}{context}",
+            op=op.split(".", 1)[1],
+            target=target,
+            outcome=outcome,
+            message=message,
+            keys=[key],
+        )
+
+    found = []
+    for target in (15, 18):
+        for shape in ("r2", "r3"):
+            found.append(
+                result("aten.amax.default", "bool:op", "", shape, target, "crash", "E: x=1")
+            )
+        found.append(result("aten.amax.default", "float32:in", "", "r2", target, "ok"))
+        found.append(result("aten.amax.default", "float32:in", "a1=ints1", "r2", target, "ok"))
+        found.append(
+            result("aten.gelu.default", "float32:in", "approximate=tanh", "r2", target, "wrong")
+        )
+        found.append(result("aten.gelu.default", "float32:in", "", "r2", target, "ok"))
+        found.append(result("aten.add.Tensor", "float32:in,float32:in", "", "r2", target, "ok"))
+        found.append(
+            result("aten.add.Tensor", "float32:in,float32:in", "", "r0", target, "crash", "E")
+        )
+    found.append(result("aten.sin.default", "float32:in", "", "r2", 15, "ok"))
+    found.append(result("aten.sin.default", "float32:in", "", "r2", 15, "crash", "E"))
+    return found
+
+
+@pytest.fixture
+def table(tmp_path):
+    from coreml_lint.sweep.table import build_table, write_table
+
+    cases = {r["id"]: {"axis": "base"} for r in _results() if r["keys"][0]["variant"] == ""}
+    data = build_table(_results(), {"cases": len(_results())}, cases)
+    path = tmp_path / "behaviour.json"
+    write_table(path, data)
+    json.loads(path.read_text())  # one entry per line, and still JSON
+    return load_table(path)
+
+
+def test_the_table_folds_shapes_and_targets_that_agree(table):
+    rows = table.entries[("aten.amax.default", "bool:op", "", "")]
+    assert len(rows) == 1
+    assert rows[0].shape == "*" and rows[0].targets == {15, 18} and rows[0].cases == 4
+    adds = table.entries[("aten.add.Tensor", "float32:in,float32:in", "", "")]
+    assert {(e.shape, e.outcome) for e in adds} == {("r2", "ok"), ("r0", "crash")}
+
+
+def test_lookup_is_exact_and_mixed_cells_are_kept_apart(table):
+    amax = Key("aten.amax.default", "bool:op", "", "r5")
+    assert table.lookup(amax, 15).outcome == "crash"
+    assert table.lookup(amax, 16) is None  # not measured at iOS16
+    add = Key("aten.add.Tensor", "float32:in,float32:in", "", "r1")
+    assert table.lookup(add, 15) is None  # only r2 and r0 were measured
+    sin = Key("aten.sin.default", "float32:in", "", "r2")
+    assert table.lookup(sin, 15).outcome == "mixed"
+
+
+def test_an_unmeasured_variant_is_predicted_only_when_arguments_change_nothing(table):
+    amax = Key("aten.amax.default", "bool:op", "a1=ints1;a2=True", "r2")
+    assert table.lookup(amax, 15) is None
+    assert table.predict(amax, 15).outcome == "crash"  # amax's float32 variants all agree
+    gelu = Key("aten.gelu.default", "float32:in", "approximate=other", "r2")
+    assert table.predict(gelu, 15) is None  # gelu's variants disagree
+
+
+def test_workarounds_name_what_was_measured_ok(table):
+    bad = table.lookup(Key("aten.gelu.default", "float32:in", "approximate=tanh", "r2"), 15)
+    assert any("variant" in w for w in table.workarounds(bad, 15))
+    bad = table.lookup(Key("aten.amax.default", "bool:op", "", "r2"), 15)
+    assert table.workarounds(bad, 15) == []  # float32:in is another origin: not offered
+
+
+def test_versions_declared_select_a_table_and_say_when_none_matches(tmp_path, monkeypatch):
+    shipped = load_table(behaviour.TABLE_PATH)
+    other = json.loads(behaviour.TABLE_PATH.read_text())
+    other["measured_with"] = dict(other["measured_with"], coremltools="0.0.test")
+    (tmp_path / "behaviour.json").write_text(behaviour.TABLE_PATH.read_text())
+    (tmp_path / "behaviour-coremltools-0.0.test.json").write_text(json.dumps(other))
+    monkeypatch.setattr(behaviour, "DATA", tmp_path)
+    monkeypatch.setattr(behaviour, "TABLE_PATH", tmp_path / "behaviour.json")
+    try:
+        declare_versions()
+        assert version_note() is None  # the installed versions are the table's
+        declare_versions(coremltools="0.0.test")
+        assert active_table().measured_with["coremltools"] == "0.0.test"
+        assert version_note() is None
+        declare_versions(coremltools="7.7")
+        assert active_table().measured_with == shipped.measured_with
+        note = version_note()
+        assert "coremltools 7.7" in note and "0.0.test" in note and "sweep" in note
+    finally:
+        declare_versions()
+
+
+def test_check_says_when_the_targeted_coremltools_was_not_measured(tmp_path):
+    torch = pytest.importorskip("torch")
+    from click.testing import CliRunner
+
+    from coreml_lint.cli.main import main_group
+
+    class M(torch.nn.Module):
+        def forward(self, x):
+            return x.sin()
+
+    path = tmp_path / "m.pt2"
+    torch.export.save(torch.export.export(M(), (torch.randn(2, 3),)), str(path))
+    runner = CliRunner()
+    said = runner.invoke(main_group, ["check", str(path), "--target-coremltools", "7.7"])
+    assert "note: the measured op behaviour was not measured on coremltools 7.7" in said.stderr
+    said = runner.invoke(main_group, ["check", str(path)])
+    assert "note:" not in said.stderr
+    declare_versions()
+
+
+def test_string_options_come_from_torch_itself():
+    torch = pytest.importorskip("torch")
+    from coreml_lint.sweep.schema import schema_args, string_options
+
+    gelu = torch.ops.aten.gelu.default
+    (approximate,) = [a for a in schema_args(gelu) if a.name == "approximate"]
+    assert string_options(gelu, [torch.randn(2)], {}, approximate) == ["none", "tanh"]
+
+
+def test_the_generator_covers_every_axis_with_calls_torch_accepts():
+    pytest.importorskip("torch")
+    from coreml_lint.program.optable import load_optable
+    from coreml_lint.sweep.generate import op_cases
+    from coreml_lint.sweep.legal import Call, is_legal
+    from coreml_lint.sweep.schema import in_scope
+
+    ops = {info.name: info for info in in_scope(load_optable())[0]}
+    cases, why = op_cases(ops["pow.Tensor_Scalar"])
+    assert why is None
+    assert {c["axis"] for c in cases} == {"base", "dtype", "variant", "shape", "origin", "context"}
+    assert {c["target"] for c in cases} == {15, 18}
+    dtypes = {c["tensors"][0]["dtype"] for c in cases if c["axis"] == "dtype"}
+    assert {"int8", "uint8", "bfloat16", "float16", "int64", "int32"} <= dtypes
+    for case in cases[::7]:
+        call = Call(case["tensors"], case["args"], case["kwargs"])
+        assert is_legal(ops["pow.Tensor_Scalar"], call)
+    labels = {c["label"] for c in cases if c["axis"] == "variant"}
+    assert {"exponent=frac", "exponent=big"} <= labels  # Scalar values of other classes
+    contexts = {c["label"] for c in cases if c["axis"] == "context"}
+    assert "exponent=frac -> addmm" in contexts
+    amax, _ = op_cases(ops["amax.default"])
+    assert "keepdim=True" in {c["label"] for c in amax}  # a bool flipped, from the schema
+
+
+def test_the_shipped_table_is_measured_on_the_installed_stack():
+    table = load_table(behaviour.TABLE_PATH)
+    assert set(table.measured_with) == {"torch", "executorch", "coremltools"}
+    assert table.sweep["cases"] > 1000 and table.sweep["wall_seconds"] > 0
+    outcomes = {e.outcome for rows in table.entries.values() for e in rows}
+    assert {"crash", "wrong", "ok"} <= outcomes
+
+
+# The catalogue's op-level pitfalls the sweep found without being told (the queries only
+# read the finished table; see coreml_lint/sweep/report.py).
+FOUND = (
+    "bool min/max (crash)",
+    "rms_norm without eps (crash)",
+    "max_pool without stride (crash)",
+    "tanh GELU (wrong)",
+    "bfloat16 (crash)",
+    "8-bit inputs (crash)",
+    "integer fills (wrong)",
+    "float16 SDPA with scale (crash)",
+)
+
+
+@pytest.mark.parametrize("pitfall", FOUND)
+def test_the_sweep_rediscovered_the_catalogue_pitfall(pitfall):
+    from coreml_lint.sweep.report import PITFALLS
+
+    table = load_table(behaviour.TABLE_PATH)
+    entries = [e for rows in table.entries.values() for e in rows]
+    assert any(PITFALLS[pitfall](e) for e in entries)
