@@ -102,8 +102,9 @@ class RmsNormFp16(Rule):
 
     def refuse(self, node: Any) -> str | None:
         """When the rewrite was not applied: rms_norm refused in the ATen graph is decomposed
-        by torch; layer_norm and group_norm decompose to native_layer_norm and
-        native_group_norm, which the converter builds alike."""
+        by torch; layer_norm, group_norm and instance_norm decompose to native_layer_norm,
+        native_group_norm and _native_batch_norm_legit.no_stats, which the converter builds
+        alike (measured for the last: the same fp32 ``add``)."""
         import torch
 
         from coreml_lint.rulekit.fx import op_base, touches
@@ -115,6 +116,7 @@ class RmsNormFp16(Rule):
             "group_norm",
             "native_group_norm",
             "instance_norm",
+            "_native_batch_norm_legit",
         )
         if op_base(node) in norms and touches(node, {torch.float16}):
             return "float16 norm with an fp32 eps in Core ML"
