@@ -11,7 +11,8 @@ Why it breaks
     fp32 constant and pair it with the fp16 tensor: ``ValueError: In op, of type clip, named
     aten_hardtanh_default, the named input `alpha` must have the same data type as the named
     input `x`. However, alpha has dtype fp32 whereas x has dtype fp16.``, with the default
-    bounds too. ``threshold`` fails alike at every target (``In op, of type threshold``);
+    bounds too. ``threshold`` fails alike at every target (``In op, of type threshold``;
+    with integer arguments its ``alpha`` is int32, and float32 fails too: CML801);
     ``leaky_relu``, ``elu``, ``hardswish`` (``thresholded_relu``) and ``hardsigmoid``
     (``sigmoid_hard``) fail below iOS17 and lower from iOS17 on. All measured with iOS16, 17
     and 18. ``torch.clamp`` with float bounds, ``F.relu6`` (its own ``relu6`` op),
@@ -66,11 +67,12 @@ class Fp16ActivationAlpha(Rule):
             mil = failing.get(node.op_base) if default else None
             if mil is None or ctx.dtype(node.tensor_inputs()[0]) != "float16":
                 continue
+            kind = "int32" if any(isinstance(a, int) for a in node.args[1:]) else "fp32"
             yield ctx.finding(
                 node,
                 f"float16 {node.op_base} is delegated: lowering fails with `ValueError: In op, "
-                f"of type {mil} ... alpha has dtype fp32 whereas x has dtype fp16` "
-                "(coremltools makes the constant fp32)",
+                f"of type {mil} ... alpha has dtype {kind} whereas x has dtype fp16` "
+                f"(coremltools makes the constant {kind})",
                 fix="torch.clamp(x, lo, hi) instead of hardtanh/ReLU6, or compute the "
                 "activation in float32 and cast back"
                 + ("" if node.op_base in _EVERY_TARGET else ", or target iOS17+"),
@@ -84,9 +86,13 @@ class Fp16ActivationAlpha(Rule):
         """Every float16 activation of these kinds computed in float32 and cast back: the
         converter's fp32 constant then meets an fp32 tensor, and the node stays on Core ML.
         The hook does not know the target, so at iOS17+ a ``leaky_relu`` (which lowers there)
-        is widened too when another node fired: harmless, as float32 is closer to exact."""
-        from coreml_lint.rulekit.fx import aten, finish, float16_in_float32
+        is widened too when another node fired: harmless, as float32 is closer to exact.
+        A ``threshold``'s integer arguments are written as floats first (the same values)."""
+        from coreml_lint.rulekit.fx import aten, finish, float16_in_float32, is_fp16
 
+        for node in ep.graph.nodes:  # integer bounds would stay an int32 alpha (measured)
+            if node.target == aten.threshold.default and is_fp16(node):
+                node.args = (node.args[0], *(float(a) for a in node.args[1:]))
         ops = [getattr(aten, name).default for name in (*_EVERY_TARGET, *_BELOW_IOS17)]
         done = float16_in_float32(ep, ops)
         return finish(ep), done
@@ -142,6 +148,17 @@ def _():
 )
 def _():
     return module(lambda s, x: F.threshold(x, 0.1, 20.0)), (torch.randn(2, 8).half(),)
+
+
+@case(
+    "threshold-int-fp16-ios18",
+    expect={"CML313"},
+    settings={"ios": 18},
+    crash=r"type threshold, .* alpha has dtype int32 whereas x has dtype fp16",
+)
+def _():
+    # Integer arguments: the rewrite also writes them as floats.
+    return module(lambda s, x: F.threshold(x, 0, 0)), (torch.randn(2, 8).half(),)
 
 
 @case(
