@@ -153,7 +153,7 @@ FLOAT32_REWRITES = {"CML304", "CML313"}  # fp16 norms, fp16 activations
 
 
 @pytest.mark.parametrize("case_id", [c for c in FAILING if BY_ID[c].expect & FLOAT32_REWRITES])
-def test_lower_keeps_float16_norms_on_core_ml(case_id):
+def test_lower_keeps_float16_norms_and_activations_on_core_ml(case_id):
     """The float32 rewrite keeps an fp16 norm or activation in the delegate instead of
     refusing it to the CPU, where it would split the partition."""
     result, _ = _lower(case_id)
