@@ -149,13 +149,17 @@ def test_lower_checks_keyword_programs_and_leaves_their_state_alone(examples):
     assert torch.equal(ep.state_dict["seen"], torch.zeros(1, 4))
 
 
-@pytest.mark.parametrize("case_id", [c for c in FAILING if "CML304" in BY_ID[c].expect])
-def test_lower_keeps_float16_norms_on_core_ml(case_id):
-    """The float32 rewrite keeps an fp16 norm in the delegate instead of refusing it to the
-    CPU, where it would split the partition."""
+FLOAT32_REWRITES = {"CML304", "CML313"}  # fp16 norms, fp16 activations
+
+
+@pytest.mark.parametrize("case_id", [c for c in FAILING if BY_ID[c].expect & FLOAT32_REWRITES])
+def test_lower_keeps_float16_norms_and_activations_on_core_ml(case_id):
+    """The float32 rewrite keeps an fp16 norm or activation in the delegate instead of
+    refusing it to the CPU, where it would split the partition."""
     result, _ = _lower(case_id)
+    (code,) = BY_ID[case_id].expect & FLOAT32_REWRITES
     assert not result.report.refused, result.report.refused
-    assert any(r.startswith("CML304") for r in result.report.rewrites), result.report.rewrites
+    assert any(r.startswith(code) for r in result.report.rewrites), result.report.rewrites
     assert result.report.partitions_after == 1
 
 

@@ -72,6 +72,20 @@ def in_float32(ep: ExportedProgram, node: torch.fx.Node) -> torch.fx.Node:
     return wide
 
 
+def float16_in_float32(ep: ExportedProgram, targets: Any) -> list[str]:
+    """Run every float16 node whose op is one of ``targets`` in float32 and cast it back
+    (:func:`in_float32`): the answer to a converter that pairs an fp32 constant with an fp16
+    tensor, and the node stays on Core ML. Returns what was done, one line per node."""
+    done = []
+    for node in list(ep.graph.nodes):
+        if node.target not in targets or getattr(val(node), "dtype", None) != torch.float16:
+            continue
+        kind = op_base(node)
+        in_float32(ep, node)
+        done.append(f"{node.name}: float16 {kind} run in float32 and cast back")
+    return done
+
+
 def decompose(
     ep: ExportedProgram, nodes: list[torch.fx.Node], table: dict[Any, Any], what: str
 ) -> tuple[ExportedProgram, list[str]]:
