@@ -9,6 +9,12 @@ and decomposes the CompositeImplicit ops that torch will not preserve. Only then
 torch, for the ops that matter to placement; a CompositeImplicit op we do not model is
 kept and marked ``opaque_decomposition``. ``tests/test_reader.py`` checks the result
 against torch's own ``run_decompositions({})`` on every test program.
+
+A tensor-subclass parameter (torchao's quantized weights) is saved as one input read through
+``export.access_subclass_inner_tensor`` once per inner tensor; ``run_decompositions`` unwraps
+it into one plain parameter per inner tensor (``l1.parametrizations.weight.original0``, ...),
+which a Core ML partition then owns as a constant. We do the same: each inner tensor becomes
+an input of the outer one's kind, named by the access node's output.
 """
 
 from __future__ import annotations
@@ -17,7 +23,15 @@ from dataclasses import replace
 from typing import Any
 
 from coreml_lint.program.gcpause import gc_paused
-from coreml_lint.program.graph import DType, Graph, Node, OutputSpec, TensorInfo, TensorRef
+from coreml_lint.program.graph import (
+    DType,
+    Graph,
+    InputSpec,
+    Node,
+    OutputSpec,
+    TensorInfo,
+    TensorRef,
+)
 from coreml_lint.program.optable import OpTable, load_optable
 
 # Checks that export inserts and ExecuTorch strips before partitioning.
@@ -51,6 +65,8 @@ _RENAMES = {
     "aten.lift_fresh_copy.default": "aten.clone.default",
 }
 _DROPOUTS = {"aten.dropout.default", "aten.feature_dropout.default", "aten.alpha_dropout.default"}
+SUBCLASS_ACCESS = "export.access_subclass_inner_tensor.default"
+_CONSTANT_KINDS = ("parameter", "buffer", "constant")
 
 
 def canonicalize(graph: Graph, table: OpTable | None = None) -> Graph:
@@ -80,6 +96,8 @@ class _Canonicalizer:
         self.alias_of: dict[str, str] = {}  # whole new value of a mutated base -> the base
         self.nodes: list[Node] = []
         self.mutated: dict[str, str] = {}  # base value name -> latest value (for outputs)
+        self.specs = {spec.name: spec for spec in graph.inputs}
+        self.inner: dict[str, list[InputSpec]] = {}  # subclass input -> its inner tensors
 
     def resolve(self, name: str) -> str:
         """The value a name reads now: an in-place op's result aliases its base, so a later
@@ -108,6 +126,8 @@ class _Canonicalizer:
             kwargs = {k: self._map_args(v) for k, v in node.kwargs.items()}
             if args is not node.args or any(kwargs[k] is not v for k, v in node.kwargs.items()):
                 node = node.replaced(args=args, kwargs=kwargs)
+            if node.target == SUBCLASS_ACCESS and self._unwrap_subclass(node):
+                continue
             if node.target in _IDENTITIES:
                 self._identity(node)
             elif node.target in _DROPOUTS and node.arg(2, "train") is False:
@@ -148,6 +168,31 @@ class _Canonicalizer:
                         base = self.view_of.get(src, (src, ""))[0]
                         self.view_of[node.outputs[0]] = (base, node.op_base)
         return self._finish()
+
+    def _unwrap_subclass(self, node: Node) -> bool:
+        """An inner tensor of a subclass parameter becomes an input of the same kind."""
+        owner, attr = node.arg(0, "src"), node.arg(1, "attr")
+        spec = self.specs.get(owner.name) if isinstance(owner, TensorRef) else None
+        if spec is None or spec.kind not in _CONSTANT_KINDS or not isinstance(attr, str):
+            return False
+        if len(node.outputs) != 1:
+            return False
+        target = f"{spec.target or spec.name}.{attr}"
+        inner = InputSpec(node.outputs[0], spec.kind, target, spec.persistent)
+        self.inner.setdefault(spec.name, []).append(inner)
+        return True
+
+    def _inputs(self) -> list[InputSpec]:
+        """The graph's inputs, each unwrapped subclass input replaced by its inner tensors
+        (kept too while a node still reads it whole)."""
+        read = {name for node in self.nodes for name in node.tensor_inputs()}
+        inputs: list[InputSpec] = []
+        for spec in self.graph.inputs:
+            inner = self.inner.get(spec.name)
+            if inner is None or spec.name in read:
+                inputs.append(spec)
+            inputs.extend(inner or ())
+        return inputs
 
     def _reshape(self, node: Node) -> None:
         """``reshape`` is a view when strides allow it, else ``clone`` + ``_unsafe_view``."""
@@ -312,7 +357,7 @@ class _Canonicalizer:
         mutation_outputs, kept = self._remove_unnecessary_copies(mutation_outputs, kept)
         self._eliminate_dead_code({o.name for o in [*mutation_outputs, *kept] if o.name})
         return Graph(
-            inputs=list(self.graph.inputs),
+            inputs=self._inputs(),
             nodes=self.nodes,
             outputs=mutation_outputs + kept,
             tensors=self.tensors,
