@@ -98,6 +98,7 @@ class _Canonicalizer:
         self.mutated: dict[str, str] = {}  # base value name -> latest value (for outputs)
         self.specs = {spec.name: spec for spec in graph.inputs}
         self.inner: dict[str, list[InputSpec]] = {}  # subclass input -> its inner tensors
+        self.reshaped: dict[str, str] = {}  # view made by reshape of an intermediate -> source
 
     def resolve(self, name: str) -> str:
         """The value a name reads now: an in-place op's result aliases its base, so a later
@@ -201,6 +202,8 @@ class _Canonicalizer:
         shape = self._shape(node)
         if src_info is None or src_info.strides is None or _viewable(src_info, shape):
             self._emit(node, target="aten.view.default", args=[node.args[0], shape], kwargs={})
+            if node.outputs and src in self.tensors and src not in self.specs:
+                self.reshaped[node.outputs[0]] = src
             return
         clone = f"{node.name}_contiguous"
         self.tensors[clone] = TensorInfo(src_info.dtype, src_info.shape)
@@ -267,6 +270,9 @@ class _Canonicalizer:
         new = self._emit(node, target=target)
         if mutated is None or not new.outputs:
             return
+        if mutated in self.reshaped and mutated not in self.view_of:
+            self._regenerate_views(new, mutated)
+            return
         base, view_op = self.view_of.get(mutated, (self.alias_of.get(mutated, mutated), ""))
         result = new.outputs[0]
         if mutated in self.view_of:
@@ -291,6 +297,32 @@ class _Canonicalizer:
         self.current[base] = result
         self.mutated[base] = result
         self.alias_of[result] = base
+
+    def _regenerate_views(self, new: Node, mutated: str) -> None:
+        """An in-place op on a reshaped intermediate (torchao's ``mm(...).reshape(...).add_(b)``):
+        functionalization remakes the base as a view of the result, and the mutated view as a
+        view of that base; later reads see those."""
+        base, result = self.reshaped[mutated], new.outputs[0]
+        made = []
+        for suffix, src, of in (("base", result, base), ("view", None, mutated)):
+            name = f"{new.name}_{suffix}"
+            shape = list(self.tensors[of].shape) if of in self.tensors else []
+            self.tensors[name] = self.tensors.get(of, TensorInfo("unknown", ()))
+            read = src if src is not None else made[-1]
+            self.nodes.append(
+                Node(
+                    name=name,
+                    target="aten.view.default",
+                    args=[TensorRef(read), shape],
+                    kwargs={},
+                    outputs=[name],
+                    stack_trace=new.stack_trace,
+                    origin=new.target,
+                )
+            )
+            made.append(name)
+        self.current[base], self.current[mutated] = made
+        self.alias_of[result] = mutated
 
     def _remove_unnecessary_copies(
         self, mutation_outputs: list[OutputSpec], kept: list[OutputSpec]
