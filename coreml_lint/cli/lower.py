@@ -72,6 +72,12 @@ def heavy_modules_missing() -> str | None:
     type=click.Path(dir_okay=False, path_type=Path),
     help="Write an HTML page of the lowering: what was rewritten, refused and delegated.",
 )
+@click.option(
+    "--dequantize-on-cpu",
+    is_flag=True,
+    help="Where the target cannot keep quantized weights quantized, dequantize them on the "
+    "CPU (ExecuTorch kernels; Core ML then computes with float weights).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress on stderr.")
 @click.option("-v", "--verbose", is_flag=True, help="Show the traceback of a failure.")
@@ -138,6 +144,7 @@ def _lower(
             progress=progress,
             verify=options["verify_result"],
             verify_inputs=options["inputs_path"],
+            dequantize_on_cpu=options["dequantize_on_cpu"],
         )
         progress(f"writing {output}")
         write_pte(output, result.buffer)
