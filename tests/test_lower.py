@@ -19,9 +19,9 @@ pytestmark = pytest.mark.oracle
 
 
 def _unanswerable(case_id):
-    """The codes of a case's errors ``lower`` has no answer for (a float16 program input
-    below iOS16, quantized weights below their scheme's target, a dtype the edge verifier
-    rejects that no rewrite changes), as the rules themselves say: ``lower`` stops before
+    """The codes of a case's errors ``lower`` has no answer for (quantized weights below
+    their scheme's target, a dtype the edge verifier rejects that no rewrite changes), as
+    the rules themselves say: ``lower`` stops before
     lowering and names them. The oracle checks those errors are real."""
     from coreml_lint import lint_program
     from coreml_lint.core.config import LintConfig
@@ -35,6 +35,11 @@ def _unanswerable(case_id):
         if f.severity is Severity.ERROR and rule_by_code(f.code)().unanswered(f)
     }
     return "|".join(sorted(codes))
+
+
+# A known limit met while lowering: a library's custom op without an out variant cannot run
+# on the CPU, and Core ML has no converter for it.
+CANNOT_FIX = {"custom-op-on-cpu": "CML603"}
 
 
 def _lower(case_id):
@@ -64,6 +69,10 @@ CLEAN = [c for c in CASE_IDS if not BY_ID[c].expect]
 def test_lower_fixes_what_the_stock_partitioner_breaks(case_id):
     from coreml_lint.lowering.run import LoweringError
 
+    if case_id in CANNOT_FIX:
+        with pytest.raises(LoweringError, match=CANNOT_FIX[case_id]):
+            _lower(case_id)
+        return
     if _unanswerable(case_id):
         with pytest.raises(LoweringError, match=rf"^not lowered, ({_unanswerable(case_id)}): "):
             _lower(case_id)
@@ -173,3 +182,52 @@ def test_lower_keeps_float16_norms_on_core_ml(case_id):
     assert not result.report.refused, result.report.refused
     assert any(r.startswith("CML304") for r in result.report.rewrites), result.report.rewrites
     assert result.report.partitions_after == 1
+
+
+CUSTOM_OP_LIBRARY = """
+import torch
+
+torch.library.define("mylib::twice", "(Tensor x) -> Tensor")
+
+
+@torch.library.impl("mylib::twice", "CompositeExplicitAutograd")
+def twice(x):
+    return x * 2
+
+
+@torch.library.register_fake("mylib::twice")
+def _(x):
+    return torch.empty_like(x)
+"""
+
+
+def test_cli_lower_names_an_unregistered_custom_op_and_imports_it(tmp_path):
+    """A program that uses a custom op of the library that exported it: without the import
+    that registers it, one line naming the op and the option; with --import, it loads."""
+    import os
+
+    (tmp_path / "mylib_ops.py").write_text(CUSTOM_OP_LIBRARY)
+    export = (
+        "import sys, torch; sys.path.insert(0, sys.argv[1]); import mylib_ops\n"
+        "class M(torch.nn.Module):\n"
+        "    def forward(self, x): return torch.ops.mylib.twice(x) + 1\n"
+        "torch.export.save(torch.export.export(M(), (torch.randn(2),)), sys.argv[2])\n"
+    )
+    program = tmp_path / "custom.pt2"
+    subprocess.run([sys.executable, "-c", export, str(tmp_path), str(program)], check=True)
+    out = tmp_path / "custom.pte"
+    result = _cli("lower", str(program), "-o", str(out), "--quiet")
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    last = result.stderr.strip().splitlines()[-1]
+    assert "mylib::twice.default" in last and "--import MODULE" in last, last
+    env = {**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    exe = Path(sys.executable).with_name("coreml-lint")
+    again = subprocess.run(
+        [str(exe), "lower", str(program), "-o", str(out), "--quiet", "--import", "mylib_ops"],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
+    assert "custom ops no imported module registers" not in again.stderr, again.stderr
+    assert "torch.export.load failed" not in again.stderr, again.stderr

@@ -121,14 +121,29 @@ def test_architecture_lowers_with_coreml_lint(name):
         assert 'mode="EXACT"' not in lowered.mil and "tanh" in lowered.mil
 
 
-def _static_cache_export(arch: str):
+def _gemma3():
+    """Gemma 3: hybrid sliding/full attention, tanh GELU."""
+    config = transformers.Gemma3TextConfig(
+        vocab_size=128,
+        **SMALL,
+        num_key_value_heads=2,
+        max_position_embeddings=64,
+        head_dim=16,
+        sliding_window=8,
+        layer_types=["sliding_attention", "full_attention"],
+    )
+    return transformers.Gemma3ForCausalLM(config), None, None
+
+
+def _static_cache_export(arch: str, prefill: int = 1):
     """A decoder exported the way ExecuTorch users export LLMs: transformers' own
     static-cache wrapper, with the KV cache and per-layer ``cumulative_length`` counters as
-    buffers and keyword inputs."""
+    buffers and keyword inputs; ``prefill`` tokens at a time (a multi-token prefill writes
+    several cache positions at once)."""
     from transformers.integrations.executorch import TorchExportableModuleForDecoderOnlyLM
 
     torch.manual_seed(0)
-    model, _, _ = ARCHITECTURES[arch][0]()
+    model, _, _ = _gemma3() if arch == "gemma3" else ARCHITECTURES[arch][0]()
     model.generation_config = transformers.GenerationConfig(
         use_cache=True,
         cache_implementation="static",
@@ -137,34 +152,40 @@ def _static_cache_export(arch: str):
     )
     wrapper = TorchExportableModuleForDecoderOnlyLM(model.eval(), batch_size=1, max_cache_len=32)
     return wrapper.export(
-        input_ids=torch.tensor([[1]], dtype=torch.long),
-        cache_position=torch.tensor([0], dtype=torch.long),
+        input_ids=torch.arange(1, prefill + 1, dtype=torch.long)[None],
+        cache_position=torch.arange(prefill, dtype=torch.long),
     )
 
 
 # iOS18: the layers' int64 counters get the same value, and coremltools' merged writes crash
 # `canonicalize_inplace_pattern`. Below iOS18: any Core ML state is refused.
+# A multi-token prefill writes several cache positions with index_copy: the crash is
+# coremltools' index_put (CML401), before any state question.
+SQUEEZE = r"Input squeeze_\d+ has rank 1 != other inputs rank 0"
 STATIC_CACHE = {
-    ("llama", 15): ({"CML201"}, r"iOS18"),
-    ("llama", 18): ({"CML203"}, r"KeyError:.*coreml_update_state"),
-    ("gemma", 18): ({"CML203", "CML305"}, r"KeyError:.*coreml_update_state"),
+    ("llama", 15, 1): ({"CML201"}, r"iOS18"),
+    ("llama", 18, 1): ({"CML203"}, r"KeyError:.*coreml_update_state"),
+    ("gemma", 18, 1): ({"CML203", "CML305"}, r"KeyError:.*coreml_update_state"),
+    ("llama", 15, 4): ({"CML201", "CML401"}, r"iOS18"),
+    ("llama", 18, 4): ({"CML203", "CML401"}, SQUEEZE),
+    ("gemma3", 18, 4): ({"CML203", "CML305", "CML401"}, SQUEEZE),
 }
 
 
-@pytest.mark.parametrize("arch,ios", sorted(STATIC_CACHE))
-def test_static_cache_errors(arch, ios):
+@pytest.mark.parametrize("arch,ios,prefill", sorted(STATIC_CACHE))
+def test_static_cache_errors(arch, ios, prefill):
     from coreml_lint.core.config import LintConfig
     from coreml_lint.program.placement import PartitionerSettings
 
     settings = PartitionerSettings(minimum_deployment_target=ios)
-    report = lint_program(_static_cache_export(arch), LintConfig(partitioner=settings))
+    report = lint_program(_static_cache_export(arch, prefill), LintConfig(partitioner=settings))
     errors = {f.code for f in report.findings if f.severity is Severity.ERROR}
-    assert errors == STATIC_CACHE[arch, ios][0], [f.message for f in report.findings]
+    assert errors == STATIC_CACHE[arch, ios, prefill][0], [f.message for f in report.findings]
 
 
 @pytest.mark.oracle
-@pytest.mark.parametrize("arch,ios", sorted(STATIC_CACHE))
-def test_static_cache_stock_crash_and_lower_fix(arch, ios):
+@pytest.mark.parametrize("arch,ios,prefill", sorted(STATIC_CACHE))
+def test_static_cache_stock_crash_and_lower_fix(arch, ios, prefill):
     import re
 
     from oracle import Lowered, _capture
@@ -172,11 +193,12 @@ def test_static_cache_stock_crash_and_lower_fix(arch, ios):
 
     from coreml_lint import lower
 
-    stock = stock_lower(_static_cache_export(arch), ios=ios)
-    assert not stock.ok and re.search(STATIC_CACHE[arch, ios][1], stock.message), stock.message
+    expected_codes, crash = STATIC_CACHE[arch, ios, prefill]
+    stock = stock_lower(_static_cache_export(arch, prefill), ios=ios)
+    assert not stock.ok and re.search(crash, stock.message), stock.message
     delegates: list = []
     with _capture(delegates):
-        result = lower(_static_cache_export(arch), minimum_deployment_target=ios)
+        result = lower(_static_cache_export(arch, prefill), minimum_deployment_target=ios)
     report = result.report
     assert not report.mil_problems and not report.rejected_rewrites and report.partitions_after == 1
     mil = Lowered(delegates=delegates).mil
@@ -185,5 +207,36 @@ def test_static_cache_stock_crash_and_lower_fix(arch, ios):
         assert sorted(states) == ["key_cache_0", "key_cache_1", "value_cache_0", "value_cache_1"]
     else:
         assert not states
-    if "CML305" in STATIC_CACHE[arch, ios][0]:
+    if "CML305" in expected_codes:
         assert 'mode="EXACT"' not in mil and "tanh" in mil
+    if "CML401" in expected_codes:  # the prefill's cache write, as Core ML converts it
+        assert "scatter_along_axis" in mil and any("CML401" in r for r in report.rewrites)
+
+
+def _dinov2_at_other_resolution():
+    """DINOv2 run below its configured resolution (checkpoints are configured for 518 px
+    and run at 224): its position embeddings are interpolated bicubically."""
+    config = transformers.Dinov2Config(image_size=64, patch_size=8, **SMALL)
+    model = _FirstOutput(transformers.Dinov2Model(config).eval(), {})
+    torch.manual_seed(0)
+    return torch.export.export(model, (torch.randn(1, 3, 32, 32),))
+
+
+def test_vision_backbone_at_another_resolution_is_flagged():
+    report = lint_program(_dinov2_at_other_resolution())
+    errors = {f.code for f in report.findings if f.severity is Severity.ERROR}
+    assert errors == {"CML312"}, [f.message for f in report.findings]
+
+
+@pytest.mark.oracle
+def test_vision_backbone_at_another_resolution_crashes_stock_and_lowers():
+    from oracle import lower as stock_lower
+
+    from coreml_lint import lower
+
+    stock = stock_lower(_dinov2_at_other_resolution())
+    assert not stock.ok and "Only contiguous memory format" in stock.message, stock.message
+    result = lower(_dinov2_at_other_resolution())
+    report = result.report
+    assert not report.findings_after and not report.mil_problems and not report.rejected_rewrites
+    assert report.partitions_after == 1 and any(r.startswith("CML312") for r in report.rewrites)

@@ -124,11 +124,49 @@ class CheckRun:
 
     def _fix_sources(self, sources: list[Path], program_findings: list[Finding]) -> None:
         """Fix every source file once: the ones given (all their findings) and the ones
-        program findings point to inside the project (just those lines)."""
+        program findings point to inside the project (their rules place the fix with what
+        the program knows, or the rule's own source check at the finding's line does)."""
         from coreml_lint.fixers.session import FixSession
 
-        given = {path.resolve(): path for path in sources}
-        targets: dict[Path, set[tuple[str, int]]] = {}
+        pointed = self._program_targets(program_findings)
+        given = {path.resolve() for path in sources}
+        jobs: list[tuple[Path, Any, tuple[Finding, ...]]] = []
+        for path in sources:
+            lines, guided = pointed.get(path.resolve(), (None, []))
+            jobs.append((path, None, tuple(guided)))
+        for path, (lines, guided) in pointed.items():
+            if path not in given:
+                jobs.append((path, lines, tuple(guided)))
+        session = FixSession(self.config, unsafe=self.unsafe, write=not self.diff)
+        fixed: set[int] = set()
+        at_line: set[tuple[Path, str, int]] = set()
+        for (path, lines, guided), outcome in zip(jobs, session.fix_files(jobs), strict=True):
+            if outcome.error:
+                self.errors.append(outcome.error)
+            if outcome.result is not None:
+                self.fix_results.append(outcome.result)
+                at_line.update((path.resolve(), f.rule, f.line) for f in outcome.result.applied)
+            if lines is None:
+                self.findings.extend(outcome.findings)
+            for finding, state in zip(guided, outcome.guided, strict=False):
+                if state == "fixed":
+                    fixed.add(id(finding))
+                elif state is not None:
+                    finding.extra["not_fixed"] = state
+        for finding in program_findings:
+            loc = finding.location
+            done = id(finding) in fixed or (
+                loc is not None and (Path(loc.path).resolve(), finding.code, loc.line) in at_line
+            )
+            if self.diff or not done:
+                self.findings.append(finding)
+
+    def _program_targets(
+        self, program_findings: list[Finding]
+    ) -> dict[Path, tuple[set[tuple[str, int]], list[Finding]]]:
+        """Per model file inside the project: the (code, line) pairs program findings point
+        to, and those findings."""
+        pointed: dict[Path, tuple[set[tuple[str, int]], list[Finding]]] = {}
         for finding in program_findings:
             loc = finding.location
             if loc is None or not loc.path.endswith(".py") or not Path(loc.path).is_file():
@@ -136,28 +174,10 @@ class CheckRun:
             if not is_within(loc.path, self.roots):
                 finding.extra["not_fixed"] = "its model source is outside the project"
                 continue
-            targets.setdefault(Path(loc.path).resolve(), set()).add((finding.code, loc.line))
-        jobs = [(path, None) for path in sources]
-        jobs += [(path, lines) for path, lines in targets.items() if path not in given]
-        session = FixSession(self.config, unsafe=self.unsafe, write=not self.diff)
-        outcomes = session.fix_files(jobs)
-        fixed: set[tuple[Path, str, int]] = set()
-        for (path, lines), outcome in zip(jobs, outcomes, strict=True):
-            if outcome.error:
-                self.errors.append(outcome.error)
-            if outcome.result is not None:
-                self.fix_results.append(outcome.result)
-                fixed.update((path.resolve(), f.rule, f.line) for f in outcome.result.applied)
-            if lines is None:
-                self.findings.extend(outcome.findings)
-        for finding in program_findings:
-            loc = finding.location
-            if (
-                self.diff
-                or loc is None
-                or (Path(loc.path).resolve(), finding.code, loc.line) not in fixed
-            ):
-                self.findings.append(finding)
+            lines, guided = pointed.setdefault(Path(loc.path).resolve(), (set(), []))
+            lines.add((finding.code, loc.line))
+            guided.append(finding)
+        return pointed
 
     def exit_code(self, exit_non_zero_on_fix: bool) -> int:
         changed = any(r.changed for r in self.fix_results)
@@ -214,6 +234,11 @@ def show_diffs(run: CheckRun) -> None:
         click.echo(result.diff(), nl=False)
     would = sum(len(r.applied) for r in run.fix_results)
     echo(f"Would fix {would} finding(s) in {len(run.fix_results)} file(s).", err=True)
+    for finding in run.findings:
+        reason = finding.extra.get("not_fixed")
+        if reason and finding.location is not None:
+            where = f"{finding.location.path}:{finding.location.line}"
+            echo(f"{where}: {finding.code} not fixed: {reason}", err=True)
 
 
 def rendered(run: CheckRun, output_format: str, statistics: bool, show_placement: bool) -> str:
@@ -240,13 +265,31 @@ def rendered(run: CheckRun, output_format: str, statistics: bool, show_placement
         if show_placement:
             parts += [report.placement.describe(str(file)) for file, report in run.reports]
         parts.append(text.render_full(findings))
-        parts += [
-            "\n" + text.render_advice(str(file), report.advice)
-            for file, report in run.reports
-            if report.advice is not None
-        ]
+        parts += [advice_block(run, file, report) for file, report in run.reports]
     parts += summary_lines(run)
     return "\n".join(part for part in parts if part)
+
+
+def advice_block(run: CheckRun, file: Path, report: ProgramReport) -> str:
+    """A program's combined partitioner advice, unless ``--fix`` fixed every error it was
+    about in the source: the advice is for the program as exported, and after a source fix
+    the next export is a different program (lint that one)."""
+    from coreml_lint.reports import text
+
+    if report.advice is None:
+        return ""
+    left = {id(f) for f in run.findings}
+    errors = [f for f in report.findings if f.severity is Severity.ERROR]
+    fixed = [f for f in errors if id(f) not in left]
+    if run.fix and fixed and len(fixed) == len(errors):
+        return ""
+    block = "\n" + text.render_advice(str(file), report.advice)
+    if run.fix and fixed:
+        block += (
+            f"\n    (for {file.name} as exported; {len(fixed)} of its error(s) were fixed in "
+            "the source: export again and lint the new program)"
+        )
+    return block
 
 
 def html_page(run: CheckRun) -> str:

@@ -78,6 +78,13 @@ def heavy_modules_missing() -> str | None:
     help="Where the target cannot keep quantized weights quantized, dequantize them on the "
     "CPU (ExecuTorch kernels; Core ML then computes with float weights).",
 )
+@click.option(
+    "--import",
+    "imports",
+    multiple=True,
+    metavar="MODULE",
+    help="Import MODULE first: it registers custom ops the program uses (repeatable).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress on stderr.")
 @click.option("-v", "--verbose", is_flag=True, help="Show the traceback of a failure.")
@@ -135,7 +142,7 @@ def _lower(
 
     try:
         progress(f"loading {program}")
-        exported = load_program(program)
+        exported = load_program(program, options["imports"])
         result = lower(
             exported,
             settings=settings,

@@ -34,6 +34,13 @@ FORMATS = ("full", "concise", "json", "github", "sarif", "html")
     type=click.Path(dir_okay=False, path_type=Path),
     help="Write the report to FILE.",
 )
+@click.option(
+    "--import",
+    "imports",
+    multiple=True,
+    metavar="MODULE",
+    help="Import MODULE first: it registers custom ops the program uses (repeatable).",
+)
 @click.option("--config", "config_path", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--isolated", is_flag=True, help="Ignore every configuration file.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress on stderr.")
@@ -72,7 +79,7 @@ def _run(program: Path, config: Any, options: dict[str, Any], progress: Any) -> 
     try:
         (lint,) = lint_pt2(program, config)[:1]
         progress(f"loading {program}")
-        exported = load_program(program)
+        exported = load_program(program, options["imports"])
     except InputError as exc:
         fail(str(exc))
     explain = rule_for_edge_node(lint.findings)

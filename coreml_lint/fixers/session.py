@@ -12,14 +12,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from coreml_lint.core.config import LintConfig
 from coreml_lint.core.errors import InputError
 from coreml_lint.core.files import TEMP_SUFFIX, write_atomically
-from coreml_lint.core.findings import Finding
+from coreml_lint.core.findings import Finding, SourceFix
 from coreml_lint.core.parallel import parallel_map
 from coreml_lint.engine.source import lint_source, read_source
 from coreml_lint.fixers.apply import FixResult, compute_fix, selected_edits
+from coreml_lint.fixers.guided import place
 
 _BOM = b"\xef\xbb\xbf"
 # Program-driven targets of one file: (code, line) pairs a fix may touch; None = any finding.
@@ -32,6 +34,9 @@ class FileOutcome:
     findings: list[Finding] = field(default_factory=list)  # after fixing (or not)
     result: FixResult | None = None
     error: str | None = None
+    # For each program finding the job carried: "fixed", why it was not, or None (the rule
+    # has no guided fix; the source check at its line decided).
+    guided: list[str | None] = field(default_factory=list)
 
 
 @dataclass
@@ -42,9 +47,12 @@ class FixSession:
     unsafe: bool = False
     write: bool = True
 
-    def fix_file(self, path: Path, targets: Targets = None) -> FileOutcome:
+    def fix_file(
+        self, path: Path, targets: Targets = None, guided: tuple[Finding, ...] = ()
+    ) -> FileOutcome:
         """Lint and fix one file; ``targets`` restricts the fixes to the (code, line) pairs
-        a program's findings point to."""
+        a program's findings point to, and ``guided`` are those program findings, whose
+        rules may place a fix with what the program knows."""
         outcome = FileOutcome(str(path))
         try:
             text = read_source(path)
@@ -55,6 +63,9 @@ class FixSession:
                 if targets is None or (f.code, f.location.line) in targets
             ]
             edits = selected_edits(chosen, self.unsafe)
+            placed = place(list(guided), text, str(path), self.config) if guided else []
+            edits += [p for p in placed if isinstance(p, SourceFix) and (p.safe or self.unsafe)]
+            outcome.guided = [_guided_state(p, self.unsafe) for p in placed]
             if not edits:
                 return outcome
             result = compute_fix(str(path), text, edits)
@@ -64,6 +75,10 @@ class FixSession:
             if not result.changed:
                 return outcome
             outcome.result = result
+            outcome.guided = [
+                "fixed" if isinstance(p, SourceFix) and p in result.applied else state
+                for p, state in zip(placed, outcome.guided, strict=True)
+            ]
             if self.write:
                 bom = "\ufeff" if path.read_bytes().startswith(_BOM) else ""
                 write_atomically(path, bom + result.fixed)
@@ -74,15 +89,21 @@ class FixSession:
             outcome.error = f"{path}: internal error: {type(exc).__name__}: {exc}"
         return outcome
 
-    def fix_files(self, jobs: list[tuple[Path, Targets]]) -> list[FileOutcome]:
+    def fix_files(self, jobs: list[tuple[Any, ...]]) -> list[FileOutcome]:
         """Fix many files, in parallel when there are enough to pay for the workers."""
-        folders = {path.parent for path, _ in jobs}
+        folders = {job[0].parent for job in jobs}
         return parallel_map(
             self._fix_job, jobs, on_interrupt=lambda: _remove_temporary_files(folders)
         )
 
-    def _fix_job(self, job: tuple[Path, Targets]) -> FileOutcome:
+    def _fix_job(self, job: tuple[Any, ...]) -> FileOutcome:
         return self.fix_file(*job)
+
+
+def _guided_state(placed: Any, unsafe: bool) -> str | None:
+    if isinstance(placed, SourceFix):
+        return None if placed.safe or unsafe else "the fix may change numerics: --unsafe-fixes"
+    return placed
 
 
 def _remove_temporary_files(folders: set[Path]) -> None:

@@ -8,22 +8,75 @@ from typing import Any
 from coreml_lint.core.errors import InputError
 from coreml_lint.core.files import write_atomically
 
+# Where custom ops that exported programs commonly reference are registered: torch.export.load
+# needs them registered before it can deserialize their nodes.
+KNOWN_REGISTRATIONS = {
+    "quantized_decomposed": "torch.ao.quantization.fx._decomposed",
+    "transformers::grouped_mm_fallback": "transformers.integrations.moe",
+}
+STANDARD_NAMESPACES = {"aten", "prim", "prims", "higher_order", "dim_order_ops", "_operator"}
 
-def load_program(path: Path) -> Any:
-    """``torch.export.load``, after the light reader has vetted the archive."""
+
+def load_program(path: Path, imports: tuple[str, ...] = ()) -> Any:
+    """``torch.export.load``, after the light reader has vetted the archive, the modules in
+    ``imports`` are imported, and every custom op the program uses is checked to be
+    registered (a missing one is named, with the import that registers it when known)."""
+    import importlib
+
     import torch
 
     from coreml_lint.program.pt2 import read_pt2
 
-    read_pt2(path)  # one clear line for a corrupt or foreign archive, before torch sees it
-    # Custom-op libraries that exported programs commonly reference; torch.export.load needs
-    # them registered before it can deserialize their nodes.
-    import torch.ao.quantization.fx._decomposed
-
+    graphs = read_pt2(path)  # one clear line for a corrupt or foreign archive, before torch
+    importlib.import_module(KNOWN_REGISTRATIONS["quantized_decomposed"])
+    for module in imports:
+        try:
+            importlib.import_module(module)
+        except Exception as exc:
+            raise InputError(f"--import {module}: {type(exc).__name__}: {exc}") from None
+    missing = sorted({op for g in graphs for op in _custom_ops(g) if not _registered(op)})
+    if missing:
+        raise InputError(f"{path}: {_missing_ops_message(missing)}")
     try:
         return torch.export.load(path)
     except Exception as exc:
         raise InputError(f"{path}: torch.export.load failed: {type(exc).__name__}: {exc}") from None
+
+
+def _custom_ops(graph: Any) -> set[str]:
+    """``namespace::op.overload`` of every node whose op is not one of torch's own."""
+    ops = set()
+    for node in graph.nodes:
+        namespace, _, rest = node.target.partition(".")
+        if rest and namespace not in STANDARD_NAMESPACES:
+            ops.add(f"{namespace}::{rest}")
+    return ops
+
+
+def _registered(op: str) -> bool:
+    import torch
+
+    namespace, _, rest = op.partition("::")
+    name, _, overload = rest.partition(".")
+    try:
+        packet = getattr(getattr(torch.ops, namespace), name)
+        return overload in ("", "default") or hasattr(packet, overload)
+    except (AttributeError, RuntimeError):
+        return False
+
+
+def _missing_ops_message(ops: list[str]) -> str:
+    hints = []
+    for op in ops:
+        base = op.split(".")[0]
+        module = KNOWN_REGISTRATIONS.get(base) or KNOWN_REGISTRATIONS.get(base.split("::")[0])
+        hints.append(
+            f"{op} (registered by `--import {module}`)"
+            if module
+            else f"{op} (pass `--import MODULE` with the module that registers it, often "
+            f"part of the package `{base.split('::')[0]}`)"
+        )
+    return "the program uses custom ops no imported module registers: " + "; ".join(hints)
 
 
 def write_pte(path: Path, data: bytes) -> None:

@@ -24,10 +24,12 @@ from typing import Any
 
 from coreml_lint.program.gcpause import gc_paused
 from coreml_lint.program.graph import (
+    CONTIGUOUS_FORMAT,
     DType,
     Graph,
     InputSpec,
     Node,
+    Opaque,
     OutputSpec,
     TensorInfo,
     TensorRef,
@@ -223,8 +225,16 @@ class _Canonicalizer:
         )
 
     def _contiguous(self, node: Node) -> None:
-        """``contiguous()`` copies only a tensor that is not contiguous already."""
+        """``contiguous()`` copies only a tensor that is not contiguous already;
+        ``contiguous(memory_format=...)`` is torch's ``clone`` to that format."""
         info = self.tensors.get(node.tensor_inputs()[0])
+        layout = node.arg(1, "memory_format")
+        if isinstance(layout, Opaque) and layout.value not in (None, CONTIGUOUS_FORMAT):
+            out = self.tensors.get(node.outputs[0]) if node.outputs else None
+            if info is None or out is None or info.strides != out.strides:
+                kwargs = {"memory_format": layout}
+                self._emit(node, target="aten.clone.default", args=node.args[:1], kwargs=kwargs)
+                return
         if info is None or _is_contiguous(info):
             self._identity(node)
         else:

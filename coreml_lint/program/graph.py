@@ -11,6 +11,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+# torch/_export/serde/schema.py MemoryFormat, as an ``Opaque("as_memory_format", value)``.
+CONTIGUOUS_FORMAT, CHANNELS_LAST = 1, 2
+
 FLOAT_DTYPES = frozenset({"float16", "float32", "float64", "bfloat16"})
 EIGHT_BIT_DTYPES = frozenset({"uint8", "int8"})
 
@@ -97,6 +100,9 @@ class Node:
     opaque_decomposition: bool = False
     # The saved-graph node this one came from, when canonicalisation renamed it.
     origin: str | None = None
+    # The modules whose forward made the node, as export records them
+    # (``key,path,class;key,path,class``): see :meth:`modules`.
+    module_stack: str | None = None
 
     # The tensor names the arguments read, worked out once (``tensor_inputs``): rules,
     # placement and canonicalisation ask for them over and over. Nodes are never edited
@@ -119,6 +125,17 @@ class Node:
         """``aten.add.Tensor`` -> ``add``."""
         parts = self.target.split(".")
         return parts[1] if len(parts) > 2 else parts[-1]
+
+    def modules(self) -> list[tuple[str, str]]:
+        """(attribute path from the root module, qualified class) of each module whose
+        forward made the node, outermost first: ``[("", "m.Top"), ("block", "m.Norm"),
+        ("block.norm", "torch.nn.modules.normalization.RMSNorm")]``."""
+        found = []
+        for entry in (self.module_stack or "").split(";"):
+            parts = entry.split(",")
+            if len(parts) >= 3:
+                found.append((parts[1], parts[-1]))
+        return found
 
     def tensor_inputs(self) -> list[str]:
         refs = self._refs

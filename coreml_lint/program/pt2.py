@@ -228,13 +228,17 @@ class _GraphBuilder:
         for out in raw["outputs"]:
             self._output_names(out, outputs)
         metadata = raw.get("metadata") or {}
+        if not isinstance(metadata, dict):
+            metadata = {}
+        stack = metadata.get("nn_module_stack")
         return Node(
             name=str(raw.get("name") or (outputs[0] if outputs else f"node_{index}")),
             target=target,
             args=args,
             kwargs=kwargs,
             outputs=outputs,
-            stack_trace=metadata.get("stack_trace") if isinstance(metadata, dict) else None,
+            stack_trace=metadata.get("stack_trace"),
+            module_stack=stack if isinstance(stack, str) else None,
         )
 
     def _output_names(self, out: dict[str, Any], into: list[str]) -> None:

@@ -12,13 +12,14 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from coreml_lint.core.files import display_path, project_root
 from coreml_lint.core.findings import partitioner_code
 from coreml_lint.program.graph import Graph, Node
 from coreml_lint.program.placement import COREML, Partition, Placement
 from coreml_lint.rulekit.context import source_location
 
 if TYPE_CHECKING:
-    from coreml_lint.core.findings import Finding
+    from coreml_lint.core.findings import Finding, Location
 
 # Bits of a node's flags entry.
 KEPT_WHOLE, DECOMPOSED, REFUSED = 1, 2, 4
@@ -73,6 +74,8 @@ def _advice_dict(advice: Any) -> dict[str, Any] | None:
     if advice is None:
         return None
     data = advice.to_json() if hasattr(advice, "to_json") else dict(advice)
+    if data.get("checked") is None:  # not lowered with the advice (--check-advice does)
+        data.pop("checked", None)
     return data or None
 
 
@@ -113,6 +116,7 @@ class _Builder:
         self.input_kinds = {spec.name: spec.kind for spec in self.graph.inputs}
         self.graph_outputs = {o.name for o in self.graph.outputs if o.name}
         self.ops, self.reasons, self.locs = _Interner(), _Interner(), _Interner()
+        self.root = project_root()  # model source paths shown as the text formats show them
         self.types = _Interner()  # [dtype, shape] pairs: most tensors share a few
         refused = (program.lowering or {}).get("refused") or {}
         self.refused = set(refused)
@@ -153,7 +157,7 @@ class _Builder:
         if node.name in self.refused:  # lower names refused nodes by their edge-graph name
             flags |= REFUSED
         loc = source_location(node.stack_trace)
-        loc_id = self.locs([loc.path, loc.line, loc.source_line or ""]) if loc else -1
+        loc_id = self.locs(self.location(loc)) if loc else -1
         pid = where.partition
         return [
             node.name,
@@ -199,6 +203,9 @@ class _Builder:
                 items.append({"k": "c", "nodes": [i]})
         return items
 
+    def location(self, loc: Location) -> list[Any]:
+        return [display_path(loc.path, self.root), loc.line, loc.source_line or ""]
+
     def finding(self, finding: Finding) -> dict[str, Any]:
         loc = finding.location
         partitioner = getattr(finding, "partitioner", None)
@@ -211,7 +218,7 @@ class _Builder:
             "node": finding.node,
             "nodeIndex": self.index.get(finding.node, -1) if finding.node else -1,
             "op": finding.op,
-            "loc": [loc.path, loc.line, loc.source_line or ""] if loc else None,
+            "loc": self.location(loc) if loc else None,
             "fix": finding.fix,
             "partitioner": partitioner_code(partitioner) if partitioner else None,
             "lowerFixes": bool(getattr(finding, "lower_fixes", False)),

@@ -6,6 +6,7 @@ in the node, op and model source location so every rule reports the same way.
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Callable, Iterator
 from functools import cached_property
@@ -24,6 +25,25 @@ if TYPE_CHECKING:
 _FRAME = re.compile(r'File "(?P<path>[^"]+)", line (?P<line>\d+), in (?P<func>[^\n]+)')
 # Frames inside these packages are library internals, not the user's model code.
 _LIBRARY_PARTS = ("/torch/", "/executorch/", "/coremltools/", "/torchao/")
+
+
+def direct_attribute(owner_path: str, path: str) -> str | None:
+    """``"norm"`` for the module at ``path`` ``"block.norm"`` under ``"block"``; None when it
+    is not a direct attribute of that owner (``self.block.norm(x)`` called from the top)."""
+    prefix = f"{owner_path}." if owner_path else ""
+    attribute = path[len(prefix) :] if path.startswith(prefix) else ""
+    return attribute if attribute and "." not in attribute else None
+
+
+def not_one_call(line: int, count: int, calls: str) -> str:
+    """Why a program-guided fix is not placed: the finding's line does not hold exactly one
+    matching call. None at all usually means the op is made inside a function called on that
+    line: a node's stack trace keeps the frames of ``forward`` methods only, so the program
+    points at the call of the helper, not into it."""
+    reason = f"line {line} holds {count} {calls} calls, not one"
+    if count == 0:
+        reason += " (an op made inside a function called there is not followed)"
+    return reason
 
 
 def source_location(stack_trace: str | None) -> Location | None:
@@ -104,6 +124,21 @@ class ProgramContext:
             for value in [*part.inputs, *part.outputs]:
                 found.setdefault(value, part)
         return found
+
+    @cached_property
+    def module_sites(self) -> dict[tuple[str, str], set[str]]:
+        """(class of the owner module, attribute) -> the classes of the modules the program
+        has at that attribute of an owner of that class: ``("Block", "norm") ->
+        {"torch.nn.modules.normalization.RMSNorm", "torch.nn.modules.normalization.LayerNorm"}``
+        when one ``self.norm = norm_layer(dim)`` line built both."""
+        sites: dict[tuple[str, str], set[str]] = {}
+        for node in self.graph.nodes:
+            stack = node.modules()
+            for (owner_path, owner), (path, cls) in itertools.pairwise(stack):
+                attribute = direct_attribute(owner_path, path)
+                if attribute is not None:
+                    sites.setdefault((owner.rsplit(".", 1)[-1], attribute), set()).add(cls)
+        return sites
 
     def coreml_users_downstream(
         self,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import libcst as cst
 
 _NO_SPACE = cst.SimpleWhitespace("")
@@ -18,17 +20,22 @@ def kwarg(name: str, value: str | cst.BaseExpression) -> cst.Arg:
 
 
 def with_args(call: cst.Call, args: list[cst.Arg]) -> cst.Call:
-    """``call`` with ``args``, commas between them and none after the last."""
-    return call.with_changes(args=join(args))
+    """``call`` with ``args``, laid out as its arguments were: one per line stays one per
+    line (a trailing comma kept), one line stays one line."""
+    return call.with_changes(args=join(args, like=call.args))
 
 
-def join(args: list[cst.Arg]) -> list[cst.Arg]:
-    comma = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
+def join(args: list[cst.Arg], like: Sequence[cst.Arg] = ()) -> list[cst.Arg]:
+    """``args`` with commas between them: the separator the original arguments ``like``
+    used (a newline and indent when they were one per line), and their trailing comma."""
+    separators = [a.comma for a in like[:-1] if isinstance(a.comma, cst.Comma)]
+    comma = next(
+        (c for c in separators if isinstance(c.whitespace_after, cst.ParenthesizedWhitespace)),
+        cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")),
+    )
+    trailing = like[-1].comma if like else cst.MaybeSentinel.DEFAULT
     last = len(args) - 1
-    return [
-        a.with_changes(comma=comma if i < last else cst.MaybeSentinel.DEFAULT)
-        for i, a in enumerate(args)
-    ]
+    return [a.with_changes(comma=comma if i < last else trailing) for i, a in enumerate(args)]
 
 
 def append_kwarg(call: cst.Call, name: str, value: str | cst.BaseExpression) -> cst.Call:

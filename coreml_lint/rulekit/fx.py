@@ -129,3 +129,30 @@ def reaches(node: torch.fx.Node, found: Any, depth: int = 16) -> bool:
             return False
         frontier = following
     return False
+
+
+def is_cast(node: Any) -> bool:
+    """A dtype cast, as the ATen graph (``_to_copy``) or the edge graph
+    (``_to_dim_order_copy``) spells it."""
+    return isinstance(node, torch.fx.Node) and op_base(node) in ("_to_copy", "_to_dim_order_copy")
+
+
+def fake_mode(ep: ExportedProgram) -> Any:
+    """The fake-tensor mode of the program's recorded values (to compute a new node's)."""
+    for node in ep.graph.nodes:
+        fake = val(node)
+        if isinstance(fake, torch.Tensor) and hasattr(fake, "fake_mode"):
+            return fake.fake_mode
+    raise ValueError("the program has no fake tensor values")
+
+
+def emit(ep: ExportedProgram, mode: Any, target: Any, args: tuple, kwargs: Any = None) -> Any:
+    """Insert ``target(*args, **kwargs)`` at the graph's cursor, with its fake value."""
+    kwargs = kwargs or {}
+    node = ep.graph.call_function(target, args, kwargs)
+    fake_args = torch.utils._pytree.tree_map(
+        lambda a: val(a) if isinstance(a, torch.fx.Node) else a, (args, kwargs)
+    )
+    with mode:
+        node.meta["val"] = target(*fake_args[0], **fake_args[1])
+    return node

@@ -127,6 +127,16 @@ class Rule:
         ``edits.need_helper(code)`` add what the new code needs to the file."""
         raise NotImplementedError(f"{self.code} has no transform {fix.kind!r}")
 
+    def program_fix(self, finding: Finding, source: SourceContext) -> SourceFix | str | None:
+        """The source edit that fixes a program ``finding``, placed with what the program
+        knows (a dtype, a value, the module or buffer behind a node), in the model file
+        ``source`` holds (``source.rule`` is this rule, so ``source.edit(...)`` works).
+
+        Returns the ``SourceFix``; or why no fix can be placed safely (reported, nothing
+        guessed); or None, when the rule has no guided fix and its own source check at
+        the finding's line decides."""
+        return None
+
     # -- the lowering answer (heavy: torch is imported inside the hooks) ------------------
     def rewrite(self, ep: Any) -> tuple[Any, list[str]]:
         """Rewrite the functional ``ExportedProgram`` so Core ML computes what it means.

@@ -34,7 +34,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from coreml_lint.core.findings import Finding, Outcome, SourceFix
-from coreml_lint.program.graph import EIGHT_BIT_DTYPES
+from coreml_lint.program.graph import EIGHT_BIT_DTYPES, Node
 from coreml_lint.rulekit.context import ProgramContext
 from coreml_lint.rulekit.examples import Invalid, Valid, case, module, torch
 from coreml_lint.rulekit.rule import Rule
@@ -87,7 +87,27 @@ class EightBitConstant(Rule):
                     partitioner={"minimum_deployment_target": 17},
                     value=value,
                     dtype=dtype,
+                    **_where_built(ctx, value, spec.target or value, readers[0]),
                 )
+
+    def program_fix(self, finding: Finding, source: SourceContext) -> SourceFix | str | None:
+        """The ``register_buffer`` call that made the buffer, found by the buffer's name in
+        the class the program says owns it, stores it as int32 when every use the program
+        shows only reads its values into a wider dtype (``self.lut[idx].float()``)."""
+        owner, attribute = finding.extra.get("owner"), finding.extra.get("attribute")
+        if not owner or not attribute:
+            return None
+        if not finding.extra.get("widening_is_safe"):
+            return f"'{attribute}' is used as {finding.extra.get('dtype')} values, not only read"
+        for cls in source.classes(owner.rsplit(".", 1)[-1]):
+            call = registered_buffer(cls, attribute)
+            if call is not None and _widened_already(call.args[1]):
+                return f"'{attribute}' is already stored as int32 in the source: export again"
+            if call is not None:
+                return source.edit(
+                    call, "buffer-widen", safe=True, description="store the buffer as int32"
+                )
+        return f"no `self.register_buffer('{attribute}', ...)` in a class {owner} of this file"
 
     source_triggers = ("register_buffer",)
     source_pattern = "`register_buffer(name, <uint8/int8 tensor>)`"
@@ -141,7 +161,10 @@ class EightBitConstant(Rule):
 
         value = call.args[1].value
         widened = cst.parse_expression(f"{edits.torch()}.int32")
-        new_value = _retype(value, widened)
+        if fix.kind == "buffer-widen":  # any expression: the program knows its dtype
+            new_value = _as_int32(value, widened)
+        else:
+            new_value = _retype(value, widened)
         args = list(call.args)
         args[1] = args[1].with_changes(value=new_value)
         return with_args(call, args)
@@ -179,6 +202,94 @@ class EightBitConstant(Rule):
         from coreml_lint.rulekit.fx import EIGHT_BIT, touches
 
         return "touches a uint8/int8 tensor" if touches(node, EIGHT_BIT) else None
+
+
+# Ops through which a buffer's values only travel (indexed, viewed, copied) before a cast.
+_READ_ONLY = {
+    "index",
+    "select",
+    "slice",
+    "view",
+    "_unsafe_view",
+    "reshape",
+    "expand",
+    "unsqueeze",
+    "squeeze",
+    "permute",
+    "t",
+    "transpose",
+    "clone",
+    "gather",
+    "index_select",
+    "embedding",
+}
+_WIDE = {"float16", "float32", "float64", "int32", "int64"}
+
+
+def _where_built(ctx: ProgramContext, value: str, target: str, reader: Node) -> dict[str, Any]:
+    """What a program-guided fix needs: the buffer's attribute name, the class of the
+    module that registered it, and whether every use only reads its values into a wider
+    dtype (then storing it as int32 changes nothing the model computes)."""
+    owner_path, _, attribute = target.rpartition(".")
+    owner = next((cls for path, cls in reader.modules() if path == owner_path), None)
+    widening_is_safe = _only_widened(ctx, value)
+    return {"attribute": attribute, "owner": owner, "widening_is_safe": widening_is_safe}
+
+
+def _only_widened(ctx: ProgramContext, value: str) -> bool:
+    """Whether the constant's values reach only casts to a wider dtype, through read-only
+    ops, wherever they go."""
+    frontier, seen = [value], {value}
+    while frontier:
+        for user in ctx.users.get(frontier.pop(), []):
+            if user.target == "aten._to_copy.default" and ctx.dtype(user.outputs[0]) in _WIDE:
+                continue
+            if user.op_base not in _READ_ONLY:
+                return False
+            for out in user.outputs:
+                if out not in seen:
+                    seen.add(out)
+                    frontier.append(out)
+    return True
+
+
+def registered_buffer(cls: ast.ClassDef, name: str) -> ast.Call | None:
+    """``self.register_buffer("<name>", value)`` in a method of ``cls``."""
+    for node in ast.walk(cls):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "register_buffer"
+            and len(node.args) >= 2
+            and isinstance(node.args[0], ast.Constant)
+            and node.args[0].value == name
+        ):
+            return node
+    return None
+
+
+def _widened_already(value: ast.expr) -> bool:
+    """``<expr>.to(torch.int32)``: the fix's own output, seen against a stale program."""
+    return (
+        isinstance(value, ast.Call)
+        and isinstance(value.func, ast.Attribute)
+        and value.func.attr == "to"
+        and len(value.args) == 1
+        and ast.unparse(value.args[0]).endswith("int32")
+    )
+
+
+def _as_int32(value: Any, widened: Any) -> Any:
+    """``value.to(torch.int32)``, in parentheses when ``value`` needs them."""
+    import libcst as cst
+
+    simple = (cst.Name, cst.Attribute, cst.Call, cst.Subscript)
+    base = (
+        value
+        if isinstance(value, simple)
+        else value.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+    )
+    return cst.Call(func=cst.Attribute(base, cst.Name("to")), args=[cst.Arg(widened)])
 
 
 _EIGHT_BIT_METHODS = {"byte": "uint8", "char": "int8"}

@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from coreml_lint.core.findings import Finding, Outcome, SourceFix
-from coreml_lint.rulekit.context import ProgramContext
+from coreml_lint.rulekit.context import ProgramContext, not_one_call
 from coreml_lint.rulekit.examples import Invalid, Valid, case, module, torch
 from coreml_lint.rulekit.rule import Rule
 from coreml_lint.source.context import SourceContext, has_star_args
@@ -130,6 +130,24 @@ class BoolMinMax(Rule):
             return call.with_changes(func=func.with_changes(attr=cst.Name(twin)))
         return call.with_changes(func=cst.parse_expression(f"{edits.torch()}.{twin}"))
 
+    def program_fix(self, finding: Finding, source: SourceContext) -> SourceFix | str | None:
+        """The call at the finding's line, whatever names its operands have: the program
+        knows they are bool tensors, so its bool twin computes the same values."""
+        if finding.location is None or finding.op is None:
+            return None
+        _, base, overload = [*finding.op.split("."), "", ""][:3]
+        if base in PAIRWISE and overload == "dim":
+            return "max(dim)/min(dim) return (values, indices): no drop-in bool op"
+        pairwise = overload == "other" or base in ("maximum", "minimum")
+        op = PAIRWISE.get(base, base) if pairwise else base
+        names = {op, next((k for k, v in PAIRWISE.items() if v == op), op)} if pairwise else {op}
+        calls = [c for c in source.calls() if c.lineno == finding.location.line]
+        matching = [c for c in calls if _called_name(source, c) in names and not has_star_args(c)]
+        if len(matching) != 1:
+            return not_one_call(finding.location.line, len(matching), op)
+        twin = BOOL_TWINS[op][0]
+        return source.edit(matching[0], "bool-op", safe=True, description=f"use {twin}", twin=twin)
+
     def rewrite(self, ep: Any) -> tuple[Any, list[str]]:
         """Each bool min/max-family op becomes its any/all/logical twin (the same values)."""
         import torch
@@ -164,6 +182,14 @@ class BoolMinMax(Rule):
         if name.endswith(("max.dim", "min.dim")) and touches(node, {torch.bool}):
             return "bool max/min with dim (no drop-in bool op; the CPU has a kernel)"
         return None
+
+
+def _called_name(source: SourceContext, call: ast.Call) -> str | None:
+    """``torch.maximum(a, b)`` -> ``maximum``; ``m.amax(1)`` -> ``amax``."""
+    name = source.qualname(call.func)
+    if name and name.startswith("torch."):
+        return name[len("torch.") :]
+    return call.func.attr if isinstance(call.func, ast.Attribute) and name is None else None
 
 
 # -- program cases: what the stock CoreMLPartitioner really does (the oracle lowers each) --

@@ -23,6 +23,7 @@ Fix
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 from coreml_lint.core.findings import Finding, Outcome
 from coreml_lint.rulekit.context import ProgramContext
@@ -55,9 +56,51 @@ class Fp16InputBelowIOS16(Rule):
                     partitioner={"minimum_deployment_target": 16},
                 )
 
-    cannot_lower = (
-        "the program's float16 inputs are the user's signature; lower them at iOS16 or later"
-    )
+    def rewrite(self, ep: Any) -> tuple[Any, list[str]]:
+        """Each float16 program input is cast to float32 and back to float16 before any op
+        reads it; :meth:`refuse` keeps the first cast on the CPU, so the delegate receives
+        float32 (and casts it to float16 itself, as the model's first op). The program's
+        signature stays float16."""
+        import torch
+
+        from coreml_lint.rulekit.fx import cast, finish, val
+
+        user = {s.arg.name for s in ep.graph_signature.input_specs if s.kind.name == "USER_INPUT"}
+        placeholders = [n for n in ep.graph.nodes if n.op == "placeholder"]
+        done = []
+        for node in placeholders:
+            if node.name not in user or getattr(val(node), "dtype", None) != torch.float16:
+                continue
+            readers = list(node.users)
+            with ep.graph.inserting_after(placeholders[-1]):
+                wide = cast(ep, node, torch.float32)
+            with ep.graph.inserting_after(wide):
+                back = cast(ep, wide, torch.float16)
+            for reader in readers:
+                reader.replace_input_with(node, back)
+            done.append(
+                f"{node.name}: float16 input cast to float32 on the CPU (and back in Core ML)"
+            )
+        return finish(ep), done
+
+    def refuse(self, node: Any) -> str | None:
+        """The float16 -> float32 cast of a program input that :meth:`rewrite` put there (a
+        placeholder cast up and straight back down), in the ATen or the edge graph."""
+        import torch
+
+        from coreml_lint.rulekit.fx import is_cast, val
+
+        source = node.args[0] if node.args else None
+        if not (is_cast(node) and getattr(source, "op", None) == "placeholder"):
+            return None
+        up = getattr(val(source), "dtype", None) == torch.float16 and (
+            getattr(val(node), "dtype", None) == torch.float32
+        )
+        if up and node.users and all(is_cast(u) for u in node.users):
+            return (
+                "float16 program input cast to float32 before Core ML (no fp16 input below iOS16)"
+            )
+        return None
 
 
 # -- program cases: what the stock CoreMLPartitioner really does (the oracle lowers each) --

@@ -43,7 +43,7 @@ from typing import Any
 
 from coreml_lint.core.findings import Finding, Outcome, Severity
 from coreml_lint.program.graph import FLOAT_DTYPES, DType, Node
-from coreml_lint.rulekit.context import ProgramContext
+from coreml_lint.rulekit.context import ProgramContext, not_one_call
 from coreml_lint.rulekit.examples import Invalid, Valid, case, module, returns, torch
 from coreml_lint.rulekit.rule import Rule
 from coreml_lint.source.context import (
@@ -53,6 +53,7 @@ from coreml_lint.source.context import (
     int_literal,
     keyword,
 )
+from coreml_lint.source.patterns import bound_constant
 
 INTEGER_DTYPES = {"uint8", "int8", "int16", "int32", "int64"}
 
@@ -63,6 +64,18 @@ FLOAT_PROMOTING = {"add", "sub", "rsub", "mul", "div", "true_divide", "pow", "wh
 
 def _has_dtype(node: Node) -> bool:
     return any(isinstance(v, DType) for v in [*node.args[2:], *node.kwargs.values()])
+
+
+# A fill whose value the class binds once, in __init__ (the examples' model).
+_BASE_IN_INIT = """
+class Positions(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.base = 3001
+
+    def forward(self, n):
+        return {fill}
+"""
 
 
 class FillDtypeIgnored(Rule):
@@ -188,8 +201,22 @@ class FillDtypeIgnored(Rule):
             "def f(x):\n    return x.new_zeros((2, 3), dtype=torch.int32)",
             "def f(x):\n    return torch.full((2, 3), 0, dtype=torch.int32, device=x.device)",
         ),
+        Invalid(
+            _BASE_IN_INIT.format(fill="torch.full((1, n), self.base)"),
+            _BASE_IN_INIT.format(fill="torch.full((1, n), self.base, dtype=torch.int64)"),
+        ),
+        Invalid(
+            "def f(n):\n    base = 3001\n    return torch.full((1, n), base)",
+            "def f(n):\n    base = 3001\n    return torch.full((1, n), base, dtype=torch.int64)",
+        ),
         Valid("x = torch.full((2, 3), 3001, dtype=torch.int64)"),
         Valid("x = torch.full((2, 3), 0.5)"),
+        # self.base is bound twice (configurable): nothing the source can know.
+        Valid(
+            _BASE_IN_INIT.format(fill="torch.full((1, n), self.base)")
+            + "\n    def rebase(self, base):\n        self.base = base"
+        ),
+        Valid("def f(n, base=3001):\n    return torch.full((1, n), base)"),
         Valid("x = torch.zeros(2, 3)"),
     )
 
@@ -201,8 +228,8 @@ class FillDtypeIgnored(Rule):
                 continue
             if name == "torch.full" and dtype is None:
                 fill = call.args[1] if len(call.args) > 1 else keyword(call, "fill_value")
-                value = int_literal(fill)
-                if value is None or len(call.args) > 2:
+                value = bound_constant(ctx, fill, call)
+                if type(value) is not int or len(call.args) > 2:
                     continue
                 yield ctx.finding(
                     call,
@@ -257,7 +284,7 @@ class FillDtypeIgnored(Rule):
 
         torch = edits.torch()
         if fix.kind == "full-dtype":
-            return append_kwarg(call, "dtype", f"{torch}.int64")
+            return append_kwarg(call, "dtype", f"{torch}.{fix.get('dtype', 'int64')}")
         positional = [a for a in call.args if a.keyword is None]
         keywords = [kwarg(a.keyword.value, a.value) for a in call.args if a.keyword is not None]
         if fix.kind == "new-zeros-to-full":
@@ -270,6 +297,32 @@ class FillDtypeIgnored(Rule):
             size = cst.Tuple([cst.Element(a.value) for a in positional])
         full = cst.Call(func=cst.parse_expression(f"{torch}.full"))
         return with_args(full, [cst.Arg(size), cst.Arg(cst.Integer("0")), *keywords])
+
+    def program_fix(self, finding: Finding, source: SourceContext) -> SourceFix | str | None:
+        """``torch.full(size, <any value expression>)`` at the finding's line gets the dtype
+        the program knows (``self.base`` is an int: the fill is int64). Other fills are left
+        to the source check."""
+        if finding.op != "aten.full.default" or finding.location is None:
+            return None
+        line = finding.location.line
+        fills = [
+            c
+            for c in source.calls()
+            if c.lineno == line and source.qualname(c.func) == "torch.full"
+        ]
+        calls = [
+            c
+            for c in fills
+            if keyword(c, "dtype") is None and not has_star_args(c) and len(c.args) <= 2
+        ]
+        if len(fills) == 1 and not calls and keyword(fills[0], "dtype") is not None:
+            return f"the torch.full at line {line} already has a dtype: export again"
+        if len(calls) != 1:
+            return not_one_call(line, len(calls), "torch.full (without dtype)")
+        dtype = finding.extra.get("dtype", "int64")
+        return source.edit(
+            calls[0], "full-dtype", safe=True, description=f"add dtype=torch.{dtype}", dtype=dtype
+        )
 
     def rewrite(self, ep: Any) -> tuple[Any, list[str]]:
         return integer_fills(ep)

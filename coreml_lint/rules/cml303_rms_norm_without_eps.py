@@ -27,10 +27,11 @@ from collections.abc import Iterator
 from typing import Any
 
 from coreml_lint.core.findings import Finding, Outcome, SourceFix
-from coreml_lint.rulekit.context import ProgramContext
+from coreml_lint.rulekit.context import ProgramContext, direct_attribute
 from coreml_lint.rulekit.examples import Invalid, Valid, case, nn, wrapped
 from coreml_lint.rulekit.rule import Rule
 from coreml_lint.source.context import SourceContext, has_star_args, keyword
+from coreml_lint.source.patterns import assigned_calls, parameter_default, resolved_qualname
 
 
 class RmsNormWithoutEps(Rule):
@@ -50,7 +51,38 @@ class RmsNormWithoutEps(Rule):
                 fix="pass eps= to nn.RMSNorm / F.rms_norm (torch's default is "
                 "torch.finfo(dtype).eps)",
                 partitioner=ctx.with_skip("rms_norm.default"),
+                modules=(stack := node.modules()[-2:]),
+                built_there=_built_there(ctx, stack),
             )
+
+    def program_fix(self, finding: Finding, source: SourceContext) -> SourceFix | str | None:
+        """An ``nn.RMSNorm`` built in ``__init__``: the program knows which module made the
+        node (``self.<attribute>``) and in which class, so its constructor call gets eps,
+        whatever name the call goes through: ``nn.RMSNorm``, an alias of it, or a
+        ``norm_layer=nn.RMSNorm`` parameter (unsafe: another norm layer passed in another
+        configuration would get the eps too). Refused when the program itself shows that
+        line building another class as well. ``F.rms_norm`` is left to the source check."""
+        modules = finding.extra.get("modules") or []
+        if len(modules) < 2 or not modules[-1][1].endswith("RMSNorm"):
+            return None
+        attribute = direct_attribute(modules[-2][0], modules[-1][0])
+        owner = modules[-2][1].rsplit(".", 1)[-1]
+        if attribute is None:
+            return f"{modules[-1][0]} is not an attribute of the module that calls it"
+        others = [c for c in finding.extra.get("built_there", []) if c != modules[-1][1]]
+        if others:
+            shown = ", ".join(c.rsplit(".", 1)[-1] for c in others)
+            return f"`self.{attribute}` of {owner} is also built as {shown} in this program"
+        found = next(_constructors(source, owner, attribute), None)
+        if found is not None:
+            return _eps_edit(source, found[1], attribute, found[0])
+        calls = [c for cls in source.classes(owner) for _, c in assigned_calls(cls, attribute)]
+        if not calls:
+            return f"no `self.{attribute} = ...(...)` in a class {owner} of this file"
+        return (
+            f"`self.{attribute} = {ast.unparse(calls[0].func)}(...)`: the source does not show "
+            "that it is always nn.RMSNorm"
+        )
 
     source_triggers = ("RMSNorm", "rms_norm")
     source_pattern = "`nn.RMSNorm(d)` / `F.rms_norm(x, shape)` without `eps`"
@@ -63,13 +95,18 @@ class RmsNormWithoutEps(Rule):
             "y = F.rms_norm(x, (64,), None, None)",
             "y = F.rms_norm(x, (64,), None, eps=torch.finfo(torch.float32).eps)",
         ),
+        Invalid(
+            "RMSNorm = nn.RMSNorm\nnorm = RMSNorm(64)",
+            "RMSNorm = nn.RMSNorm\nnorm = RMSNorm(64, eps=torch.finfo(torch.float32).eps)",
+        ),
         Valid("norm = nn.RMSNorm(64, eps=1e-6)"),
+        Valid("Norm = nn.RMSNorm\nif big:\n    Norm = nn.LayerNorm\nnorm = Norm(64)"),
         Valid("y = F.rms_norm(x, (64,), eps=1e-5)"),
     )
 
     def check_source(self, ctx: SourceContext) -> Iterator[Finding]:
         for call in ctx.calls():
-            name = ctx.qualname(call.func)
+            name = resolved_qualname(ctx, call.func)
             if has_star_args(call):
                 continue
             if name == "torch.nn.RMSNorm":
@@ -103,7 +140,7 @@ class RmsNormWithoutEps(Rule):
         value = f"{torch}.finfo({torch}.float32).eps"
         args = [a for a in call.args if not (a.keyword is not None and a.keyword.value == "eps")]
         if fix.get("replace") and len(args) == len(call.args):  # eps=None passed positionally
-            position = 1 if fix.callee == "RMSNorm" else 3
+            position = fix.get("position", 1 if fix.callee == "RMSNorm" else 3)
             args = args[:position] + args[position + 1 :]
         return with_args(call, [*args, kwarg("eps", value)])
 
@@ -143,3 +180,52 @@ def _():
 @case("rmsnorm-no-eps-aten-skip", expect=set(), settings={"skip": ["rms_norm.default"]})
 def _():
     return wrapped(nn.RMSNorm(16))
+
+
+def _built_there(ctx: ProgramContext, stack: list[tuple[str, str]]) -> list[str]:
+    """Every class the program has at the node's module's attribute of an owner of the
+    same class (one ``self.norm = norm_layer(dim)`` line may build several)."""
+    if len(stack) < 2:
+        return []
+    attribute = direct_attribute(stack[-2][0], stack[-1][0])
+    site = (stack[-2][1].rsplit(".", 1)[-1], attribute or "")
+    return sorted(ctx.module_sites.get(site, set()))
+
+
+def _constructors(
+    source: SourceContext, owner: str, attribute: str
+) -> Iterator[tuple[ast.AST, ast.Call]]:
+    """``self.<attribute> = <callee>(...)`` in class ``owner`` whose callee is nn.RMSNorm,
+    a module-level alias of it, or a parameter defaulting to it."""
+    for cls in source.classes(owner):
+        for method, call in assigned_calls(cls, attribute):
+            if resolved_qualname(source, call.func) == "torch.nn.RMSNorm":
+                yield method, call
+            elif isinstance(call.func, ast.Name):
+                default = parameter_default(method, call.func.id)
+                if resolved_qualname(source, default) == "torch.nn.RMSNorm":
+                    yield method, call
+
+
+def _eps_edit(
+    source: SourceContext, call: ast.Call, attribute: str, method: ast.AST
+) -> SourceFix | str:
+    if has_star_args(call):
+        return f"`self.{attribute} = ...(*args)`: eps cannot be placed"
+    eps = keyword(call, "eps") or (call.args[1] if len(call.args) > 1 else None)
+    if eps is not None and not (isinstance(eps, ast.Constant) and eps.value is None):
+        return f"self.{attribute} already gets eps in the source: export again"
+    through_parameter = (
+        isinstance(call.func, ast.Name)
+        and parameter_default(method, call.func.id) is not None
+        and resolved_qualname(source, call.func) is None
+    )
+    also = f" (also to any other {call.func.id} passed in)" if through_parameter else ""
+    return source.edit(
+        call,
+        "add-eps",
+        safe=not through_parameter,
+        description=f"eps=torch.finfo(torch.float32).eps, torch's default for fp32{also}",
+        replace=eps is not None,
+        position=1,
+    )

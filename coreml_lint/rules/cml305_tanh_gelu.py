@@ -24,11 +24,12 @@ Fix
 
 from __future__ import annotations
 
+import ast
 from collections.abc import Iterator
 from typing import Any
 
 from coreml_lint.core.findings import Finding, Outcome, SourceFix
-from coreml_lint.rulekit.context import ProgramContext
+from coreml_lint.rulekit.context import ProgramContext, direct_attribute, not_one_call
 from coreml_lint.rulekit.examples import (
     F,
     Invalid,
@@ -42,6 +43,7 @@ from coreml_lint.rulekit.examples import (
 )
 from coreml_lint.rulekit.rule import Rule
 from coreml_lint.source.context import SourceContext, has_star_args, keyword
+from coreml_lint.source.patterns import assigned_calls, bound_constant
 
 TANH_GELU_FUNCTION = """
 def tanh_gelu(x):
@@ -54,6 +56,24 @@ class TanhGELU(torch.nn.Module):
 
     def forward(self, x):
         return 0.5 * x * (1.0 + torch.tanh(0.7978845608028654 * (x + 0.044715 * x.pow(3))))
+"""
+# When the approximation is chosen by an expression (a config), the fix keeps the choice:
+# these compute exactly what F.gelu / nn.GELU compute, with the tanh branch written out.
+CONFIGURABLE_GELU_FUNCTION = """
+def exportable_gelu(x, approximate="none"):
+    \"\"\"F.gelu, its tanh approximation written out so Core ML runs it (coreml-lint).\"\"\"
+    if approximate == "tanh":
+        return 0.5 * x * (1.0 + torch.tanh(0.7978845608028654 * (x + 0.044715 * x.pow(3))))
+    return torch.nn.functional.gelu(x, approximate=approximate)
+"""
+CONFIGURABLE_GELU_MODULE = """
+class ExportableGELU(torch.nn.GELU):
+    \"\"\"nn.GELU, its tanh approximation written out so Core ML runs it (coreml-lint).\"\"\"
+
+    def forward(self, x):
+        if self.approximate == "tanh":
+            return 0.5 * x * (1.0 + torch.tanh(0.7978845608028654 * (x + 0.044715 * x.pow(3))))
+        return super().forward(x)
 """
 _HEADER = "import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n\n"
 TANH_GELU_FUNCTION_FIXED = _HEADER + TANH_GELU_FUNCTION + "\n\ny = tanh_gelu(x)"
@@ -79,7 +99,42 @@ class TanhGelu(Rule):
                 fix="write the tanh formula: 0.5 * x * (1 + torch.tanh(0.7978845608 * "
                 "(x + 0.044715 * x.pow(3))))",
                 partitioner=ctx.skip_advice(node),
+                modules=node.modules()[-2:],
             )
+
+    def program_fix(self, finding: Finding, source: SourceContext) -> SourceFix | str | None:
+        """The program knows the GELU is tanh whatever expression chose it: the
+        ``F.gelu(x, approximate=<expr>)`` call at the finding's line, or the ``nn.GELU``
+        that ``__init__`` assigns to the attribute the program's module stack names, gets
+        a callee that writes the tanh branch out and keeps ``<expr>`` deciding (another
+        configuration still gets what it asked for). Unsafe, like the source fix."""
+        modules = finding.extra.get("modules") or []
+        if len(modules) >= 2 and modules[-1][1] == "torch.nn.modules.activation.GELU":
+            attribute = direct_attribute(modules[-2][0], modules[-1][0])
+            owner = modules[-2][1].rsplit(".", 1)[-1]
+            calls = [
+                call
+                for cls in source.classes(owner)
+                for _, call in assigned_calls(cls, attribute or "")
+                if source.qualname(call.func) == "torch.nn.GELU" and not has_star_args(call)
+            ]
+            if len(calls) != 1:
+                return f"no one `self.{attribute} = nn.GELU(...)` in a class {owner} of this file"
+            return _gelu_edit(source, calls[0], functional=False)
+        if finding.location is None:
+            return None
+        line = finding.location.line
+        calls = [
+            c
+            for c in source.calls()
+            if c.lineno == line
+            and source.qualname(c.func) == "torch.nn.functional.gelu"
+            and len(c.args) == 1
+            and not has_star_args(c)
+        ]
+        if len(calls) != 1:
+            return not_one_call(line, len(calls), "F.gelu(x, approximate=...)")
+        return _gelu_edit(source, calls[0], functional=True)
 
     source_triggers = ("gelu", "GELU")
     source_pattern = (
@@ -89,7 +144,14 @@ class TanhGelu(Rule):
     examples = (
         Invalid('y = F.gelu(x, approximate="tanh")', TANH_GELU_FUNCTION_FIXED),
         Invalid('act = nn.GELU("tanh")', TANH_GELU_MODULE_FIXED),
+        Invalid(
+            'def f(x):\n    mode = "tanh"\n    return F.gelu(x, approximate=mode)',
+            _HEADER
+            + TANH_GELU_FUNCTION
+            + '\n\ndef f(x):\n    mode = "tanh"\n    return tanh_gelu(x)',
+        ),
         Valid("y = F.gelu(x)"),
+        Valid("def f(x, mode):\n    return F.gelu(x, approximate=mode)"),
         Valid('y = F.gelu(x, approximate="none")'),
     )
 
@@ -102,7 +164,7 @@ class TanhGelu(Rule):
             approximate = keyword(call, "approximate")
             if approximate is None and not functional and call.args:
                 approximate = call.args[0]  # nn.GELU("tanh"); F.gelu's is keyword-only
-            if ctx.constant(approximate) != "tanh":
+            if bound_constant(ctx, approximate, call) != "tanh":
                 continue
             if functional and (len(call.args) != 1 or has_star_args(call)):
                 continue
@@ -127,6 +189,12 @@ class TanhGelu(Rule):
         from coreml_lint.rulekit.cst import code
 
         torch = edits.torch()  # the helper is written against the file's name for torch
+        if fix.kind == "gelu-configurable":  # same arguments, a callee that keeps the choice
+            module = fix.callee == "GELU"
+            name = "ExportableGELU" if module else "exportable_gelu"
+            helper = CONFIGURABLE_GELU_MODULE if module else CONFIGURABLE_GELU_FUNCTION
+            edits.need_helper(name, helper.replace("torch.", f"{torch}."))
+            return call.with_changes(func=cst.Name(name))
         if fix.kind == "gelu-module":
             edits.need_helper("TanhGELU", TANH_GELU_MODULE.replace("torch.", f"{torch}."))
             return cst.parse_expression("TanhGELU()")
@@ -191,3 +259,21 @@ def _():
 @case("gelu-tanh-skipped", expect=set(), settings={"skip": ["aten.gelu.default"]})
 def _():
     return module(lambda s, x: F.gelu(x, approximate="tanh")), (torch.randn(2, 8),)
+
+
+def _gelu_edit(source: SourceContext, call: ast.Call, functional: bool) -> SourceFix:
+    """The literal-tanh fix when the source says tanh, else the configurable callee."""
+    approximate = keyword(call, "approximate")
+    if approximate is None and not functional and call.args:
+        approximate = call.args[0]
+    description = "tanh GELU written out (same function; float rounding may differ)"
+    if bound_constant(source, approximate, call) == "tanh":
+        kind = "gelu-formula" if functional else "gelu-module"
+        return source.edit(call, kind, safe=False, description=description)
+    return source.edit(
+        call,
+        "gelu-configurable",
+        safe=False,
+        description=f"{description}; the approximation is still chosen by "
+        f"`{ast.unparse(approximate) if approximate is not None else 'none'}`",
+    )

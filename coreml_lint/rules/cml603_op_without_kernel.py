@@ -39,6 +39,11 @@ from coreml_lint.rulekit.context import ProgramContext
 from coreml_lint.rulekit.examples import Invalid, Valid, case, module, nn, torch, wrapped
 from coreml_lint.rulekit.rule import Rule
 
+# Namespaces of torch's and ExecuTorch's own ops; a custom op outside them runs on the CPU only
+# through an out variant its library registers (these libraries register theirs).
+TORCH_NAMESPACES = {"aten", "dim_order_ops", "prim", "prims", "_operator", "higher_order"}
+WITH_OUT_VARIANTS = {"quantized_decomposed", "llama"}
+
 
 class OpLeftWithoutKernel(Rule):
     code = "CML603"
@@ -63,6 +68,9 @@ class OpLeftWithoutKernel(Rule):
         table = ctx.table
         for node in ctx.graph.nodes:
             p = ctx.placement.nodes[node.name]
+            if p.where == CPU and node.namespace not in TORCH_NAMESPACES:
+                yield from self._custom_op(ctx, node)
+                continue
             if p.where != CPU or node.namespace not in ("aten", "dim_order_ops"):
                 continue
             if not node.outputs:
@@ -106,6 +114,24 @@ class OpLeftWithoutKernel(Rule):
                     "portable runtime has",
                 )
 
+    @staticmethod
+    def _custom_op(ctx: ProgramContext, node: Any) -> Iterator[Finding]:
+        """A custom op (a library's own, e.g. ``transformers::grouped_mm_fallback``) that
+        Core ML cannot take: ExecuTorch runs it through an out variant, which most libraries
+        do not register."""
+        if node.namespace in WITH_OUT_VARIANTS or not node.outputs:
+            return
+        op = f"{node.namespace}::{node.target.split('.')[1]}"
+        yield ctx.finding(
+            node,
+            f"custom op {op} runs on the CPU (coremltools has no converter for it), and "
+            f"to_executorch needs an out variant for it: lowering fails with `RuntimeError: "
+            f"Missing out variants: {{'{op}'}}` unless its library registers `{op}.out` and "
+            "your runtime links its kernel",
+            fix="replace the custom op with standard torch ops (transformers: set "
+            "config._experts_implementation = 'batched_mm' for mixture-of-experts models)",
+        )
+
     def must_decompose(self, node: Any, settings: PartitionerSettings) -> bool:
         """An edge-spelled skip entry for an op kept whole would strand it on the CPU;
         decomposed, its pieces run wherever they can."""
@@ -142,3 +168,27 @@ def _():
 )
 def _():
     return module(lambda s, x, y: torch.matmul(x, y)), (torch.randn(2, 3, 4), torch.randn(4, 5))
+
+
+def _custom_twice() -> Any:
+    """A library's own op (registered once per process), as transformers registers
+    ``grouped_mm_fallback``: a composite implementation and a fake one, no out variant."""
+    if not hasattr(torch.ops, "coreml_lint_example") or not hasattr(
+        torch.ops.coreml_lint_example, "twice"
+    ):
+        torch.library.define("coreml_lint_example::twice", "(Tensor x) -> Tensor")
+        torch.library.impl("coreml_lint_example::twice", "CompositeExplicitAutograd")(
+            lambda x: x * 2
+        )
+        torch.library.register_fake("coreml_lint_example::twice")(lambda x: torch.empty_like(x))
+    return torch.ops.coreml_lint_example.twice
+
+
+@case(
+    "custom-op-on-cpu",
+    expect={"CML603"},
+    crash=r"Missing out variants: \{'coreml_lint_example::twice'\}",
+)
+def _() -> Any:
+    twice = _custom_twice()
+    return module(lambda s, x: twice(x) + 1), (torch.randn(2, 4),)

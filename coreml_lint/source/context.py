@@ -99,6 +99,10 @@ class SourceContext:
     def parents(self) -> dict[ast.AST, ast.AST]:
         return self._index[1]
 
+    def classes(self, name: str) -> list[ast.ClassDef]:
+        """The classes of this file called ``name``."""
+        return [n for n in ast.walk(self.tree) if isinstance(n, ast.ClassDef) and n.name == name]
+
     def calls(self) -> list[ast.Call]:
         return self._index[0]
 

@@ -1,0 +1,198 @@
+"""CML312 channels-last-layout: a channels-last copy that Core ML is asked to make.
+
+What it does
+    Flags a delegated copy to the channels-last memory format: ``x.contiguous(memory_format=
+    torch.channels_last)``, ``x.to(memory_format=torch.channels_last)``, and the one torch
+    makes itself when it decomposes a bicubic upsampling (``F.interpolate(...,
+    mode="bicubic")``) of a channels-last tensor, such as a ``permute(0, 3, 1, 2)`` of an NHWC
+    tensor. The last is how ViT, DINOv2 and SigLIP interpolate their position embeddings
+    when they run at a resolution other than their config's.
+
+Why it breaks
+    Core ML tensors have one layout. The partitioner delegates the copy by name (ExecuTorch
+    spells it ``_clone_dim_order`` with ``dim_order=[0, 2, 3, 1]``, or
+    ``_to_dim_order_copy``), and coremltools refuses it: ``AssertionError: Only contiguous
+    memory format is supported in CoreML`` (``NotImplementedError: Core ML does not support
+    non-contiguous dim order`` for ``_to_dim_order_copy``). Bicubic upsampling has no Core ML
+    converter, so torch's decomposition runs, and it ends with
+    ``result.contiguous(memory_format=<the input's>)``. Bilinear and nearest upsampling of
+    the same input convert fine.
+
+Example
+    ``F.interpolate(pos.permute(0, 3, 1, 2), size=(16, 16), mode="bicubic")`` where ``pos`` is
+    ``(1, 37, 37, 384)``.
+
+Fix
+    (a) make the tensor contiguous before the upsampling (``.contiguous()`` after the
+    permute), or use ``mode="bilinear"``; (c) ``coreml-lint lower`` writes each channels-last
+    copy as permute, contiguous copy, permute back (the same values and strides; checked
+    equal in eager).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from coreml_lint.core.findings import Finding, Outcome
+from coreml_lint.program.graph import CHANNELS_LAST, Node, Opaque, TensorInfo
+from coreml_lint.rulekit.context import ProgramContext
+from coreml_lint.rulekit.examples import F, case, module, torch
+from coreml_lint.rulekit.rule import Rule
+
+COPIES = {
+    "aten.clone.default": "AssertionError: Only contiguous memory format is supported in CoreML",
+    "aten._to_copy.default": "NotImplementedError: Core ML does not support non-contiguous dim "
+    "order",
+}
+BICUBIC = ("aten.upsample_bicubic2d.vec", "aten.upsample_bicubic2d.default")
+
+
+class ChannelsLastLayout(Rule):
+    code = "CML312"
+    name = "channels-last-layout"
+    outcome = Outcome.CRASH
+    summary = "channels-last copy delegated (also from bicubic upsampling): Core ML refuses it"
+    # torch's decomposition of bicubic upsampling (what the lowered program computes anyway)
+    # rounds differently from the native kernel: about 6e-7 seen.
+    rewrite_tolerance = 1e-5
+
+    def check(self, ctx: ProgramContext) -> Iterator[Finding]:
+        for node in ctx.coreml_nodes(include_decomposed=True):
+            if node.target in COPIES and _to_channels_last(node):
+                what, error = "copies to the channels-last memory format", COPIES[node.target]
+            elif node.target in BICUBIC and _channels_last(ctx.graph.tensors.get(_input(node))):
+                what = (
+                    "upsamples a channels-last tensor bicubically; torch's decomposition of it "
+                    "ends with a channels-last copy"
+                )
+                error = COPIES["aten.clone.default"]
+            else:
+                continue
+            yield ctx.finding(
+                node,
+                f"{node.op_base} {what}, which Core ML is asked to make: lowering fails with "
+                f"`{error}`",
+                fix="make the tensor contiguous first (`.contiguous()` after the permute), or "
+                "upsample with mode='bilinear'",
+            )
+
+    def rewrite(self, ep: Any) -> tuple[Any, list[str]]:
+        """Decompose bicubic upsampling of channels-last inputs (what the edge step would
+        do), then write each channels-last copy as permute -> contiguous copy -> permute."""
+        from coreml_lint.rulekit.fx import fake_mode, finish
+
+        ep, done = _decompose_bicubic(ep)
+        mode = fake_mode(ep)
+        for node in list(ep.graph.nodes):
+            if _is_channels_last_copy(node):
+                done.append(_as_permuted_copy(ep, mode, node))
+        return finish(ep), done
+
+
+def _input(node: Node) -> str | None:
+    inputs = node.tensor_inputs()
+    return inputs[0] if inputs else None
+
+
+def _to_channels_last(node: Node) -> bool:
+    layout = node.kwargs.get("memory_format")
+    return isinstance(layout, Opaque) and layout.value == CHANNELS_LAST
+
+
+def _channels_last(info: TensorInfo | None) -> bool:
+    """A 4-D tensor laid out channels-last (and not also contiguous)."""
+    if info is None or info.rank != 4 or info.strides is None:
+        return False
+    (n, c, h, w), strides = info.shape, info.strides
+    if not all(isinstance(v, int) for v in (n, c, h, w, *strides)) or c == 1:
+        return False
+    return tuple(strides[1:]) == (1, w * c, c)
+
+
+def _decompose_bicubic(ep: Any) -> tuple[Any, list[str]]:
+    import torch
+
+    from coreml_lint.rulekit.fx import aten, val
+
+    ops = (aten.upsample_bicubic2d.vec, aten.upsample_bicubic2d.default)
+    found = []
+    for node in ep.graph.nodes:
+        source = val(node.args[0]) if node.target in ops else None
+        if (
+            isinstance(source, torch.Tensor)
+            and source.dim() == 4
+            and not source.is_contiguous()
+            and source.is_contiguous(memory_format=torch.channels_last)
+        ):
+            found.append(node)
+    if not found:
+        return ep, []
+    table = {op: torch._decomp.decomposition_table[op] for op in ops}
+    return ep.run_decompositions(table), [
+        f"{n.name}: bicubic upsampling of a channels-last tensor decomposed" for n in found
+    ]
+
+
+def _is_channels_last_copy(node: Any) -> bool:
+    import torch
+
+    from coreml_lint.rulekit.fx import aten, val
+
+    if node.op != "call_function" or node.target not in (aten.clone.default, aten._to_copy.default):
+        return False
+    value = val(node)
+    layout = node.kwargs.get("memory_format")
+    return layout == torch.channels_last and isinstance(value, torch.Tensor) and value.dim() == 4
+
+
+def _as_permuted_copy(ep: Any, mode: Any, node: Any) -> str:
+    """``node`` becomes ``permute(contiguous copy of permute(x, NHWC), NCHW)``: the same
+    values and the same channels-last strides, with only contiguous copies left."""
+    from coreml_lint.rulekit.fx import aten, emit
+
+    with ep.graph.inserting_before(node):
+        nhwc = emit(ep, mode, aten.permute.default, (node.args[0], [0, 2, 3, 1]))
+        kwargs = {k: v for k, v in node.kwargs.items() if k != "memory_format"}
+        dense = emit(ep, mode, node.target, (nhwc,), kwargs)
+    node.target, node.args, node.kwargs = aten.permute.default, (dense, [0, 3, 1, 2]), {}
+    return f"{node.name}: channels-last copy written as permute, contiguous copy, permute"
+
+
+# -- program cases: what the stock CoreMLPartitioner really does (the oracle lowers each) --
+CONTIGUOUS_ONLY = r"Only contiguous memory format is supported in CoreML"
+
+
+def upsampled(mode: str, contiguous_first: bool = False) -> tuple[Any, tuple[Any, ...]]:
+    """Position embeddings interpolated as ViT/DINOv2 do: an NHWC grid permuted to NCHW."""
+
+    def forward(s: Any, x: Any) -> Any:
+        grid = s.pos.permute(0, 3, 1, 2)
+        if contiguous_first:
+            grid = grid.contiguous()
+        grid = F.interpolate(grid, size=(6, 6), mode=mode, align_corners=False)
+        return x + grid.permute(0, 2, 3, 1).flatten(1, 2)
+
+    return module(forward, pos=torch.randn(1, 4, 4, 8)), (torch.randn(1, 36, 8),)
+
+
+@case("bicubic-channels-last", expect={"CML312"}, crash=CONTIGUOUS_ONLY)
+def _() -> Any:
+    return upsampled("bicubic")
+
+
+@case("bicubic-contiguous", expect=set())
+def _() -> Any:
+    return upsampled("bicubic", contiguous_first=True)
+
+
+@case("bilinear-channels-last", expect=set())
+def _() -> Any:
+    return upsampled("bilinear")
+
+
+@case("explicit-channels-last-copy", expect={"CML312"}, crash=CONTIGUOUS_ONLY)
+def _() -> Any:
+    return module(lambda s, x: x.contiguous(memory_format=torch.channels_last) * 2), (
+        torch.randn(1, 3, 4, 4),
+    )
