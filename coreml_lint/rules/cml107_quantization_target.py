@@ -754,6 +754,16 @@ _AFFINE, _BLOCKWISE = returns("constexpr_affine_dequantize"), returns("constexpr
 _ZP_CAST = re.escape(ZERO_POINT_CAST)
 _TRANSPOSE_INT8 = r"op_type: transpose\) .*but got tensor\[64,64,int8\]"
 _CAST_UINT8 = r"op_type: cast\) .*but got tensor\[64,64,uint8\]"
+_TRANSPOSE_RAW = r"op_type: transpose\) .*but got tensor\[8,16,int8\]"
+_INT4 = r"but got tensor\[64,64,int4\]"
+_QUANTIZE = returns(r"= quantize\(")
+
+
+def _and_quantize(weights: Any) -> Any:
+    """MIL evidence of quantized weights and of a MIL ``quantize`` op on the activations."""
+    return lambda lowered: weights(lowered) and _QUANTIZE(lowered)
+
+
 _per_target(
     "pt2e-int8-weights",
     lambda: _pt2e(False),
@@ -762,24 +772,33 @@ _per_target(
 _per_target(
     "pt2e-int8-weights-uint8-activations",
     lambda: _pt2e(True),
-    {16: _ZP_CAST, 17: lambda lowered: _AFFINE(lowered) and "= quantize(" in lowered.mil},
+    {15: _ZP_CAST, 16: _ZP_CAST, 17: _and_quantize(_AFFINE), 18: _and_quantize(_BLOCKWISE)},
 )
-_per_target("pt2e-int8-weight-per-tensor", lambda: _hand_written(False), {16: _ZP_CAST})
+_per_target(
+    "pt2e-int8-weight-per-tensor",
+    lambda: _hand_written(False),
+    {15: _ZP_CAST, 16: _ZP_CAST, 17: _AFFINE, 18: _BLOCKWISE},
+)
 _per_target(
     "int8-transposed-dequantize",
     lambda: _raw_int8(True),
-    {16: r"op_type: transpose\) .*but got tensor\[8,16,int8\]", 17: _AFFINE, 18: _BLOCKWISE},
+    {15: _TRANSPOSE_RAW, 16: _TRANSPOSE_RAW, 17: _AFFINE, 18: _BLOCKWISE},
 )
 _per_target(
     "int8-transposed-cast",
     lambda: _raw_int8(False),
-    {16: r"op_type: transpose\) .*but got tensor\[8,16,int8\]", 17: _dense},
+    {15: _TRANSPOSE_RAW, 16: _TRANSPOSE_RAW, 17: _dense, 18: _dense},
     warns=True,
 )
 _per_target(
     "pt2e-uint8-activation",
     lambda: _hand_written(True),
-    {16: r"No available version for quantize in the coremltools\.target\.iOS16 opset"},
+    {
+        15: r"No available version for quantize in the coremltools\.target\.iOS15 opset",
+        16: r"No available version for quantize in the coremltools\.target\.iOS16 opset",
+        17: _QUANTIZE,
+        18: _QUANTIZE,
+    },
 )
 _per_target(
     "torchao-int8-per-channel",
@@ -793,12 +812,14 @@ _per_target(
     {15: re.escape(BLOCKWISE), 16: re.escape(BLOCKWISE), 17: re.escape(BLOCKWISE), 18: _BLOCKWISE},
 )
 _per_target(
-    "torchao-int8-per-group", lambda: _intx(8, 32), {17: re.escape(BLOCKWISE), 18: _BLOCKWISE}
+    "torchao-int8-per-group",
+    lambda: _intx(8, 32),
+    {15: re.escape(BLOCKWISE), 16: re.escape(BLOCKWISE), 17: re.escape(BLOCKWISE), 18: _BLOCKWISE},
 )
 _per_target(
     "torchao-int4-per-channel",
     lambda: _intx(4),
-    {15: re.escape(NO_AFFINE_OP), 16: r"but got tensor\[64,64,int4\]", 18: _BLOCKWISE},
+    {15: re.escape(NO_AFFINE_OP), 16: _INT4, 17: _INT4, 18: _BLOCKWISE},
 )
 _per_target(
     "torchao-codebook",
@@ -813,7 +834,12 @@ _per_target(
 _per_target(
     "torchao-codebook-per-tensor",
     lambda: _codebook((-1, -1)),
-    {17: r"To pack elements into 4-bit, the max value is 7"},
+    {
+        15: _CAST_UINT8,
+        16: _CAST_UINT8,
+        17: r"To pack elements into 4-bit, the max value is 7",
+        18: returns("constexpr_lut_to_dense"),
+    },
 )
 _per_target(
     "torchao-int8-weight-only",
@@ -821,4 +847,4 @@ _per_target(
     {15: _TRANSPOSE_INT8, 16: _TRANSPOSE_INT8, 17: _dense, 18: _dense},
     warns=True,
 )
-_per_target("coremltools-palettized", _palettized_mlp, {15: _dense, 18: _dense}, warns=True)
+_per_target("coremltools-palettized", _palettized_mlp, dict.fromkeys(TARGETS, _dense), warns=True)
