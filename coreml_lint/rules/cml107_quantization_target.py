@@ -603,9 +603,9 @@ def _conv() -> tuple[Any, tuple[Any, ...]]:
 
 
 @cache
-def _pt2e(activations: bool) -> tuple[Any, tuple[Any, ...]]:
+def _pt2e(activations: bool, conv: bool = False) -> tuple[Any, tuple[Any, ...]]:
     """ExecuTorch's CoreMLQuantizer through torchao's prepare_pt2e/convert_pt2e: int8
-    weights per channel, and uint8 activations when asked.
+    weights per channel (of the MLP, or of the Conv2d), and uint8 activations when asked.
 
     The quantizer traces its ~400 match patterns with strict (dynamo) export, over a minute
     here; traced non-strict they are the same ATen patterns and give the same program
@@ -629,7 +629,7 @@ def _pt2e(activations: bool) -> tuple[Any, tuple[Any, ...]]:
             }
         }
     )
-    model, inputs = _mlp()
+    model, inputs = _conv() if conv else _mlp()
     export = torch.export.export
     with mock.patch.object(
         torch.export, "export", lambda *a, **k: export(*a, **{**k, "strict": False})
@@ -769,6 +769,7 @@ _per_target(
     lambda: _pt2e(False),
     {15: _ZP_CAST, 16: _ZP_CAST, 17: _AFFINE, 18: _BLOCKWISE},
 )
+_per_target("pt2e-int8-conv", lambda: _pt2e(False, conv=True), {16: _ZP_CAST, 17: _AFFINE})
 _per_target(
     "pt2e-int8-weights-uint8-activations",
     lambda: _pt2e(True),
