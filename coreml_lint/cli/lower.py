@@ -73,6 +73,12 @@ def heavy_modules_missing() -> str | None:
     help="Write an HTML page of the lowering: what was rewritten, refused and delegated.",
 )
 @click.option(
+    "--dequantize-on-cpu",
+    is_flag=True,
+    help="Where the target cannot keep quantized weights quantized, dequantize them on the "
+    "CPU (ExecuTorch kernels; Core ML then computes with float weights).",
+)
+@click.option(
     "--import",
     "imports",
     multiple=True,
@@ -145,6 +151,7 @@ def _lower(
             progress=progress,
             verify=options["verify_result"],
             verify_inputs=options["inputs_path"],
+            dequantize_on_cpu=options["dequantize_on_cpu"],
         )
         progress(f"writing {output}")
         write_pte(output, result.buffer)

@@ -30,6 +30,8 @@ def _lower_answer(rule: type[Rule]) -> str:
     hooks = rule.lowering_hooks()
     if hooks:
         return ", ".join(HOOK_WORDS[h] for h in hooks)
+    if rule.dequantize_on_cpu is not Rule.dequantize_on_cpu:
+        return "only with `--dequantize-on-cpu` (see `coreml-lint rule`)"
     return "—" if rule.cannot_lower is None else "no (see `coreml-lint rule`)"
 
 
@@ -70,7 +72,8 @@ def rule_tables() -> str:
                 f"| {rule.code} | {rule.source_pattern} | {rule.source_fix or '—'} | "
                 f"{_fix_is_safe(rule)} |"
             )
-    return "\n".join([BEGIN, *rows, *source, END])
+    notes = [f"\n{text}" for rule in all_rules() if (text := rule.readme_notes())]
+    return "\n".join([BEGIN, *rows, *source, *notes, END])
 
 
 def updated(readme: str) -> str:

@@ -37,6 +37,7 @@ class LoweringPlan:
     returned_buffers: dict[str, tuple[str, str]] = field(default_factory=dict)
     acted: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
     recording: bool = False  # only partition() records: the edge graph is the final one
+    dequantize_on_cpu: bool = False  # the user chose to dequantize weights on the CPU
 
     @property
     def kept_off_coreml(self) -> set[str]:
@@ -44,8 +45,10 @@ class LoweringPlan:
         return {code for code, _ in [*self.refused.values(), *self.returned_buffers.values()]}
 
     @classmethod
-    def for_rules(cls, rules: list[Rule], settings: PartitionerSettings) -> LoweringPlan:
-        plan = cls(rules, settings)
+    def for_rules(
+        cls, rules: list[Rule], settings: PartitionerSettings, *, dequantize_on_cpu: bool = False
+    ) -> LoweringPlan:
+        plan = cls(rules, settings, dequantize_on_cpu=dequantize_on_cpu)
         for rule in rules:
             adjusted = rule.adjust_settings(plan.settings)
             if adjusted != plan.settings:
@@ -62,12 +65,15 @@ class LoweringPlan:
             self.acted[code].append(what)
 
     def refusal(self, node: torch.fx.Node) -> str | None:
-        """Why ``node`` stays on the CPU (``CODE: reason`` of the first rule that refuses it);
-        every rule that would refuse it is recorded as having acted."""
+        """Why ``node`` stays on the CPU (``CODE: reason`` of the first rule that refuses it,
+        or dequantizes it there when the user chose that); every rule that would refuse it is
+        recorded as having acted."""
         reasons = []
         for rule in self.rules:
             try:
                 why = rule.refuse(node)
+                if why is None and self.dequantize_on_cpu:
+                    why = rule.dequantize_on_cpu(node)
             except Exception:  # a node without metadata is not ours to refuse
                 continue
             if why is not None:

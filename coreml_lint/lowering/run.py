@@ -3,7 +3,9 @@ prove it.
 
 The loop knows no rule: it asks the rules that fired for their lowering answers (the hooks
 of ``rulekit/rule.py``) and reports which rule's hook did what. A program the linter finds
-nothing in is lowered with exactly the stock ``CoreMLPartitioner``'s placement.
+nothing in is lowered with exactly the stock ``CoreMLPartitioner``'s placement. An error the
+rules have no answer for stops ``lower`` before it lowers anything, with the rule's one line
+on what to do instead: the stock lowering would only fail the way the finding says.
 """
 
 from __future__ import annotations
@@ -55,13 +57,17 @@ def lower(
     progress: Progress | None = None,
     verify: bool = False,
     verify_inputs: Any = None,
+    dequantize_on_cpu: bool = False,
     **partitioner: Any,
 ) -> LowerResult:
     """Use instead of ``to_edge_transform_and_lower(ep, partitioner=[CoreMLPartitioner(...)])``
     followed by ``to_executorch()``. Pass the partitioner's settings as ``settings`` or as
     keyword arguments (``minimum_deployment_target=17``, ``skip_ops_for_coreml_delegation=[...]``,
     ...). With ``verify``, every Core ML delegate of the result is run on Linux against its
-    eager module (``verify_inputs``: the program's inputs, or None for random ones)."""
+    eager module (``verify_inputs``: the program's inputs, or None for random ones). With
+    ``dequantize_on_cpu``, quantized weights the deployment target cannot keep quantized are
+    dequantized on the CPU where ExecuTorch has a kernel for it (Core ML then computes with
+    float weights); without it, ``lower`` stops and names the target to use."""
     say = progress or (lambda message: None)
     settings = (settings or PartitionerSettings()).changed(
         **{k: v for k, v in partitioner.items() if v is not None}
@@ -69,11 +75,14 @@ def lower(
     config = LintConfig(partitioner=settings)
     say("linting the program")
     first = lint_exported_program(exported_program, config)
+    stop_if_unanswered(first.findings, dequantize_on_cpu=dequantize_on_cpu)
     report = LowerReport.start(first, settings)
     say("functionalizing (run_decompositions({}))")
     ep = exported_program.run_decompositions({})
     ep, second = _rewrite_until_stable(ep, first, config, report, say)
-    plan = LoweringPlan.for_rules([rule() for rule in _fired(second)], settings)
+    stop_if_unanswered(second.findings, dequantize_on_cpu=dequantize_on_cpu)
+    rules = [rule() for rule in _fired(second)]
+    plan = LoweringPlan.for_rules(rules, settings, dequantize_on_cpu=dequantize_on_cpu)
     models: list[Any] = []
     lowered = _lower_with(ep, plan, models, compute_precision, compute_units, second, say)
     program, placed, edge = lowered
@@ -111,6 +120,21 @@ def _rewrite_until_stable(
     if latest is first:  # nothing to rewrite: the functional program, linted as it is
         latest = lint_exported_program(ep, config)
     return ep, latest
+
+
+def stop_if_unanswered(findings: list[Finding], *, dequantize_on_cpu: bool = False) -> None:
+    """Raise, before any lowering, when an error finding is one ``lower`` has no answer for
+    (``Rule.unanswered``): one line per such finding, saying what to do instead."""
+    lines = []
+    for finding in findings:
+        rule = rule_by_code(finding.code)
+        if finding.severity is not Severity.ERROR or rule is None:
+            continue
+        why = rule().unanswered(finding, dequantize_on_cpu=dequantize_on_cpu)
+        if why and f"{finding.code}: {why}" not in lines:
+            lines.append(f"{finding.code}: {why}")
+    if lines:
+        raise LoweringError("not lowered, " + "; ".join(lines))
 
 
 def _fired(report: ProgramReport) -> list[type[Rule]]:
@@ -222,4 +246,4 @@ def describe_failure(
     )
 
 
-__all__ = ["LowerResult", "LoweringError", "describe_failure", "lower"]
+__all__ = ["LowerResult", "LoweringError", "describe_failure", "lower", "stop_if_unanswered"]

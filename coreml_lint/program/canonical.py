@@ -9,6 +9,12 @@ and decomposes the CompositeImplicit ops that torch will not preserve. Only then
 torch, for the ops that matter to placement; a CompositeImplicit op we do not model is
 kept and marked ``opaque_decomposition``. ``tests/test_reader.py`` checks the result
 against torch's own ``run_decompositions({})`` on every test program.
+
+A tensor-subclass parameter (torchao's quantized weights) is saved as one input read through
+``export.access_subclass_inner_tensor`` once per inner tensor; ``run_decompositions`` unwraps
+it into one plain parameter per inner tensor (``l1.parametrizations.weight.original0``, ...),
+which a Core ML partition then owns as a constant. We do the same: each inner tensor becomes
+an input of the outer one's kind, named by the access node's output.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ from coreml_lint.program.graph import (
     CONTIGUOUS_FORMAT,
     DType,
     Graph,
+    InputSpec,
     Node,
     Opaque,
     OutputSpec,
@@ -60,6 +67,8 @@ _RENAMES = {
     "aten.lift_fresh_copy.default": "aten.clone.default",
 }
 _DROPOUTS = {"aten.dropout.default", "aten.feature_dropout.default", "aten.alpha_dropout.default"}
+SUBCLASS_ACCESS = "export.access_subclass_inner_tensor.default"
+_CONSTANT_KINDS = ("parameter", "buffer", "constant")
 
 
 def canonicalize(graph: Graph, table: OpTable | None = None) -> Graph:
@@ -89,6 +98,9 @@ class _Canonicalizer:
         self.alias_of: dict[str, str] = {}  # whole new value of a mutated base -> the base
         self.nodes: list[Node] = []
         self.mutated: dict[str, str] = {}  # base value name -> latest value (for outputs)
+        self.specs = {spec.name: spec for spec in graph.inputs}
+        self.inner: dict[str, list[InputSpec]] = {}  # subclass input -> its inner tensors
+        self.reshaped: dict[str, str] = {}  # view made by reshape of an intermediate -> source
 
     def resolve(self, name: str) -> str:
         """The value a name reads now: an in-place op's result aliases its base, so a later
@@ -117,6 +129,8 @@ class _Canonicalizer:
             kwargs = {k: self._map_args(v) for k, v in node.kwargs.items()}
             if args is not node.args or any(kwargs[k] is not v for k, v in node.kwargs.items()):
                 node = node.replaced(args=args, kwargs=kwargs)
+            if node.target == SUBCLASS_ACCESS and self._unwrap_subclass(node):
+                continue
             if node.target in _IDENTITIES:
                 self._identity(node)
             elif node.target in _DROPOUTS and node.arg(2, "train") is False:
@@ -158,6 +172,31 @@ class _Canonicalizer:
                         self.view_of[node.outputs[0]] = (base, node.op_base)
         return self._finish()
 
+    def _unwrap_subclass(self, node: Node) -> bool:
+        """An inner tensor of a subclass parameter becomes an input of the same kind."""
+        owner, attr = node.arg(0, "src"), node.arg(1, "attr")
+        spec = self.specs.get(owner.name) if isinstance(owner, TensorRef) else None
+        if spec is None or spec.kind not in _CONSTANT_KINDS or not isinstance(attr, str):
+            return False
+        if len(node.outputs) != 1:
+            return False
+        target = f"{spec.target or spec.name}.{attr}"
+        inner = InputSpec(node.outputs[0], spec.kind, target, spec.persistent)
+        self.inner.setdefault(spec.name, []).append(inner)
+        return True
+
+    def _inputs(self) -> list[InputSpec]:
+        """The graph's inputs, each unwrapped subclass input replaced by its inner tensors
+        (kept too while a node still reads it whole)."""
+        read = {name for node in self.nodes for name in node.tensor_inputs()}
+        inputs: list[InputSpec] = []
+        for spec in self.graph.inputs:
+            inner = self.inner.get(spec.name)
+            if inner is None or spec.name in read:
+                inputs.append(spec)
+            inputs.extend(inner or ())
+        return inputs
+
     def _reshape(self, node: Node) -> None:
         """``reshape`` is a view when strides allow it, else ``clone`` + ``_unsafe_view``."""
         src = node.tensor_inputs()[0]
@@ -165,6 +204,8 @@ class _Canonicalizer:
         shape = self._shape(node)
         if src_info is None or src_info.strides is None or _viewable(src_info, shape):
             self._emit(node, target="aten.view.default", args=[node.args[0], shape], kwargs={})
+            if node.outputs and src in self.tensors and src not in self.specs:
+                self.reshaped[node.outputs[0]] = src
             return
         clone = f"{node.name}_contiguous"
         self.tensors[clone] = TensorInfo(src_info.dtype, src_info.shape)
@@ -239,6 +280,9 @@ class _Canonicalizer:
         new = self._emit(node, target=target)
         if mutated is None or not new.outputs:
             return
+        if mutated in self.reshaped and mutated not in self.view_of:
+            self._regenerate_views(new, mutated)
+            return
         base, view_op = self.view_of.get(mutated, (self.alias_of.get(mutated, mutated), ""))
         result = new.outputs[0]
         if mutated in self.view_of:
@@ -263,6 +307,32 @@ class _Canonicalizer:
         self.current[base] = result
         self.mutated[base] = result
         self.alias_of[result] = base
+
+    def _regenerate_views(self, new: Node, mutated: str) -> None:
+        """An in-place op on a reshaped intermediate (torchao's ``mm(...).reshape(...).add_(b)``):
+        functionalization remakes the base as a view of the result, and the mutated view as a
+        view of that base; later reads see those."""
+        base, result = self.reshaped[mutated], new.outputs[0]
+        made = []
+        for suffix, src, of in (("base", result, base), ("view", None, mutated)):
+            name = f"{new.name}_{suffix}"
+            shape = list(self.tensors[of].shape) if of in self.tensors else []
+            self.tensors[name] = self.tensors.get(of, TensorInfo("unknown", ()))
+            read = src if src is not None else made[-1]
+            self.nodes.append(
+                Node(
+                    name=name,
+                    target="aten.view.default",
+                    args=[TensorRef(read), shape],
+                    kwargs={},
+                    outputs=[name],
+                    stack_trace=new.stack_trace,
+                    origin=new.target,
+                )
+            )
+            made.append(name)
+        self.current[base], self.current[mutated] = made
+        self.alias_of[result] = mutated
 
     def _remove_unnecessary_copies(
         self, mutation_outputs: list[OutputSpec], kept: list[OutputSpec]
@@ -329,7 +399,7 @@ class _Canonicalizer:
         mutation_outputs, kept = self._remove_unnecessary_copies(mutation_outputs, kept)
         self._eliminate_dead_code({o.name for o in [*mutation_outputs, *kept] if o.name})
         return Graph(
-            inputs=list(self.graph.inputs),
+            inputs=self._inputs(),
             nodes=self.nodes,
             outputs=mutation_outputs + kept,
             tensors=self.tensors,

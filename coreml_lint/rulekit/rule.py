@@ -16,7 +16,9 @@ carries, in one place:
   torch inside its body, so the linting path stays torch-free.
 
 Whether ``lower`` answers a rule is computed from which hooks it overrides; a rule that has
-no answer says why in ``cannot_lower``.
+no answer says why in ``cannot_lower``, and ``lower`` then stops before lowering with the
+line :meth:`Rule.unanswered` gives. An answer that gives up something the user asked for
+(``dequantize_on_cpu``) is applied only when the user chooses it.
 """
 
 from __future__ import annotations
@@ -177,6 +179,28 @@ class Rule:
         """Whether the ATen ``node``'s op must be decomposed instead of kept whole for Core
         ML (it would otherwise be stranded on the CPU without a kernel)."""
         return False
+
+    def unanswered(self, finding: Finding, *, dequantize_on_cpu: bool = False) -> str | None:
+        """Why ``coreml-lint lower`` cannot answer this error finding of the rule, in one line
+        that says what to do instead, or None when it can. ``lower`` stops at once, before
+        lowering, when an error finding is unanswered (``dequantize_on_cpu``: the user's
+        choice, which the rule's :meth:`dequantize_on_cpu` hook may answer)."""
+        if self.lowers():
+            return None
+        return f"{finding.message} ({self.cannot_lower or 'coreml-lint lower has no answer'})"
+
+    def dequantize_on_cpu(self, node: Any) -> str | None:
+        """Why this ``torch.fx`` node runs on the CPU when the user chose to dequantize
+        weights there (``lower(..., dequantize_on_cpu=True)``), or None. Asked like
+        :meth:`refuse`, only when that choice is made: it gives up the quantized weights in
+        Core ML."""
+        return None
+
+    @classmethod
+    def readme_notes(cls) -> str | None:
+        """Markdown the README prints after the rule tables (generated from the rule's own
+        measured tables), or None."""
+        return None
 
     def mil_problem(self, model: Any, original: Any) -> str | None:
         """A wrong-value signature of this rule in one Core ML model ``lower`` produced

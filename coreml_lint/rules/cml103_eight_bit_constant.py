@@ -3,7 +3,8 @@
 What it does
     Flags an 8-bit parameter, buffer or lifted constant that a Core ML partition owns
     (``take_over_constant_data=True``, the default) when the deployment target is below
-    iOS17.
+    iOS17. Quantized weights (read by a dequantize op, or cast to float and multiplied) are
+    CML107's: each quantization scheme has its own target.
 
 Why it breaks
     The constant reaches MIL as a uint8 numpy array; the ``cast`` and ``slice_by_index`` ops
@@ -35,7 +36,7 @@ from typing import Any
 from coreml_lint.core.findings import Finding, Outcome, SourceFix
 from coreml_lint.program.graph import EIGHT_BIT_DTYPES, Node
 from coreml_lint.rulekit.context import ProgramContext
-from coreml_lint.rulekit.examples import F, Invalid, Valid, case, module, nn, torch
+from coreml_lint.rulekit.examples import Invalid, Valid, case, module, torch
 from coreml_lint.rulekit.rule import Rule
 from coreml_lint.source.context import SourceContext, keyword
 from coreml_lint.source.patterns import enclosing_class
@@ -61,24 +62,27 @@ class EightBitConstant(Rule):
     def check(self, ctx: ProgramContext) -> Iterator[Finding]:
         if ctx.settings.minimum_deployment_target >= 17:
             return
+        from coreml_lint.rules.cml107_quantization_target import quantized_constants
+
+        quantized = quantized_constants(ctx)
         for part in ctx.placement.partitions:
             for value in part.constants:
                 dtype = ctx.dtype(value)
-                if dtype not in EIGHT_BIT_DTYPES:
+                if dtype not in EIGHT_BIT_DTYPES or value in quantized:
                     continue
                 readers = ctx.readers_in(value, part)
                 if not readers:
                     continue
                 spec = next(s for s in ctx.graph.inputs if s.name == value)
+                reader = readers[0]
+                op = reader.target if ctx.placement.nodes[reader.name].decomposed else None
                 yield ctx.finding(
-                    readers[0],
+                    reader,
                     f"{dtype} {spec.kind} '{spec.target or value}' becomes a constant of Core ML "
                     f"partition {part.id}; below iOS17 MIL has no 8-bit type for it, so "
-                    f"{ctx.edge_name(readers[0])} fails with `ValueError: Op ... expects tensor or "
-                    "scalar of dtype from type domain ['fp16', 'fp32', 'int32', 'bool'] but got "
-                    f"tensor[...,{dtype}]` (or, for a dequantize, `NotImplementedError: Parameter "
-                    "dtype of the cast operation can be one of ['fp16', 'fp32', 'int32', "
-                    f"'bool']. Provided {dtype}`)",
+                    f"{op or ctx.edge_name(reader)} fails with `ValueError: Op ... expects tensor "
+                    "or scalar of dtype from type domain ['fp16', 'fp32', 'int32', 'bool'] but "
+                    f"got tensor[...,{dtype}]`",
                     fix=f"store '{spec.target or value}' as int32 or float32 (or float16)",
                     partitioner={"minimum_deployment_target": 17},
                     value=value,
@@ -424,30 +428,3 @@ def _():
 def _():
     lut = torch.arange(256).to(torch.float16)
     return module(lambda s, x: x + s.lut[:8].float(), lut=lut), (torch.randn(8),)
-
-
-def int8_weight_linear() -> tuple[nn.Module, tuple[Any, ...]]:
-    import torch.ao.quantization.fx._decomposed  # registers quantized_decomposed ops
-
-    def forward(s, x):
-        w = torch.ops.quantized_decomposed.dequantize_per_channel(
-            s.w, s.scale, s.zp, 0, -128, 127, torch.int8
-        )
-        return F.linear(x, w)
-
-    torch.manual_seed(0)
-    weight = torch.randint(-100, 100, (8, 16), dtype=torch.int8)
-    zero_points = torch.zeros(8, dtype=torch.int64)
-    return module(forward, w=weight, scale=torch.full((8,), 0.01), zp=zero_points), (
-        torch.randn(2, 16),
-    )
-
-
-@case("int8-weight-dequantize", expect={"CML103"}, crash=r"Provided int8")
-def _():
-    return int8_weight_linear()
-
-
-@case("int8-weight-dequantize-ios17", expect=set(), settings={"ios": 17})
-def _():
-    return int8_weight_linear()
