@@ -235,3 +235,21 @@ def test_cli_lower_names_an_unregistered_custom_op_and_imports_it(tmp_path):
     )
     assert "custom ops no imported module registers" not in again.stderr, again.stderr
     assert "torch.export.load failed" not in again.stderr, again.stderr
+
+
+def test_float16_activation_rewrite_widens_only_what_fails_at_the_target():
+    """At iOS17 a float16 leaky_relu lowers as it is; only the ReLU6 beside it (which fails
+    at every target) is computed in float32."""
+    import torch
+
+    from coreml_lint import lower
+
+    class Net(torch.nn.Module):
+        def forward(self, x):
+            return torch.nn.functional.leaky_relu(torch.nn.functional.hardtanh(x, 0.0, 6.0))
+
+    ep = torch.export.export(Net().eval(), (torch.randn(2, 8).half(),))
+    result = lower(ep, minimum_deployment_target=17)
+    (rewrite,) = [r for r in result.report.rewrites if r.startswith("CML313")]
+    assert "hardtanh" in rewrite and "leaky_relu" not in rewrite, rewrite
+    assert result.report.partitions_after == 1

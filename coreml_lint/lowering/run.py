@@ -114,7 +114,7 @@ def _rewrite_until_stable(
         if not rules:
             break
         tried.update(r.code for r in rules)
-        ep = _apply_rewrites(ep, rules, report, say)
+        ep = _apply_rewrites(ep, rules, config.partitioner, report, say)
         say("linting the rewritten program")
         latest = lint_exported_program(ep, config)
     if latest is first:  # nothing to rewrite: the functional program, linted as it is
@@ -151,9 +151,14 @@ def _copy(ep: ExportedProgram) -> ExportedProgram:
 
 
 def _apply_rewrites(
-    ep: ExportedProgram, rules: list[type[Rule]], report: LowerReport, say: Progress
+    ep: ExportedProgram,
+    rules: list[type[Rule]],
+    settings: PartitionerSettings,
+    report: LowerReport,
+    say: Progress,
 ) -> ExportedProgram:
-    """Each fired rule's rewrite, kept only when the program still computes the same."""
+    """Each fired rule's rewrite (told the settings lowered with, so an answer that depends
+    on the target can ask), kept only when the program still computes the same."""
     inputs = random_inputs(ep)
     for rule in rules:
         if "rewrite" not in rule.lowering_hooks():
@@ -161,6 +166,7 @@ def _apply_rewrites(
         say(f"rewriting for {rule.code} {rule.name}")
         try:
             answer = rule()
+            answer.settings = settings
             candidate, changes = answer.rewrite(_copy(ep))
             if not changes:
                 continue

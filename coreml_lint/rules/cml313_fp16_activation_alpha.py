@@ -83,17 +83,17 @@ class Fp16ActivationAlpha(Rule):
     rewrite_tolerance = 1e-2
 
     def rewrite(self, ep: Any) -> tuple[Any, list[str]]:
-        """Every float16 activation of these kinds computed in float32 and cast back: the
-        converter's fp32 constant then meets an fp32 tensor, and the node stays on Core ML.
-        The hook does not know the target, so at iOS17+ a ``leaky_relu`` (which lowers there)
-        is widened too when another node fired: harmless, as float32 is closer to exact.
+        """Every float16 activation of the kinds that fail at the target computed in float32
+        and cast back: the converter's fp32 constant then meets an fp32 tensor, and the node
+        stays on Core ML (a ``leaky_relu`` at iOS17+, which lowers there, is left as it is).
         A ``threshold``'s integer arguments are written as floats first (the same values)."""
         from coreml_lint.rulekit.fx import aten, finish, float16_in_float32, is_fp16
 
         for node in ep.graph.nodes:  # integer bounds would stay an int32 alpha (measured)
             if node.target == aten.threshold.default and is_fp16(node):
                 node.args = (node.args[0], *(float(a) for a in node.args[1:]))
-        ops = [getattr(aten, name).default for name in (*_EVERY_TARGET, *_BELOW_IOS17)]
+        ios = self.settings.minimum_deployment_target if self.settings else 15
+        ops = [getattr(aten, name).default for name in failing_ops(ios)]
         done = float16_in_float32(ep, ops)
         return finish(ep), done
 
