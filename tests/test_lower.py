@@ -174,7 +174,7 @@ def test_lower_checks_keyword_programs_and_leaves_their_state_alone(examples):
     assert torch.equal(ep.state_dict["seen"], torch.zeros(1, 4))
 
 
-FLOAT32_REWRITES = {"CML304", "CML313"}  # fp16 norms, fp16 activations
+FLOAT32_REWRITES = {"CML304", "CML313"}  # fp16 norms, fp16 activations (and int bounds)
 
 
 @pytest.mark.parametrize("case_id", [c for c in FAILING if BY_ID[c].expect & FLOAT32_REWRITES])

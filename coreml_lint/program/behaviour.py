@@ -339,7 +339,11 @@ def _workarounds(table: BehaviourTable, bad: Entry, target: int) -> Iterator[str
             break
     for e in others:
         if e.operands == bad.operands and e.variant != bad.variant:
-            yield f"the variant {e.variant or 'without arguments'} (measured ok)"
+            variant = describe_variant(e.variant, table.arg_names.get(bad.op))
+            yield (
+                f"the call with {variant or 'no other arguments'} (measured ok; other argument "
+                "values may compute other results: check they fit the model)"
+            )
             break
     if bad.context:
         plain = table.entries.get((bad.op, bad.operands, bad.variant, ""), ())

@@ -261,16 +261,23 @@ class _Canonicalizer:
         src = node.tensor_inputs()[0]
         out = node.outputs[0]
         src_info, out_info = self.tensors.get(src), self.tensors.get(out)
-        if src_info and out_info and src_info.dtype == out_info.dtype:
+        # ``to(memory_format=...)`` copies when the layout changes, even at the same dtype.
+        layout = node.kwargs.get("memory_format") or next(
+            (a for a in node.args if isinstance(a, Opaque) and a.kind == "as_memory_format"), None
+        )
+        relayout = (
+            isinstance(layout, Opaque)
+            and layout.value not in (None, CONTIGUOUS_FORMAT)
+            and (src_info is None or out_info is None or src_info.strides != out_info.strides)
+        )
+        if src_info and out_info and src_info.dtype == out_info.dtype and not relayout:
             self._identity(node)  # torch drops a cast to the same dtype
             return
         dtype = out_info.dtype if out_info else "unknown"
-        self._emit(
-            node,
-            target="aten._to_copy.default",
-            args=[TensorRef(src)],
-            kwargs={"dtype": DType(dtype)},
-        )
+        kwargs: dict[str, Any] = {"dtype": DType(dtype)}
+        if relayout:
+            kwargs["memory_format"] = layout
+        self._emit(node, target="aten._to_copy.default", args=[TensorRef(src)], kwargs=kwargs)
 
     def _functionalize(self, node: Node) -> None:
         base_name = node.op_base[:-1]

@@ -23,10 +23,11 @@ Example
     ``(1, 37, 37, 384)``.
 
 Fix
-    (a) make the tensor contiguous before the upsampling (``.contiguous()`` after the
-    permute), or use ``mode="bilinear"``; (c) ``coreml-lint lower`` writes each channels-last
-    copy as permute, contiguous copy, permute back (the same values and strides; checked
-    equal in eager).
+    (a) an explicit channels-last copy: leave the tensor contiguous (Core ML has one layout
+    anyway); (b) bicubic upsampling: make the tensor contiguous before it (``.contiguous()``
+    after the permute), or use ``mode="bilinear"``; (c) ``coreml-lint lower`` writes each
+    channels-last copy as permute, contiguous copy, permute back (the same values and
+    strides; checked equal in eager).
 """
 
 from __future__ import annotations
@@ -61,20 +62,24 @@ class ChannelsLastLayout(Rule):
         for node in ctx.coreml_nodes(include_decomposed=True):
             if node.target in COPIES and _to_channels_last(node):
                 what, error = "copies to the channels-last memory format", COPIES[node.target]
+                fix = "leave the tensor contiguous (Core ML has one layout: drop the copy)"
             elif node.target in BICUBIC and _channels_last(ctx.graph.tensors.get(_input(node))):
                 what = (
                     "upsamples a channels-last tensor bicubically; torch's decomposition of it "
                     "ends with a channels-last copy"
                 )
                 error = COPIES["aten.clone.default"]
+                fix = (
+                    "make the tensor contiguous first (`.contiguous()` after the permute), or "
+                    "upsample with mode='bilinear'"
+                )
             else:
                 continue
             yield ctx.finding(
                 node,
                 f"{node.op_base} {what}, which Core ML is asked to make: lowering fails with "
                 f"`{error}`",
-                fix="make the tensor contiguous first (`.contiguous()` after the permute), or "
-                "upsample with mode='bilinear'",
+                fix=fix,
             )
 
     def rewrite(self, ep: Any) -> tuple[Any, list[str]]:
@@ -189,6 +194,17 @@ def _() -> Any:
 @case("bilinear-channels-last", expect=set())
 def _() -> Any:
     return upsampled("bilinear")
+
+
+@case(
+    "to-channels-last",
+    expect={"CML312"},
+    crash=r"Core ML does not support non-contiguous dim order",
+)
+def _() -> Any:
+    return module(lambda s, x: x.to(memory_format=torch.channels_last) * 2), (
+        torch.randn(1, 3, 4, 4),
+    )
 
 
 @case("explicit-channels-last-copy", expect={"CML312"}, crash=CONTIGUOUS_ONLY)

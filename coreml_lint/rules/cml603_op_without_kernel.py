@@ -125,11 +125,12 @@ class OpLeftWithoutKernel(Rule):
         yield ctx.finding(
             node,
             f"custom op {op} runs on the CPU (coremltools has no converter for it), and "
-            f"to_executorch needs an out variant for it: lowering fails with `RuntimeError: "
-            f"Missing out variants: {{'{op}'}}` unless its library registers `{op}.out` and "
-            "your runtime links its kernel",
-            fix="replace the custom op with standard torch ops (transformers: set "
-            "config._experts_implementation = 'batched_mm' for mixture-of-experts models)",
+            f"to_executorch needs an out variant for it: lowering is expected to fail with "
+            f"`RuntimeError: Missing out variants: {{'{op}'}}` unless its library registers "
+            f"`{op}.out` (and your runtime links its kernel)",
+            fix="replace the custom op with standard torch ops, or register an out variant "
+            "and link its kernel (transformers' mixture-of-experts models: set "
+            "config._experts_implementation = 'batched_mm')",
         )
 
     def must_decompose(self, node: Any, settings: PartitionerSettings) -> bool:

@@ -21,9 +21,10 @@ Example
     ``torch.cat([labels, -torch.ones(1, 2)], dim=1)`` with int64 ``labels``.
 
 Fix
-    (a) cast before concatenating (``labels.float()``), or put the tensor of the result's
-    dtype first; ``coreml-lint lower`` casts the list for you. (a) Compute complex numbers as
-    pairs of reals (RoPE with cos/sin); keep float8/uint32 out of the exported program.
+    (a) cat/stack: cast before concatenating (``labels.float()``), or put the tensor of the
+    result's dtype first; ``coreml-lint lower`` casts the list for you. (b) complex numbers:
+    compute them as pairs of reals (RoPE with cos/sin); float8/uint32: keep them out of the
+    exported program (``lower`` has no answer for these two).
 """
 
 from __future__ import annotations

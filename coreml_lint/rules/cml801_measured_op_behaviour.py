@@ -9,7 +9,9 @@ What it does
     deployment target. It reports a node whose measured outcome is a crash (with the
     measured error's first line) or wrong values (with the measured divergence), and what
     the table measured *ok* nearby: a higher target, other dtypes, another variant.
-    Unmeasured combinations are not reported; a node a hand-written rule reports is left to
+    An unmeasured variant is predicted from the op's measured base call only where its
+    other arguments change nothing in float32 (the message says "predicted"); other
+    unmeasured combinations are not reported. A node a hand-written rule reports is left to
     that rule.
 
 Why it breaks
@@ -20,9 +22,9 @@ Why it breaks
     each with the ``verify`` oracle (the MIL executed on Linux against eager).
 
 Example
-    ``torch.ops.aten.amax(x.to(torch.int8), [1])`` at iOS18: ``reduce_max`` rejects int8
-    (measured crash); ``F.rms_norm(x, [d], eps=0.5)``: the eps is applied outside the
-    square root (measured wrong values).
+    ``torch.bitwise_and(a, b)`` of int64 tensors: coremltools' ``bitwise_and`` takes bools
+    only (measured crash); ``F.rms_norm(x, [d], eps=0.5)``: the eps is added to the
+    max-scaled mean square, so a large eps changes the result (measured wrong values).
 
 Fix
     The measured workaround the finding names; or ``coreml-lint lower``, which keeps the
@@ -96,9 +98,9 @@ class MeasuredOpBehaviour(Rule):
         table = load_optable()
         if name.partition(".")[2] not in table.core_aten or not table.has_portable_kernel(name):
             return None
-        entry = _bad_entry(node, settings.minimum_deployment_target)
         target = settings.minimum_deployment_target
-        return None if entry is None else f"measured {entry.outcome} at iOS{target}"
+        entry = _bad_entry(node, target)
+        return None if entry is None else f"{entry.outcome} at iOS{target} by the op table"
 
     def must_decompose(self, node: Any, settings: PartitionerSettings) -> bool:
         """A node of an op torch would decompose (not core ATen), kept whole for Core ML,

@@ -80,6 +80,9 @@ def build(args: argparse.Namespace) -> int:
 
     store = Store(args.out)
     results = list(store.results().values())
+    if not results:  # a mistyped --out must not replace the table with an empty one
+        _say(f"error: {args.out} holds no sweep results: nothing written")
+        return 2
     cases = {c["id"]: c for row in store.generated() for c in row["cases"]}
     table = build_table(results, sweep_summary(store, results), cases)
     write_table(args.table, table)

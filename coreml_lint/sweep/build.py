@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from coreml_lint.sweep.values import decode, make_tensor, seed_of, torch_dtype
+from coreml_lint.sweep.values import decode, flat_outputs, make_tensor, seed_of, torch_dtype
 
 # Where an operand made in the program comes from: the source dtype of its input.
 MADE_FROM = {
@@ -164,18 +164,12 @@ def _make_case_class() -> Any:
                     tensors.append(next(given))
             args = [decode(a, tensors) for a in self.case["args"]]
             kwargs = {k: decode(v, tensors) for k, v in self.case["kwargs"].items()}
-            out = _flat(self.op(*args, **kwargs))
+            out = flat_outputs(self.op(*args, **kwargs))
             if self.context is not None:
                 out = [self.context(out[0])]
             return self.suffix(out, xs[0] if self.anchored else None)
 
     return CaseModule
-
-
-def _flat(value: Any) -> list[Any]:
-    if isinstance(value, (list, tuple)):
-        return [v for item in value for v in _flat(item)]
-    return [value]
 
 
 def _output_dtype(case: dict[str, Any]) -> str:

@@ -221,8 +221,6 @@ def _variant_values(info: OpInfo, base: Call, arg: Arg, given: dict[str, Any]) -
     elif kind == "dtype":
         values = [{"dtype": d} for d in DTYPES]
     elif kind == "str":
-        from coreml_lint.sweep.legal import run_eager  # noqa: F401  (same eager path)
-
         values = _string_values(info, base, arg, given)
     else:
         values = []
@@ -317,11 +315,12 @@ def _fits_context(info: OpInfo, call: Call, context: str) -> bool:
     """Whether the op's (first) output can feed ``context`` with a 4-wide weight."""
     import torch
 
-    from coreml_lint.sweep.legal import _flat, run_eager
+    from coreml_lint.sweep.legal import run_eager
+    from coreml_lint.sweep.values import flat_outputs
 
     try:
         with torch.no_grad():
-            out = _flat(run_eager(info.op, call))[0]
+            out = flat_outputs(run_eager(info.op, call))[0]
     except Exception:
         return False
     if not out.is_floating_point() or out.dim() == 0 or out.shape[-1] != SIDE:

@@ -23,7 +23,7 @@ from coreml_lint.sweep.schema import (
     int_candidates,
     ints_candidates,
 )
-from coreml_lint.sweep.values import decode, make_tensor
+from coreml_lint.sweep.values import decode, flat_outputs, make_tensor
 
 SIDE = 4
 BASE_RANKS = (2, 4, 3, 1, 0, 5)  # rank 4 before 3: a batched image, not an unbatched one
@@ -68,12 +68,12 @@ def is_legal(info: OpInfo, call: Call) -> bool:
     try:
         with torch.no_grad():
             first = run_eager(info.op, call)
-            flat = _flat(first)
+            flat = flat_outputs(first)
             if not flat or not all(isinstance(t, torch.Tensor) for t in flat):
                 return False
             if "empty" in info.name:
                 return True
-            again = _flat(run_eager(info.op, call))
+            again = flat_outputs(run_eager(info.op, call))
     except Exception:
         return False
     try:
@@ -98,13 +98,13 @@ def overflows(info: OpInfo, call: Call) -> bool:
         return False
     try:
         with torch.no_grad():
-            narrow = _flat(run_eager(info.op, call))
+            narrow = flat_outputs(run_eager(info.op, call))
             tensors = [make_tensor(t, i) for i, t in enumerate(call.tensors)]
             for i in ints:
                 tensors[i] = tensors[i].double()
             args = [decode(a, tensors) for a in call.args]
             kwargs = {k: decode(v, tensors) for k, v in call.kwargs.items()}
-            widened = _flat(info.op(*args, **kwargs))
+            widened = flat_outputs(info.op(*args, **kwargs))
     except Exception:
         return False
     for a, b in zip(narrow, widened, strict=False):
@@ -113,12 +113,6 @@ def overflows(info: OpInfo, call: Call) -> bool:
         if not torch.equal(a.double(), b.double().trunc()):
             return True
     return False
-
-
-def _flat(value: Any) -> list[Any]:
-    if isinstance(value, (list, tuple)):
-        return [v for item in value for v in _flat(item)]
-    return [value]
 
 
 def _same(a: Any, b: Any) -> bool:

@@ -53,7 +53,8 @@ def cells(results: list[dict[str, Any]]) -> dict[tuple[str, ...], dict[tuple[str
         if key is None or result["outcome"] in ("export", "error"):
             continue
         group = (key["op"], key["operands"], key["variant"], key["context"])
-        raw[group][(key["shape"], result["target"])].append((result["outcome"], result["message"]))
+        outcome = outcome_of(result)  # a returned clone's interface is CML501's, not the op's
+        raw[group][(key["shape"], result["target"])].append((outcome, result["message"]))
     found: dict[tuple[str, ...], dict[tuple[str, int], Cell]] = {}
     for group, by_cell in raw.items():
         found[group] = {where: _cell(seen) for where, seen in by_cell.items()}

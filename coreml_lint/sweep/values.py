@@ -155,3 +155,10 @@ def encode_float(value: float) -> Any:
 
 def seed_of(case: dict[str, Any], index: int) -> int:
     return int(case.get("id", "0")[:8] or "0", 16) % (2**31) + index
+
+
+def flat_outputs(value: Any) -> list[Any]:
+    """An op's result as a flat list of its tensors (nested tuples and lists unpacked)."""
+    if isinstance(value, (list, tuple)):
+        return [v for item in value for v in flat_outputs(item)]
+    return [value]
