@@ -26,6 +26,10 @@ NUMPY = {
     "uint32": np.uint32,
     "bool": np.bool_,
 }
+# Sub-byte integers (quantized weights of constexpr ops: int4 blockwise, uint4 LUT indices):
+# coremltools holds them unpacked, one value per numpy element of the next wider type.
+NUMPY.update({f"int{bits}": np.int8 for bits in range(1, 8)})
+NUMPY.update({f"uint{bits}": np.uint8 for bits in range(1, 8)})
 
 
 def mil_dtype(var: Any) -> str | None:
