@@ -188,3 +188,5 @@ def test_no_partitioner_advice_after_every_error_was_fixed(tmp_path, capsys, mon
     out = capsys.readouterr().out
     assert "Fixed " in out
     assert "partitioner settings that" not in out
+    assert "export again and lint it to check" in out  # the .pt2 still holds the pitfall
+    assert "All checks passed" not in out

@@ -206,12 +206,17 @@ def summary_lines(run: CheckRun) -> list[str]:
             line += f"; {unsafe} more with --unsafe-fixes" if unsafe else ""
         elif run.fix and unsafe and not run.unsafe:
             line += f"; {unsafe} left need --unsafe-fixes"
-        unplaced = sum(1 for f in run.findings if f.edit is None)
-        if run.fix and unplaced:
-            line += f"; {unplaced} have no source fix (see each finding's fix)"
+        unplaced = [f for f in run.findings if f.edit is None]
+        reasoned = sum(1 for f in unplaced if f.extra.get("not_fixed"))
+        if run.fix and reasoned:
+            line += f"; {reasoned} not fixed (the reason is under each)"
+        if run.fix and len(unplaced) > reasoned:
+            line += f"; {len(unplaced) - reasoned} have no source fix (see each finding's fix)"
         lines.append(line + ".")
-    elif not run.errors:
+    elif not run.errors and not (run.fix and fixed and run.reports):
         lines.append("All checks passed!")
+    if run.fix and fixed and run.reports:
+        lines.append("The .pt2 is the program as exported: export again and lint it to check.")
     return lines
 
 

@@ -43,6 +43,9 @@ def rule_command(code: str) -> None:
     assert rule is not None
     click.echo(f"# {rule.code} {rule.name} [{rule.severity.value}, {rule.outcome.value}]\n")
     click.echo(rule.documentation().strip())
+    notes = rule.readme_notes()  # a measured table the README shows too (CML107's targets)
+    if notes:
+        click.echo(f"\n{notes.strip()}")
     click.echo(f"\nApplies to: {rule.applies_to}")
 
 

@@ -95,7 +95,24 @@ def _run(program: Path, config: Any, options: dict[str, Any], progress: Any) -> 
         progress=progress,
         explain=explain,
     )
+    explain_by_line(report, lint.findings)
     return report, lint
+
+
+def explain_by_line(report: Any, findings: list[Any]) -> None:
+    """A divergence no rule flagged by op (an add that a wrong fill on the same line feeds)
+    is explained by an error finding at its model source line, when there is one."""
+    from coreml_lint.core.findings import Severity
+
+    by_line = {
+        (f.location.path, f.location.line): f.code
+        for f in findings
+        if f.location is not None and f.severity is Severity.ERROR
+    }
+    for divergence in report.divergences:
+        path, _, line = (divergence.source or "").rpartition(":")
+        if divergence.rule is None and line.isdigit():
+            divergence.rule = by_line.get((path, int(line)))
 
 
 def rule_for_edge_node(findings: list[Any]) -> Any:

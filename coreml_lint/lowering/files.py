@@ -12,8 +12,12 @@ from coreml_lint.core.files import write_atomically
 # needs them registered before it can deserialize their nodes.
 KNOWN_REGISTRATIONS = {
     "quantized_decomposed": "torch.ao.quantization.fx._decomposed",
+    "torchao": "torchao",
     "transformers::grouped_mm_fallback": "transformers.integrations.moe",
 }
+# Libraries whose ops a program of ours may carry and that executorch itself installs: their
+# registrations are imported as needed (what `lower` gets anyway by importing executorch).
+AUTO_IMPORTED = ("quantized_decomposed", "torchao")
 STANDARD_NAMESPACES = {"aten", "prim", "prims", "higher_order", "dim_order_ops", "_operator"}
 
 
@@ -21,6 +25,7 @@ def load_program(path: Path, imports: tuple[str, ...] = ()) -> Any:
     """``torch.export.load``, after the light reader has vetted the archive, the modules in
     ``imports`` are imported, and every custom op the program uses is checked to be
     registered (a missing one is named, with the import that registers it when known)."""
+    import contextlib
     import importlib
 
     import torch
@@ -28,7 +33,10 @@ def load_program(path: Path, imports: tuple[str, ...] = ()) -> Any:
     from coreml_lint.program.pt2 import read_pt2
 
     graphs = read_pt2(path)  # one clear line for a corrupt or foreign archive, before torch
-    importlib.import_module(KNOWN_REGISTRATIONS["quantized_decomposed"])
+    used = {op.split("::")[0] for g in graphs for op in _custom_ops(g)}
+    for namespace in ("quantized_decomposed", *(n for n in AUTO_IMPORTED if n in used)):
+        with contextlib.suppress(ImportError):  # not installed: the missing op is named below
+            importlib.import_module(KNOWN_REGISTRATIONS[namespace])
     for module in imports:
         try:
             importlib.import_module(module)

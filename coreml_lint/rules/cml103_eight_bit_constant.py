@@ -145,7 +145,10 @@ class EightBitConstant(Rule):
                 "for it and lowering fails (`expects ... ['fp16', 'fp32', 'int32', 'bool'] but "
                 f"got tensor[...,{dtype}]`; `KeyError: torch.{dtype}` with "
                 "take_over_constant_data=False)",
-                fix=f"store '{name}' as int32 (every {dtype} value fits)",
+                fix=f"store '{name}' as int32 (every {dtype} value fits)"
+                if all_cast
+                else f"store '{name}' as int32 where its values are only read ({dtype} "
+                "arithmetic wraps around, int32 arithmetic does not), or target iOS17+",
                 edit=ctx.edit(
                     call, "buffer-int32", safe=True, description="store the buffer as int32"
                 )

@@ -33,7 +33,7 @@ Example
     The more fine-grained quantization (such as blockwise) is only supported since iOS18``.
 
 Fix
-    (b) the deployment target the table names (``--ios N``); (c) ``coreml-lint lower
+    (a) the deployment target the table names (``--ios N``); (b) ``coreml-lint lower
     --dequantize-on-cpu`` runs the dequantize on the CPU where ExecuTorch has a kernel for it
     (PT2E, int8 casts): the .pte keeps int8 weights, Core ML computes with float ones.
 """
@@ -589,6 +589,19 @@ def _mlp() -> tuple[Any, tuple[Any, ...]]:
     return MLP().eval(), (torch.randn(2, 64),)
 
 
+def _residual() -> tuple[Any, tuple[Any, ...]]:
+    class Residual(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.fc = nn.Linear(64, 64)
+
+        def forward(self, x: Any) -> Any:
+            return x + self.fc(x)
+
+    torch.manual_seed(0)
+    return Residual().eval(), (torch.randn(1, 16, 64),)
+
+
 def _conv() -> tuple[Any, tuple[Any, ...]]:
     class Conv(nn.Module):
         def __init__(self) -> None:
@@ -603,7 +616,9 @@ def _conv() -> tuple[Any, tuple[Any, ...]]:
 
 
 @cache
-def _pt2e(activations: bool, conv: bool = False) -> tuple[Any, tuple[Any, ...]]:
+def _pt2e(
+    activations: bool, conv: bool = False, residual: bool = False
+) -> tuple[Any, tuple[Any, ...]]:
     """ExecuTorch's CoreMLQuantizer through torchao's prepare_pt2e/convert_pt2e: int8
     weights per channel (of the MLP, or of the Conv2d), and uint8 activations when asked.
 
@@ -629,7 +644,7 @@ def _pt2e(activations: bool, conv: bool = False) -> tuple[Any, tuple[Any, ...]]:
             }
         }
     )
-    model, inputs = _conv() if conv else _mlp()
+    model, inputs = _conv() if conv else _residual() if residual else _mlp()
     export = torch.export.export
     with mock.patch.object(
         torch.export, "export", lambda *a, **k: export(*a, **{**k, "strict": False})
@@ -775,6 +790,9 @@ _per_target(
     lambda: _pt2e(True),
     {15: _ZP_CAST, 16: _ZP_CAST, 17: _and_quantize(_AFFINE), 18: _and_quantize(_BLOCKWISE)},
 )
+# coremltools moves the scales of a quantized residual add between its ops (verify must
+# compare only the outputs of such a partition).
+_per_target("pt2e-w8a8-residual", lambda: _pt2e(True, residual=True), {17: _and_quantize(_AFFINE)})
 _per_target(
     "pt2e-int8-weight-per-tensor",
     lambda: _hand_written(False),

@@ -38,6 +38,7 @@ Fix
 from __future__ import annotations
 
 import ast
+import struct
 from collections.abc import Iterator
 from typing import Any
 
@@ -65,6 +66,15 @@ FLOAT_PROMOTING = {"add", "sub", "rsub", "mul", "div", "true_divide", "pow", "wh
 
 def _has_dtype(node: Node) -> bool:
     return any(isinstance(v, DType) for v in [*node.args[2:], *node.kwargs.values()])
+
+
+def _example(value: float) -> str:
+    """``: the fill value 3001 becomes 3000`` (float16 rounding, as Core ML stores it)."""
+    try:
+        rounded = struct.unpack("e", struct.pack("e", float(value)))[0]
+    except (OverflowError, struct.error):
+        return f": the fill value {value:g} becomes inf"
+    return f": the fill value {value:g} becomes {rounded:g}" if rounded != value else ""
 
 
 # The callees the source check looks at: torch.full, torch.zeros, x.new_zeros.
@@ -117,7 +127,7 @@ class FillDtypeIgnored(Rule):
                 message = (
                     f"{why}: Core ML computes it in fp16 and the partition returns it as "
                     f"float (the runtime converts it back to {dtype}), so integers above 2048 "
-                    "are rounded: 3001 becomes 3000"
+                    f"are rounded{(_example(value) if large else '') or ' (3001 becomes 3000)'}"
                 )
                 outcome = Outcome.SILENT
             else:
