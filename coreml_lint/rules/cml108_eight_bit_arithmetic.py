@@ -26,7 +26,7 @@ Example
 Fix
     (a) compute in int32: ``.to(torch.int32)`` on the 8-bit operands before the op (uint8
     and int8 arithmetic wraps around, 200 + 100 == 44 in uint8, int32 does not: take the
-    result ``% 256`` or cast it back if the wrap is meant); (b) ``coreml-lint lower`` keeps
+    int32 result ``% 256`` where a uint8 wrap is meant); (b) ``coreml-lint lower`` keeps
     the nodes that touch 8-bit tensors on the CPU, where the portable runtime computes them
     in 8 bits.
 """
@@ -114,8 +114,12 @@ class EightBitArithmetic(Rule):
                 f"take them, so lowering fails with `{error_of(node.aten_name, dtype)}`",
                 fix=(
                     f"cast the operands to int32 before {base} (`.to(torch.int32)`); {dtype} "
-                    "arithmetic wraps around and int32 does not, so take the result % 256 "
-                    "or cast it back if the wrap is meant"
+                    "arithmetic wraps around and int32 does not"
+                    + (
+                        ", so take the int32 result % 256 where the wrap is meant"
+                        if dtype == "uint8"
+                        else ""
+                    )
                 ),
                 value=values[0],
                 dtype=dtype,
