@@ -142,6 +142,18 @@ def test_cli_lower_rejects_a_corrupt_archive(tmp_path):
     )
 
 
+def test_cli_lower_rejects_an_unwritable_output_before_lowering(tmp_path):
+    program = tmp_path / "gelu.pt2"
+    program.write_bytes(_archive("gelu-tanh"))
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    result = _cli("lower", str(program), "-o", str(blocker / "x.pte"))
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        f"error: {blocker / 'x.pte'}: {blocker} is not a folder"
+    ]  # one line, and no progress: nothing was lowered
+
+
 @pytest.mark.parametrize("examples", ["kept", "dropped"])
 def test_lower_checks_keyword_programs_and_leaves_their_state_alone(examples):
     """A program exported with keyword inputs (as transformers' static-cache wrapper is) gets

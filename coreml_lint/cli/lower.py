@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -35,6 +36,19 @@ def heavy_modules_missing() -> str | None:
 
     missing = [m for m in ("torch", "executorch", "coremltools") if not importlib.util.find_spec(m)]
     return ", ".join(missing) or None
+
+
+def unwritable(path: Path) -> str | None:
+    """Why ``path`` cannot be written (its nearest existing folder is a file, or read-only),
+    or None. Missing folders are created when the file is written."""
+    folder = path.resolve().parent
+    while not folder.exists():
+        folder = folder.parent
+    if not folder.is_dir():
+        return f"{path}: {folder} is not a folder"
+    if not os.access(folder, os.W_OK):
+        return f"{path}: {folder} is not writable"
+    return None
 
 
 @click.command("lower")
@@ -99,6 +113,10 @@ def lower_command(program: Path, output: Path, **options: Any) -> None:
     except InputError as exc:
         fail(str(exc))
         return
+    for target in (output, options["report_path"]):
+        problem = unwritable(target) if target else None
+        if problem:
+            fail(problem)  # before a lowering that may take minutes
     quiet_libraries()
     start = time.perf_counter()
 
