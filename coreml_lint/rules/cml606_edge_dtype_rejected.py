@@ -7,6 +7,8 @@ What it does
       result (``torch.cat([labels, -torch.ones(1, 2)])`` with int64 ``labels``);
     - a complex tensor read or made by an op whose edge dtype table has no complex (``mul``,
       ``abs``, ``clone``, ``view_copy``, ...: complex RoPE, ``torch.fft`` magnitudes);
+    - ``x // n`` of an int32/int16/int8/uint8 tensor by a Python int (the int becomes an
+      int64 tensor; int64 ``x`` and a tensor divisor of ``x``'s dtype lower);
     - a dtype outside the edge dialect's (float8, uint32, uint64, complex32).
 
 Why it breaks
@@ -23,8 +25,9 @@ Example
 Fix
     (a) cat/stack: cast before concatenating (``labels.float()``), or put the tensor of the
     result's dtype first; ``coreml-lint lower`` casts the list for you. (b) complex numbers:
-    compute them as pairs of reals (RoPE with cos/sin); float8/uint32: keep them out of the
-    exported program (``lower`` has no answer for these two).
+    compute them as pairs of reals (RoPE with cos/sin); (c) ``x // n``: divide by a tensor of
+    ``x``'s dtype, or an int64 ``x``; float8/uint32: keep them out of the exported program
+    (``lower`` answers only the cat/stack kind).
 """
 
 from __future__ import annotations
@@ -94,7 +97,11 @@ class EdgeDtypeRejected(Rule):
 
     def check(self, ctx: ProgramContext) -> Iterator[Finding]:
         for node in ctx.graph.nodes:
-            found = _mixed_list(ctx, node) or _outside_the_table(ctx, node)
+            found = (
+                _mixed_list(ctx, node)
+                or _narrow_int_by_scalar(ctx, node)
+                or _outside_the_table(ctx, node)
+            )
             if found is not None:
                 what, fix, kind = found
                 yield ctx.finding(
@@ -151,6 +158,29 @@ def _mixed_list(ctx: ProgramContext, node: Node) -> tuple[str, str, str] | None:
     return what, fix, "list"
 
 
+def _narrow_int_by_scalar(ctx: ProgramContext, node: Node) -> tuple[str, str, str] | None:
+    """``x // 2`` on an integer tensor narrower than int64: the edge step makes the Python
+    int an int64 tensor, and ``floor_divide``'s dtype table wants both the same (measured:
+    int32 and int16 fail, int64 and a tensor divisor of x's dtype lower)."""
+    if node.target != "aten.floor_divide.default" or len(node.args) < 2:
+        return None
+    divisor = node.args[1]
+    if isinstance(divisor, TensorRef) or not isinstance(divisor, int):
+        return None
+    dtype = ctx.dtype(node.tensor_inputs()[0]) if node.tensor_inputs() else None
+    if dtype not in ("int32", "int16", "int8", "uint8"):
+        return None
+    what = (
+        f"floor_divide of a {dtype} tensor by the Python int {divisor}: the edge step makes "
+        "the int an int64 tensor, and floor_divide takes operands of one dtype"
+    )
+    fix = (
+        f"divide by a {dtype} tensor (`x // torch.tensor({divisor}, dtype=torch.{dtype})`) "
+        "or divide the int64 tensor (`x.long() // n`)"
+    )
+    return what, fix, "scalar"
+
+
 def _outside_the_table(ctx: ProgramContext, node: Node) -> tuple[str, str, str] | None:
     """A dtype the edge dialect has no entry for, or complex where the op's table has none."""
     values = [*node.tensor_inputs(), *node.outputs]
@@ -201,6 +231,20 @@ def _():
 )
 def _():
     return module(lambda s, labels: torch.stack([labels, torch.ones(1, 3)])), (_labels(),)
+
+
+@case(
+    "floordiv-int32-by-scalar",
+    expect={"CML606"},
+    crash=r"mismatched dtypes.*aten\.floor_divide\.default",
+)
+def _():
+    return module(lambda s, x: (x // 2).float()), (torch.arange(1, 9, dtype=torch.int32),)
+
+
+@case("floordiv-int64-by-scalar", expect=set())
+def _():
+    return module(lambda s, x: (x // 2).float()), (torch.arange(1, 9),)
 
 
 @case(
