@@ -265,3 +265,11 @@ def test_float16_activation_rewrite_widens_only_what_fails_at_the_target():
     (rewrite,) = [r for r in result.report.rewrites if r.startswith("CML313")]
     assert "hardtanh" in rewrite and "leaky_relu" not in rewrite, rewrite
     assert result.report.partitions_after == 1
+
+
+def test_lower_shows_the_warnings_it_had_no_answer_for():
+    """Weights that lower but lose their quantization: the .pte is written, and the text
+    report says so (not only the JSON)."""
+    result, _ = _lower("int8-transposed-cast-ios17")
+    text = result.report.render("q.pte")
+    assert "warning CML107:" in text and "dense" in text, text

@@ -132,6 +132,9 @@ class LowerReport:
         lines.extend(f"  MIL PROBLEM {problem}" for problem in self.mil_problems)
         for finding in self.findings_after:
             lines.append(f"  unresolved {finding.code}: {finding.message}")
+        for finding in self.findings_before:  # e.g. weights that lower but lose quantization
+            if finding.severity is Severity.WARNING and finding.code not in self.acted:
+                lines.append(f"  warning {finding.code}: {finding.message}")
         if self.suggestions:
             lines.append("  to keep these on Core ML instead, change the model source:")
             lines.extend(f"    {s}" for s in self.suggestions)
