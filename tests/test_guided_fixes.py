@@ -115,30 +115,34 @@ def test_guided_fix_turns_a_failing_lowering_into_a_clean_one(name, guided):
     assert not re.search(evidence, after.mil)
 
 
+def _fix_leaves_alone(text: str, tmp_path: Path, capsys, monkeypatch) -> str:
+    """Write ``text`` as a model, export it, run ``--fix --unsafe-fixes`` on its program:
+    the finding stays (exit 1), the file is unchanged; the run's output."""
+    source = tmp_path / "model.py"
+    source.write_text(text)
+    program = tmp_path / "model.pt2"
+    torch.export.save(_program(source, tmp_path.name)[2], program)
+    monkeypatch.chdir(tmp_path)
+    assert main([str(program), "--fix", "--unsafe-fixes"]) == 1
+    assert source.read_text() == text
+    return capsys.readouterr().out
+
+
 def test_a_fix_that_cannot_be_placed_says_why(tmp_path, capsys, monkeypatch):
     """The buffer's values are used as 8-bit integers (added to each other): storing it as
     int32 would change what the model computes, so nothing is guessed."""
-    source = tmp_path / "model.py"
-    source.write_text(
-        (MODELS / "uint8_table.py")
-        .read_text()
-        .replace("self.table[idx].float() * 0.5", "(self.table[idx] + self.table[idx]).float()")
+    text = (MODELS / "uint8_table.py").read_text()
+    text = text.replace(
+        "self.table[idx].float() * 0.5", "(self.table[idx] + self.table[idx]).float()"
     )
-    program = tmp_path / "model.pt2"
-    torch.export.save(_program(source, "unsafe")[2], program)
-    monkeypatch.chdir(tmp_path)
-    before = source.read_text()
-    assert main([str(program), "--fix", "--unsafe-fixes"]) == 1
-    out = capsys.readouterr().out
-    assert source.read_text() == before
+    out = _fix_leaves_alone(text, tmp_path, capsys, monkeypatch)
     assert "not fixed: 'table' is used as uint8 values" in out
 
 
 def test_a_norm_line_that_also_builds_another_class_is_left_alone(tmp_path, capsys, monkeypatch):
     """``self.norm = norm_layer(dim)`` builds an RMSNorm in one block and a LayerNorm in the
     other: eps for the RMSNorm would change the LayerNorm's (1e-5 -> 1.2e-7)."""
-    source = tmp_path / "model.py"
-    source.write_text(
+    text = (
         (MODELS / "rmsnorm_attribute.py")
         .read_text()
         .replace(
@@ -147,13 +151,7 @@ def test_a_norm_line_that_also_builds_another_class_is_left_alone(tmp_path, caps
         )
         .replace("return self.block(x)", "return self.block(self.first(x))")
     )
-    program = tmp_path / "model.pt2"
-    torch.export.save(_program(source, "mixed")[2], program)
-    monkeypatch.chdir(tmp_path)
-    before = source.read_text()
-    assert main([str(program), "--fix", "--unsafe-fixes"]) == 1
-    out = capsys.readouterr().out
-    assert source.read_text() == before
+    out = _fix_leaves_alone(text, tmp_path, capsys, monkeypatch)
     assert "`self.norm` of Block is also built as LayerNorm in this program" in out
 
 

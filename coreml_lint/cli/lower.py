@@ -12,7 +12,12 @@ from typing import Any
 import click
 
 from coreml_lint.cli.check import fail
-from coreml_lint.cli.options import build_config, settings_changes, settings_options
+from coreml_lint.cli.options import (
+    build_config,
+    import_option,
+    settings_changes,
+    settings_options,
+)
 from coreml_lint.core.errors import InputError
 
 HEAVY = "torch, executorch and coremltools"
@@ -92,13 +97,7 @@ def unwritable(path: Path) -> str | None:
     help="Where the target cannot keep quantized weights quantized, dequantize them on the "
     "CPU (ExecuTorch kernels; Core ML then computes with float weights).",
 )
-@click.option(
-    "--import",
-    "imports",
-    multiple=True,
-    metavar="MODULE",
-    help="Import MODULE first: it registers custom ops the program uses (repeatable).",
-)
+@import_option
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress on stderr.")
 @click.option("-v", "--verbose", is_flag=True, help="Show the traceback of a failure.")

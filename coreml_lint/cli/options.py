@@ -38,6 +38,15 @@ def settings_options(command: Callable[..., Any]) -> Callable[..., Any]:
     return command
 
 
+import_option = click.option(
+    "--import",
+    "imports",
+    multiple=True,
+    metavar="MODULE",
+    help="Import MODULE first: it registers custom ops the program uses (repeatable).",
+)
+
+
 def split_values(values: tuple[str, ...]) -> tuple[str, ...]:
     """``--skip-op a,b --skip-op c`` -> ``("a", "b", "c")``."""
     return tuple(item.strip() for value in values for item in value.split(",") if item.strip())

@@ -11,7 +11,12 @@ import click
 
 from coreml_lint.cli.check import echo, fail
 from coreml_lint.cli.lower import HEAVY, INSTALL_HINT, heavy_modules_missing, quiet_libraries
-from coreml_lint.cli.options import build_config, settings_changes, settings_options
+from coreml_lint.cli.options import (
+    build_config,
+    import_option,
+    settings_changes,
+    settings_options,
+)
 from coreml_lint.core.errors import InputError
 
 FORMATS = ("full", "concise", "json", "github", "sarif", "html")
@@ -34,13 +39,7 @@ FORMATS = ("full", "concise", "json", "github", "sarif", "html")
     type=click.Path(dir_okay=False, path_type=Path),
     help="Write the report to FILE.",
 )
-@click.option(
-    "--import",
-    "imports",
-    multiple=True,
-    metavar="MODULE",
-    help="Import MODULE first: it registers custom ops the program uses (repeatable).",
-)
+@import_option
 @click.option("--config", "config_path", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--isolated", is_flag=True, help="Ignore every configuration file.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress on stderr.")
