@@ -24,6 +24,7 @@ from typing import Any
 
 from coreml_lint.program.gcpause import gc_paused
 from coreml_lint.program.graph import (
+    CHANNELS_LAST,
     CONTIGUOUS_FORMAT,
     DType,
     Graph,
@@ -265,9 +266,9 @@ class _Canonicalizer:
         layout = node.kwargs.get("memory_format") or next(
             (a for a in node.args if isinstance(a, Opaque) and a.kind == "as_memory_format"), None
         )
-        relayout = (
+        relayout = (  # channels_last or channels_last_3d (preserve_format aliases)
             isinstance(layout, Opaque)
-            and layout.value not in (None, CONTIGUOUS_FORMAT)
+            and layout.value in (CHANNELS_LAST, CHANNELS_LAST + 1)
             and (src_info is None or out_info is None or src_info.strides != out_info.strides)
         )
         if src_info and out_info and src_info.dtype == out_info.dtype and not relayout:
