@@ -42,6 +42,9 @@ class LowerReport:
     findings_after: list[Finding] = field(default_factory=list)  # errors lower did not answer
     rewrites: list[str] = field(default_factory=list)  # "CODE: node: what was done"
     rejected_rewrites: list[str] = field(default_factory=list)
+    rewritten_codes: list[str] = field(default_factory=list)  # in the order applied
+    # Rewrites undone because the result with them did not verify ("CODE: why").
+    dropped_rewrites: list[str] = field(default_factory=list)
     refused: dict[str, str] = field(default_factory=dict)  # node -> "CODE: reason" (CPU)
     returned_buffers: dict[str, str] = field(default_factory=dict)
     settings_used: dict[str, Any] = field(default_factory=dict)  # what the rules changed
@@ -59,6 +62,8 @@ class LowerReport:
     def rewritten(self, code: str, changes: list[str], *, checked: bool) -> None:
         note = "" if checked else " (not checked in eager: no concrete inputs)"
         self.rewrites.extend(f"{code}: {change}{note}" for change in changes)
+        if code not in self.rewritten_codes:
+            self.rewritten_codes.append(code)
         self.acted.setdefault(code, []).extend(changes)
 
     def reject(self, code: str, why: str) -> None:
@@ -100,6 +105,7 @@ class LowerReport:
             "settings_changed": self.settings_used,
             "rewrites": self.rewrites,
             "rejected_rewrites": self.rejected_rewrites,
+            "dropped_rewrites": self.dropped_rewrites,
             "refused": self.refused,
             "returned_buffers": self.returned_buffers,
             "acted": self.acted,
@@ -127,6 +133,7 @@ class LowerReport:
         for code, actions in sorted(self.acted.items()):
             lines.extend(f"  {code}  {action}" for action in actions)
         lines.extend(f"  rejected   {change}" for change in self.rejected_rewrites)
+        lines.extend(f"  dropped    {change}" for change in self.dropped_rewrites)
         if self.placement.cpu_ops:
             lines.append(f"  CPU ops: {', '.join(sorted(set(self.placement.cpu_ops)))}")
         lines.extend(f"  MIL PROBLEM {problem}" for problem in self.mil_problems)

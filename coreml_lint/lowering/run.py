@@ -64,48 +64,136 @@ def lower(
     followed by ``to_executorch()``. Pass the partitioner's settings as ``settings`` or as
     keyword arguments (``minimum_deployment_target=17``, ``skip_ops_for_coreml_delegation=[...]``,
     ...). With ``verify``, every Core ML delegate of the result is run on Linux against its
-    eager module (``verify_inputs``: the program's inputs, or None for random ones). With
+    eager module (``verify_inputs``: the program's inputs, or None for random ones), and a
+    rewrite is kept only if the result verifies (see :func:`_keep_verified_rewrites`). With
     ``dequantize_on_cpu``, quantized weights the deployment target cannot keep quantized are
     dequantized on the CPU where ExecuTorch has a kernel for it (Core ML then computes with
     float weights); without it, ``lower`` stops and names the target to use."""
-    say = progress or (lambda message: None)
     settings = (settings or PartitionerSettings()).changed(
         **{k: v for k, v in partitioner.items() if v is not None}
     )
-    config = LintConfig(partitioner=settings)
-    say("linting the program")
-    first = lint_exported_program(exported_program, config)
-    stop_if_unanswered(first.findings, dequantize_on_cpu=dequantize_on_cpu)
-    report = LowerReport.start(first, settings)
-    say("functionalizing (run_decompositions({}))")
-    ep = exported_program.run_decompositions({})
-    ep, second = _rewrite_until_stable(ep, first, config, report, say)
-    stop_if_unanswered(second.findings, dequantize_on_cpu=dequantize_on_cpu)
-    rules = [rule() for rule in _fired(second)]
-    plan = LoweringPlan.for_rules(rules, settings, dequantize_on_cpu=dequantize_on_cpu)
-    models: list[Any] = []
-    lowered = _lower_with(ep, plan, models, compute_precision, compute_units, second, say)
-    program, placed, edge = lowered
-    report.finish(second, plan, placed, mil_problems(models, exported_program))
+    job = _Job(
+        exported_program,
+        LintConfig(partitioner=settings),
+        compute_precision,
+        compute_units,
+        dequantize_on_cpu,
+        progress or (lambda message: None),
+    )
+    attempt = job.attempt(without=frozenset())
     if verify:
+        attempt.verify(verify_inputs, job.say)
+        if attempt.diverged and attempt.result.report.rewritten_codes:
+            attempt = _keep_verified_rewrites(job, attempt, verify_inputs)
+    job.say("done")
+    return attempt.result
+
+
+@dataclass
+class _Attempt:
+    """One lowering of the program, with what ``verify`` needs to run its delegates."""
+
+    result: LowerResult
+    edge: Any  # the EdgeProgramManager
+    models: list[Any]  # the MlModels, in delegate order
+
+    def verify(self, inputs: Any, say: Progress) -> None:
         from coreml_lint.verifier import verify_lowered
 
         say("verifying every Core ML delegate against eager")
-        report.verify = verify_lowered(edge, models, inputs=verify_inputs, progress=say)
-    say("done")
-    return LowerResult(program, report)
+        report = verify_lowered(self.edge, self.models, inputs=inputs, progress=say)
+        self.result.report.verify = report
+
+    @property
+    def diverged(self) -> bool:
+        report = self.result.report.verify
+        return report is not None and report.status == "diverge"
+
+
+@dataclass
+class _Job:
+    """What one call of :func:`lower` lowers, and how: every attempt starts from here."""
+
+    program: ExportedProgram
+    config: LintConfig
+    compute_precision: str
+    compute_units: str
+    dequantize_on_cpu: bool
+    say: Progress
+
+    def attempt(self, *, without: frozenset[str]) -> _Attempt:
+        """Lint, rewrite (except for the rules in ``without``), lint again, refuse, lower."""
+        say, dequantize = self.say, self.dequantize_on_cpu
+        say("linting the program")
+        first = lint_exported_program(self.program, self.config)
+        stop_if_unanswered(first.findings, dequantize_on_cpu=dequantize)
+        report = LowerReport.start(first, self.config.partitioner)
+        say("functionalizing (run_decompositions({}))")
+        ep = self.program.run_decompositions({})
+        ep, second = _rewrite_until_stable(ep, first, self.config, report, say, without)
+        stop_if_unanswered(second.findings, dequantize_on_cpu=dequantize)
+        rules = [rule() for rule in _fired(second)]
+        plan = LoweringPlan.for_rules(rules, self.config.partitioner, dequantize_on_cpu=dequantize)
+        models: list[Any] = []
+        program, placed, edge = _lower_with(
+            ep, plan, models, self.compute_precision, self.compute_units, second, say
+        )
+        report.finish(second, plan, placed, mil_problems(models, self.program))
+        return _Attempt(LowerResult(program, report), edge, models)
+
+
+def _keep_verified_rewrites(job: _Job, attempt: _Attempt, inputs: Any) -> _Attempt:
+    """A rewrite is kept only if the result verifies. When it does not, lower again without
+    one rewrite at a time (the last applied first), then without all of them; the first
+    attempt that verifies replaces the result, and the report says which rewrite was
+    dropped and why. When none does (the divergence is not a rewrite's doing, or without the
+    rewrite the program cannot be lowered), the first result stands, and its verify report
+    says what was tried: ``lower`` exits 1 on the divergence either way."""
+    codes = attempt.result.report.rewritten_codes
+    trials = [frozenset({code}) for code in reversed(codes)]
+    if len(codes) > 1:
+        trials.append(frozenset(codes))
+    tried = []
+    for without in trials:
+        names = ", ".join(sorted(without))
+        job.say(f"the result diverges: lowering again without the rewrite of {names}")
+        try:
+            retry = job.attempt(without=without)
+        except LoweringError as exc:
+            tried.append(f"without the rewrite of {names}: {exc}")
+            continue
+        retry.verify(inputs, job.say)
+        if retry.result.report.verify.status == "agree":
+            first = attempt.result.report.verify.divergences[0].summary()
+            retry.result.report.dropped_rewrites = [
+                f"{code}: rewrite dropped: with it a Core ML delegate diverged in verify "
+                f"({first}); without it the program verifies"
+                for code in sorted(without)
+            ]
+            return retry
+        tried.append(f"without the rewrite of {names}: verify {retry.result.report.verify.status}")
+    attempt.result.report.verify.notes.extend(
+        f"rewrites kept, since dropping them did not help: {line}" for line in tried
+    )
+    return attempt
 
 
 MAX_REWRITE_ROUNDS = 3
 
 
 def _rewrite_until_stable(
-    ep: ExportedProgram, first: ProgramReport, config: LintConfig, report: Any, say: Progress
+    ep: ExportedProgram,
+    first: ProgramReport,
+    config: LintConfig,
+    report: Any,
+    say: Progress,
+    without: frozenset[str] = frozenset(),
 ) -> tuple[ExportedProgram, ProgramReport]:
-    """Apply the rewrites of the rules that fired, lint again, and repeat for rules a
-    rewrite made fire (a checked rewrite is a new program: a buffer that was no leaf in
-    memory is one after the save/load copy the check works on, for instance)."""
-    tried: set[str] = set()
+    """Apply the rewrites of the rules that fired (except the rules in ``without``), lint
+    again, and repeat for rules a rewrite made fire (a checked rewrite is a new program: a
+    buffer that was no leaf in memory is one after the save/load copy the check works on,
+    for instance)."""
+    tried: set[str] = set(without)
     latest = first
     for _ in range(MAX_REWRITE_ROUNDS):
         rules = [

@@ -112,6 +112,7 @@ class VerifyReport:
         lines = [f"verify: {self.status} ({len(self.partitions)} Core ML partition(s))"]
         lines += [f"  {d.summary()}" for d in self.divergences]
         lines += [f"  not verified: {item}" for item in self.not_verified]
+        lines += [f"  note: {note}" for note in self.notes]
         if self.lowering_error:
             lines.append(f"  lowering crashed in {self.lowering_stage}: {self.lowering_error}")
         return "\n".join(lines)
