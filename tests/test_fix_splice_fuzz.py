@@ -18,6 +18,9 @@ HEADER = "import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n
 CALLS = [
     ("torch.full", ["(2, 3)", "3001"]),
     ("torch.full", ["(2,)", "7"]),
+    ("torch.full", ["(2, 3)", "(3001)"]),
+    ("torch.full", ["size", "fill_value=5"]),
+    ("torch.full", ["(2,)", "-1 + 4"]),
     ("torch.zeros", ["2", "3", "dtype=torch.long"]),
     ("torch.zeros", ["(4,)", "dtype=torch.int32"]),
     ("x.new_zeros", ["(2, 3)", "dtype=torch.int32"]),
@@ -125,8 +128,19 @@ def test_generated_files_are_fixed_alike_both_ways(seed):
     assert (fast.fixed, fast.applied, fast.error) == (whole.fixed, whole.applied, whole.error)
 
 
-def test_the_generator_reaches_the_fast_path_often():
-    """Most generated files are fixed in place: the comparison above is not vacuous."""
+def test_the_generator_reaches_the_fast_path_often(monkeypatch):
+    """Most generated files are fixed in place, and most fixed calls have their kept
+    arguments copied from the text: the comparison above is not vacuous."""
+    import coreml_lint.fixers.splice as splice
+
+    cuts = []
+    original = splice._first_changed_argument
+
+    def recording(*args):
+        cuts.append(original(*args))
+        return cuts[-1]
+
+    monkeypatch.setattr(splice, "_first_changed_argument", recording)
     spliced = 0
     for seed in range(60):
         text = _file(seed)
@@ -138,3 +152,5 @@ def test_the_generator_reaches_the_fast_path_often():
         edits = selected_edits(findings, unsafe=True)
         spliced += bool(edits) and ctx is not None and splice_fixes(ctx, edits) is not None
     assert spliced >= 8
+    copied = sum(cut is not None for cut in cuts)
+    assert copied >= len(cuts) / 3 and copied < len(cuts), (copied, len(cuts))

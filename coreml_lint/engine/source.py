@@ -42,17 +42,20 @@ def read_source(path: str | Path) -> str:
         raise InputError(f"{path}: not UTF-8 ({exc.reason} at byte {exc.start})") from None
 
 
-def lint_source(text: str, path: str, config: LintConfig | None = None) -> list[Finding]:
-    """Findings of every selected source rule on one file's text. A file that does not
-    parse is one finding (CML001), as in ruff: the rest of a run goes on."""
+def lint_source(
+    text: str, path: str, config: LintConfig | None = None, tree: ast.Module | None = None
+) -> list[Finding]:
+    """Findings of every selected source rule on one file's text (``tree``: the text
+    already parsed, if it was). A file that does not parse is one finding (CML001), as in
+    ruff: the rest of a run goes on."""
     # The parse and the walk build millions of small acyclic objects: the cyclic collector
     # stays off until they are freed (it would walk them all, again and again, for nothing).
     with gc_paused():
-        return lint_source_context(text, path, config)[0]
+        return lint_source_context(text, path, config, tree)[0]
 
 
 def lint_source_context(
-    text: str, path: str, config: LintConfig | None = None
+    text: str, path: str, config: LintConfig | None = None, tree: ast.Module | None = None
 ) -> tuple[list[Finding], SourceContext | None]:
     """``lint_source``, and the parsed file its findings came from (None when the file was
     not parsed): the fixer rewrites the calls it already knows instead of parsing again.
@@ -70,9 +73,10 @@ def lint_source_context(
         return [], None
     rules = [r for r in mentioned if _triggered(r, text)]
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # SyntaxWarning for odd escapes: not ours
-            tree = ast.parse(text, filename=path)
+        if tree is None:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # SyntaxWarning for odd escapes: not ours
+                tree = ast.parse(text, filename=path)
     except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
         unparsable = unparsable_source(text, path, exc)
         return ([unparsable] if config.is_selected(unparsable.code, path) else []), None

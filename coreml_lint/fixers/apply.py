@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import ast
 import difflib
+import warnings
 from dataclasses import dataclass, field
 
 from coreml_lint.core.findings import Finding, SourceFix
@@ -16,6 +18,8 @@ class FixResult:
     fixed: str
     applied: list[SourceFix] = field(default_factory=list)
     error: str | None = None
+    # The fixed text parsed (the check that it compiles): linting it again reuses it.
+    tree: ast.Module | None = field(default=None, repr=False, compare=False)
 
     @property
     def changed(self) -> bool:
@@ -60,12 +64,15 @@ def compute_fix(
                 path, text, text, error=f"{path}: fix not applied: {type(exc).__name__}: {exc}"
             )
     try:
-        compile(fixed, path, "exec", dont_inherit=True)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # SyntaxWarning for odd escapes: not ours
+            tree = ast.parse(fixed, filename=path)
+        compile(tree, path, "exec", dont_inherit=True)  # `yield` outside a function, ...
     except SyntaxError as exc:
         return FixResult(
             path, text, text, error=f"{path}: fix reverted: the result does not parse ({exc.msg})"
         )
-    return FixResult(path, text, fixed, applied=applied)
+    return FixResult(path, text, fixed, applied=applied, tree=tree)
 
 
 def _codemod(path: str, text: str, edits: list[SourceFix]) -> tuple[str, list[SourceFix]]:

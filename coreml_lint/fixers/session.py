@@ -87,7 +87,7 @@ class FixSession:
             if self.write:
                 bom = "\ufeff" if _starts_with_bom(path) else ""
                 write_atomically(path, bom + result.fixed)
-                outcome.findings = lint_source(result.fixed, str(path), self.config)
+                outcome.findings = lint_source(result.fixed, str(path), self.config, result.tree)
         except InputError as exc:
             outcome.error = str(exc)
         except Exception as exc:  # one bad file must not stop the run

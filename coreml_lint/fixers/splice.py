@@ -6,7 +6,9 @@ alone, for a file whose fixes touch a few calls. Here, each call to fix is cut o
 text at the span ``ast`` gives it, parsed alone with ``libcst.parse_expression``, handed
 to its rule's ``transform`` and rendered in place. libcst renders every untouched node
 exactly as it was parsed, so the file comes out as the codemod writes it, at the cost of
-parsing the fixed calls only.
+parsing the fixed calls only. Where the transform kept the call's leading arguments as they
+were (the same nodes: ``dtype=`` appended, a value replaced), only the arguments from the
+first changed one on are rendered; the text before them is the file's own.
 
 Whatever could make the two differ takes the codemod instead (``splice_fixes`` returns
 None): a transform that needs the module (an import, a helper, the codemod context), a
@@ -22,7 +24,7 @@ import ast
 import keyword
 import re
 from itertools import accumulate, pairwise
-from typing import Any
+from typing import Any, NamedTuple
 
 from coreml_lint.core.findings import SourceFix
 from coreml_lint.rules import rule_by_code
@@ -80,14 +82,21 @@ def splice_fixes(ctx: SourceContext, edits: list[SourceFix]) -> tuple[str, list[
             return None
         end_line = ctx.lines[call.end_lineno - 1]
         end = starts[call.end_lineno - 1] + _characters(end_line, call.end_col_offset)
-        spans.append((starts[call.lineno - 1] + column, end, fix))
-    if any(later[0] < earlier[1] for earlier, later in pairwise(spans)):
+        spans.append(_Span(starts[call.lineno - 1] + column, end, fix, call))
+    if any(later.start < earlier.end for earlier, later in pairwise(spans)):
         return None  # nested fixes: the codemod applies the inner one first
-    return _rewrite(text, spans, CallEdits(_torch_alias(ctx.tree)))
+    return _rewrite(text, spans, CallEdits(_torch_alias(ctx.tree)), starts)
+
+
+class _Span(NamedTuple):
+    start: int  # where the call starts in the text
+    end: int  # just after its closing parenthesis
+    fix: SourceFix
+    call: ast.Call
 
 
 def _rewrite(
-    text: str, spans: list[tuple[int, int, SourceFix]], edits: CallEdits
+    text: str, spans: list[_Span], edits: CallEdits, starts: list[int]
 ) -> tuple[str, list[SourceFix]] | None:
     import libcst as cst
 
@@ -96,11 +105,12 @@ def _rewrite(
     render = cst.Module([]).code_for_node
     rules: dict[str, Any] = {}
     pieces, applied, done = [], [], 0
-    for start, end, fix in spans:
-        span = _with_own_parentheses(text, start, end)
-        if span is None:
+    for span in spans:
+        fix = span.fix
+        own = _with_own_parentheses(text, span.start, span.end)
+        if own is None:
             return None
-        start, end, parentheses = span
+        start, end, parentheses = own
         try:
             node = cst.parse_expression(text[start:end])
             if not (
@@ -111,7 +121,13 @@ def _rewrite(
                 return None
             if fix.rule not in rules:
                 rules[fix.rule] = rule_by_code(fix.rule)
-            replacement = render(rules[fix.rule]().transform(fix, node, edits))
+            new = rules[fix.rule]().transform(fix, node, edits)
+            cut = _first_changed_argument(text, span, node, new, starts)
+            if cut is None:
+                replacement = render(new)
+            else:
+                tail = render(cst.Call(func=cst.Name("_"), args=new.args[cut[1] :]))[2:-1]
+                replacement = text[start : cut[0]] + tail + text[span.end - 1 : end]
         except Exception:  # NeedsModule, or whatever the codemod will report in its words
             return None
         pieces += [text[done:start], replacement]
@@ -119,6 +135,68 @@ def _rewrite(
         done = end
     pieces.append(text[done:])
     return "".join(pieces), applied
+
+
+def _first_changed_argument(
+    text: str, span: _Span, old: Any, new: Any, starts: list[int]
+) -> tuple[int, int] | None:
+    """Where in the text the call's first changed argument starts, and its index, when
+    everything before it is the same nodes as parsed (so renders as the text it came
+    from); None when the whole call must be rendered.
+
+    libcst renders a call as its parentheses, ``func``, the whitespace around ``(`` and
+    each argument with its comma in turn, and an argument without an explicit comma gets
+    one unless it is the last: so an argument kept from the text must be neither the last
+    of the old call nor of the new one. The text position of an argument comes from
+    ``ast``, which agrees with libcst where the argument is a keyword, a starred value or
+    a value without parentheses (``ast`` counts a tuple's parentheses, libcst may not)."""
+    import libcst as cst
+
+    if not isinstance(new, cst.Call) or text[span.end - 1] != ")":
+        return None
+    same = ("func", "whitespace_after_func", "whitespace_before_args", "lpar", "rpar")
+    if any(getattr(new, name) is not getattr(old, name) for name in same[:3]) or any(
+        len(getattr(new, name)) != len(getattr(old, name))
+        or any(a is not b for a, b in zip(getattr(new, name), getattr(old, name), strict=True))
+        for name in same[3:]
+    ):
+        return None
+    kept = 0
+    while kept < min(len(old.args) - 1, len(new.args) - 1) and _renders_alike(
+        new.args[kept], old.args[kept]
+    ):
+        kept += 1
+    if kept == len(old.args):  # no arguments: the new ones go before the ")"
+        return span.end - 1, kept
+    items = sorted([*span.call.args, *span.call.keywords], key=lambda a: (a.lineno, a.col_offset))
+    if len(items) != len(old.args):
+        return None
+    item, arg = items[kept], old.args[kept]
+    if not isinstance(item, ast.keyword | ast.Starred) and (
+        arg.value.lpar or isinstance(item, ast.Tuple | ast.GeneratorExp)
+    ):
+        return None
+    line_start = starts[item.lineno - 1]
+    line = text[line_start : starts[item.lineno] - 1]
+    return line_start + _characters(line, item.col_offset), kept
+
+
+def _renders_alike(new: Any, old: Any) -> bool:
+    """Whether argument ``new`` is ``old`` or a copy of it whose only change is an equal
+    comma (a transform that lays its arguments out again gives each a comma anew)."""
+    import dataclasses
+
+    from coreml_lint.rulekit.cst import same_comma
+
+    if new is old:
+        return True
+    if type(new) is not type(old):
+        return False
+    for field in dataclasses.fields(old):
+        a, b = getattr(new, field.name), getattr(old, field.name)
+        if not (a is b or (isinstance(a, str) and a == b) or same_comma(a, b)):
+            return False
+    return True
 
 
 def _with_own_parentheses(text: str, start: int, end: int) -> tuple[int, int, int] | None:

@@ -35,7 +35,28 @@ def join(args: list[cst.Arg], like: Sequence[cst.Arg] = ()) -> list[cst.Arg]:
     )
     trailing = like[-1].comma if like else cst.MaybeSentinel.DEFAULT
     last = len(args) - 1
-    return [a.with_changes(comma=comma if i < last else trailing) for i, a in enumerate(args)]
+    return [_with_comma(a, comma if i < last else trailing) for i, a in enumerate(args)]
+
+
+def _with_comma(arg: cst.Arg, comma: cst.Comma | cst.MaybeSentinel) -> cst.Arg:
+    """``arg`` itself when its comma already reads the same (the node is kept, so the
+    fixer can copy its text instead of rendering it), else a copy with ``comma``."""
+    if arg.comma is comma or same_comma(arg.comma, comma):
+        return arg
+    return arg.with_changes(comma=comma)
+
+
+def same_comma(a: object, b: object) -> bool:
+    """Whether two commas render alike (a cheap test for the usual whitespace)."""
+    if not (isinstance(a, cst.Comma) and isinstance(b, cst.Comma)):
+        return False
+    pairs = ((a.whitespace_before, b.whitespace_before), (a.whitespace_after, b.whitespace_after))
+    return all(
+        x is y
+        or (type(x) is type(y) is cst.SimpleWhitespace and x.value == y.value)
+        or (type(x) is not cst.SimpleWhitespace and x.deep_equals(y))
+        for x, y in pairs
+    )
 
 
 def append_kwarg(call: cst.Call, name: str, value: str | cst.BaseExpression) -> cst.Call:
