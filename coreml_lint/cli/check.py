@@ -145,7 +145,8 @@ class CheckRun:
                 self.errors.append(outcome.error)
             if outcome.result is not None:
                 self.fix_results.append(outcome.result)
-                at_line.update((path.resolve(), f.rule, f.line) for f in outcome.result.applied)
+                resolved = path.resolve()
+                at_line.update((resolved, f.rule, f.line) for f in outcome.result.applied)
             if lines is None:
                 self.findings.extend(outcome.findings)
             for finding, state in zip(guided, outcome.guided, strict=False):

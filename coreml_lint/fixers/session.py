@@ -88,6 +88,7 @@ class FixSession:
                 bom = "\ufeff" if _starts_with_bom(path) else ""
                 write_atomically(path, bom + result.fixed)
                 outcome.findings = lint_source(result.fixed, str(path), self.config, result.tree)
+            result.tree = None  # not sent back from a worker process: it is large
         except InputError as exc:
             outcome.error = str(exc)
         except Exception as exc:  # one bad file must not stop the run
