@@ -122,3 +122,39 @@ def test_interrupted_fix_stops_at_once_and_leaves_every_file_old_or_new(tmp_path
     assert process.returncode == 130, err
     assert b"interrupted" in err
     assert stopped_after < 30, f"took {stopped_after:.1f} s to stop"
+
+
+def test_cleanup_after_an_interrupt_removes_only_this_runs_temporary_files(tmp_path):
+    from coreml_lint.core.config import LintConfig
+    from coreml_lint.core.files import TEMP_SUFFIX
+    from coreml_lint.fixers.session import FixSession, _remove_temporary_files
+
+    session = FixSession(LintConfig())
+    ours = tmp_path / f".m.py.{session.tag}.abc{TEMP_SUFFIX}"
+    theirs = tmp_path / f".m.py.run1.abc{TEMP_SUFFIX}"  # another run, writing beside us
+    for stray in (ours, theirs):
+        stray.write_text("partial")
+    _remove_temporary_files({tmp_path}, session.tag)
+    assert not ours.exists() and theirs.exists()
+
+
+def test_a_file_changed_while_it_is_fixed_is_not_overwritten(tmp_path, monkeypatch):
+    """Somebody (an editor, another run) writes the file after it was read: the fix,
+    computed from the old text, is not written over their change."""
+    import coreml_lint.fixers.session as session_module
+    from coreml_lint.core.config import LintConfig
+
+    path = tmp_path / "m.py"
+    path.write_text(GOOD)
+    theirs = GOOD + "z = 1\n"
+    real = session_module.compute_fix
+
+    def compute_then_edit(*args, **kwargs):
+        result = real(*args, **kwargs)
+        path.write_text(theirs)
+        return result
+
+    monkeypatch.setattr(session_module, "compute_fix", compute_then_edit)
+    outcome = session_module.FixSession(LintConfig()).fix_file(path)
+    assert outcome.error and "changed while it was being fixed" in outcome.error
+    assert path.read_text() == theirs

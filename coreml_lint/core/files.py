@@ -6,14 +6,23 @@ import os
 import tempfile
 from pathlib import Path
 
-TEMP_SUFFIX = ".coreml-lint"  # temporary files are ".<name>.<random>.coreml-lint"
+TEMP_SUFFIX = ".coreml-lint"  # temporary files are ".<name>.<run>.<random>.coreml-lint"
 
 
-def write_atomically(path: str | Path, data: str | bytes, *, keep_mode: bool = True) -> None:
+def run_tag() -> str:
+    """A tag for this run's temporary files (its process id), so that cleaning up after
+    Ctrl-C removes only this run's, not those of another run writing in the same folder."""
+    return f"run{os.getpid()}"
+
+
+def write_atomically(
+    path: str | Path, data: str | bytes, *, keep_mode: bool = True, tag: str | None = None
+) -> None:
     """Replace (or create) ``path`` in one rename: readers see the old file or the new one.
 
     A replaced file keeps its permissions; a new one gets the umask's. Text is written as
-    UTF-8 without newline translation.
+    UTF-8 without newline translation. The temporary file's name carries ``tag`` (this
+    process's :func:`run_tag` by default).
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -22,7 +31,8 @@ def write_atomically(path: str | Path, data: str | bytes, *, keep_mode: bool = T
         umask = os.umask(0)
         os.umask(umask)
         mode = 0o666 & ~umask
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=TEMP_SUFFIX, dir=path.parent)
+    prefix = f".{path.name}.{tag or run_tag()}."
+    fd, tmp = tempfile.mkstemp(prefix=prefix, suffix=TEMP_SUFFIX, dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data.encode("utf-8") if isinstance(data, str) else data)

@@ -5,7 +5,8 @@ many findings point into it: the source rules' own findings and the lines ``.pt2
 findings point to are merged first. Files are fixed on every core when there are enough
 of them; Ctrl-C stops the workers at once, and since every write is a single rename, each
 file is old or new, never half-written (a cut-short write leaves only its temporary file,
-which is removed).
+which is removed; another run's are left alone). A file that changed on disk after it was
+read is not written: the fix was computed from the old text.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any
 
 from coreml_lint.core.config import LintConfig
 from coreml_lint.core.errors import InputError
-from coreml_lint.core.files import TEMP_SUFFIX, write_atomically
+from coreml_lint.core.files import TEMP_SUFFIX, run_tag, write_atomically
 from coreml_lint.core.findings import Finding, SourceFix
 from coreml_lint.core.parallel import PARALLEL_THRESHOLD, parallel_map
 from coreml_lint.engine.source import lint_source, lint_source_context, read_source
@@ -47,6 +48,9 @@ class FixSession:
     config: LintConfig
     unsafe: bool = False
     write: bool = True
+    # The run's tag, taken in the process that starts it: its workers' temporary files carry
+    # it, and Ctrl-C removes those and no other run's.
+    tag: str = field(default_factory=run_tag)
 
     def fix_file(
         self, path: Path, targets: Targets = None, guided: tuple[Finding, ...] = ()
@@ -85,8 +89,11 @@ class FixSession:
                 for p, state in zip(placed, outcome.guided, strict=True)
             ]
             if self.write:
+                if read_source(path) != text:
+                    outcome.error = f"{path}: changed while it was being fixed: not written"
+                    return outcome
                 bom = "\ufeff" if _starts_with_bom(path) else ""
-                write_atomically(path, bom + result.fixed)
+                write_atomically(path, bom + result.fixed, tag=self.tag)
                 outcome.findings = lint_source(result.fixed, str(path), self.config, result.tree)
             result.tree = None  # not sent back from a worker process: it is large
         except InputError as exc:
@@ -101,7 +108,7 @@ class FixSession:
         if len(jobs) >= PARALLEL_THRESHOLD:
             import libcst  # noqa: F401  (once, before the workers fork, not once in each)
         return parallel_map(
-            self._fix_job, jobs, on_interrupt=lambda: _remove_temporary_files(folders)
+            self._fix_job, jobs, on_interrupt=lambda: _remove_temporary_files(folders, self.tag)
         )
 
     def _fix_job(self, job: tuple[Any, ...]) -> FileOutcome:
@@ -119,8 +126,8 @@ def _starts_with_bom(path: Path) -> bool:
         return handle.read(len(_BOM)) == _BOM
 
 
-def _remove_temporary_files(folders: set[Path]) -> None:
+def _remove_temporary_files(folders: set[Path], tag: str) -> None:
     """A write cut short by Ctrl-C leaves only its temporary file: the target is old."""
     for folder in folders:
-        for stray in folder.glob(f".*{TEMP_SUFFIX}"):
+        for stray in folder.glob(f".*.{tag}.*{TEMP_SUFFIX}"):
             stray.unlink(missing_ok=True)
