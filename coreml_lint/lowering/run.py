@@ -164,7 +164,8 @@ def _keep_verified_rewrites(job: _Job, attempt: _Attempt, inputs: Any) -> _Attem
             continue
         retry.verify(inputs, job.say)
         if retry.result.report.verify.status == "agree":
-            first = attempt.result.report.verify.divergences[0].summary()
+            divergences = attempt.result.report.verify.divergences
+            first = divergences[0].summary() if divergences else "a partition diverged"
             retry.result.report.dropped_rewrites = [
                 f"{code}: rewrite dropped: with it a Core ML delegate diverged in verify "
                 f"({first}); without it the program verifies"
