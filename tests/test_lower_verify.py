@@ -132,12 +132,49 @@ def test_a_rewrite_whose_result_diverges_is_dropped(registry):
     assert report.verify.status == "agree", report.verify.summary()
     assert report.rewritten_codes == []
     (dropped,) = report.dropped_rewrites
-    assert dropped.startswith("CML998: rewrite dropped") and "diverged" in dropped
+    assert dropped.startswith("the rewrite of CML998: dropped") and "diverged" in dropped
+    assert "every Core ML delegate verifies" in dropped
     # Without the rewrite, the rule's other answer holds: the exact GELU stays on the CPU.
     assert "aten.gelu.default" in report.cpu_ops_after
     assert report.partitions_after == 2  # the linear before it, the product after
-    assert "dropped    CML998" in report.render("x.pte")
+    assert "dropped    the rewrite of CML998" in report.render("x.pte")
     assert report.to_json()["dropped_rewrites"] == report.dropped_rewrites
+
+
+class _ExactGeluAsTanhFirst(_ExactGeluAsTanh):
+    """The same rule, applied before the shipped ones (rewrites go in code order)."""
+
+    code = "CML000"
+    name = "test-exact-gelu-as-tanh-first"
+
+
+class _NormGelu(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = torch.nn.Linear(16, 16)
+        self.norm = torch.nn.RMSNorm(16)  # no eps: crashes the stock lowering (CML303)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.nn.functional.gelu(self.norm(self.linear(x))) * 3.0
+
+
+def test_a_needed_rewrite_survives_the_search(registry):
+    """Dropping CML303's rewrite (the last applied, so tried first) makes the lowering
+    crash; that trial is passed over, and dropping the test rule's rewrite verifies."""
+    registry(add=(_ExactGeluAsTanhFirst,), drop=("CML305", "CML801"))
+    torch.manual_seed(0)
+    program = torch.export.export(_NormGelu().eval(), (torch.randn(4, 16),))
+    said: list[str] = []
+    report = lower(program, verify=True, progress=said.append).report
+    tried = [line for line in said if line.startswith("the result diverges")]
+    assert tried == [
+        "the result diverges: lowering again without the rewrite of CML303",
+        "the result diverges: lowering again without the rewrite of CML000",
+    ]
+    assert report.verify.status == "agree", report.verify.summary()
+    assert report.rewritten_codes == ["CML303"]
+    (dropped,) = report.dropped_rewrites
+    assert dropped.startswith("the rewrite of CML000: dropped")
 
 
 def test_a_rewrite_not_to_blame_is_kept(registry):

@@ -124,18 +124,25 @@ def test_interrupted_fix_stops_at_once_and_leaves_every_file_old_or_new(tmp_path
     assert stopped_after < 30, f"took {stopped_after:.1f} s to stop"
 
 
-def test_cleanup_after_an_interrupt_removes_only_this_runs_temporary_files(tmp_path):
+def test_cleanup_after_an_interrupt_leaves_other_running_runs_temporary_files(tmp_path):
     from coreml_lint.core.config import LintConfig
     from coreml_lint.core.files import TEMP_SUFFIX
     from coreml_lint.fixers.session import FixSession, _remove_temporary_files
 
+    finished = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     session = FixSession(LintConfig())
     ours = tmp_path / f".m.py.{session.tag}.abc{TEMP_SUFFIX}"
-    theirs = tmp_path / f".m.py.run1.abc{TEMP_SUFFIX}"  # another run, writing beside us
-    for stray in (ours, theirs):
+    running = tmp_path / f".m.py.run1.abc{TEMP_SUFFIX}"  # pid 1 runs: another run's write
+    dead = tmp_path / f".m.py.run{finished.stdout.strip()}.abc{TEMP_SUFFIX}"  # a killed run's
+    for stray in (ours, running, dead):
         stray.write_text("partial")
     _remove_temporary_files({tmp_path}, session.tag)
-    assert not ours.exists() and theirs.exists()
+    assert not ours.exists() and running.exists() and not dead.exists()
 
 
 def test_a_file_changed_while_it_is_fixed_is_not_overwritten(tmp_path, monkeypatch):
@@ -158,3 +165,4 @@ def test_a_file_changed_while_it_is_fixed_is_not_overwritten(tmp_path, monkeypat
     outcome = session_module.FixSession(LintConfig()).fix_file(path)
     assert outcome.error and "changed while it was being fixed" in outcome.error
     assert path.read_text() == theirs
+    assert outcome.result is None  # not counted as fixed

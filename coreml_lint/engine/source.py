@@ -59,6 +59,7 @@ def lint_source_context(
 ) -> tuple[list[Finding], SourceContext | None]:
     """``lint_source``, and the parsed file its findings came from (None when the file was
     not parsed): the fixer rewrites the calls it already knows instead of parsing again.
+    ``tree``: ``text`` already parsed by ``ast`` (the fixer's check of a fixed file).
     Call it with the cyclic collector paused (``gc_paused``) until the context is dropped.
 
     A file is parsed when it mentions a selected rule's trigger (so that a file that does

@@ -11,6 +11,8 @@ read is not written: the fix was computed from the old text.
 
 from __future__ import annotations
 
+import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -78,10 +80,14 @@ class FixSession:
             if not edits:
                 return outcome
             result = compute_fix(str(path), text, edits, parsed)
+            tree, result.tree = result.tree, None  # never sent back from a worker: it is large
             if result.error:
                 outcome.error = result.error
                 return outcome
             if not result.changed:
+                return outcome
+            if self.write and read_source(path) != text:
+                outcome.error = f"{path}: changed while it was being fixed: not written"
                 return outcome
             outcome.result = result
             outcome.guided = [
@@ -89,13 +95,9 @@ class FixSession:
                 for p, state in zip(placed, outcome.guided, strict=True)
             ]
             if self.write:
-                if read_source(path) != text:
-                    outcome.error = f"{path}: changed while it was being fixed: not written"
-                    return outcome
                 bom = "\ufeff" if _starts_with_bom(path) else ""
                 write_atomically(path, bom + result.fixed, tag=self.tag)
-                outcome.findings = lint_source(result.fixed, str(path), self.config, result.tree)
-            result.tree = None  # not sent back from a worker process: it is large
+                outcome.findings = lint_source(result.fixed, str(path), self.config, tree)
         except InputError as exc:
             outcome.error = str(exc)
         except Exception as exc:  # one bad file must not stop the run
@@ -127,7 +129,23 @@ def _starts_with_bom(path: Path) -> bool:
 
 
 def _remove_temporary_files(folders: set[Path], tag: str) -> None:
-    """A write cut short by Ctrl-C leaves only its temporary file: the target is old."""
+    """A write cut short by Ctrl-C leaves only its temporary file: the target is old.
+    Removed: this run's, and those of runs whose process is gone (killed, crashed); a
+    running one's are left to it."""
     for folder in folders:
-        for stray in folder.glob(f".*.{tag}.*{TEMP_SUFFIX}"):
-            stray.unlink(missing_ok=True)
+        for stray in folder.glob(f".*{TEMP_SUFFIX}"):
+            owner = re.search(r"\.run(\d+)\.[^.]*" + re.escape(TEMP_SUFFIX) + "$", stray.name)
+            if owner is None:
+                continue  # not named by a run of this version: leave it
+            if f"run{owner.group(1)}" == tag or not _alive(int(owner.group(1))):
+                stray.unlink(missing_ok=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # it exists, owned by somebody else
+        return True
+    return True

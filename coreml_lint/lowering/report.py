@@ -43,7 +43,7 @@ class LowerReport:
     rewrites: list[str] = field(default_factory=list)  # "CODE: node: what was done"
     rejected_rewrites: list[str] = field(default_factory=list)
     rewritten_codes: list[str] = field(default_factory=list)  # in the order applied
-    # Rewrites undone because the result with them did not verify ("CODE: why").
+    # Rewrites undone because the result with them did not verify: which, and why.
     dropped_rewrites: list[str] = field(default_factory=list)
     refused: dict[str, str] = field(default_factory=dict)  # node -> "CODE: reason" (CPU)
     returned_buffers: dict[str, str] = field(default_factory=dict)

@@ -104,6 +104,10 @@ class _Attempt:
         report = verify_lowered(self.edge, self.models, inputs=inputs, progress=say)
         self.result.report.verify = report
 
+    def release(self) -> None:
+        """Drop what only ``verify`` needed (the edge program, the MlModels)."""
+        self.edge, self.models = None, []
+
     @property
     def diverged(self) -> bool:
         report = self.result.report.verify
@@ -153,30 +157,41 @@ def _keep_verified_rewrites(job: _Job, attempt: _Attempt, inputs: Any) -> _Attem
     trials = [frozenset({code}) for code in reversed(codes)]
     if len(codes) > 1:
         trials.append(frozenset(codes))
+    divergences = attempt.result.report.verify.divergences
+    first = divergences[0].summary() if divergences else "a partition diverged"
+    attempt.release()  # one lowering held at a time: the retries may be as large
     tried = []
     for without in trials:
-        names = ", ".join(sorted(without))
-        job.say(f"the result diverges: lowering again without the rewrite of {names}")
+        what = _rewrites_of(without)
+        job.say(f"the result diverges: lowering again without {what}")
         try:
             retry = job.attempt(without=without)
         except LoweringError as exc:
-            tried.append(f"without the rewrite of {names}: {exc}")
+            tried.append(f"without {what}: {exc}")
             continue
         retry.verify(inputs, job.say)
         if retry.result.report.verify.status == "agree":
-            divergences = attempt.result.report.verify.divergences
-            first = divergences[0].summary() if divergences else "a partition diverged"
             retry.result.report.dropped_rewrites = [
-                f"{code}: rewrite dropped: with it a Core ML delegate diverged in verify "
-                f"({first}); without it the program verifies"
-                for code in sorted(without)
+                f"{what}: dropped: with {'them' if len(without) > 1 else 'it'} a Core ML "
+                f"delegate diverged in verify ({first}); without, {_verified(retry)}"
             ]
             return retry
-        tried.append(f"without the rewrite of {names}: verify {retry.result.report.verify.status}")
+        tried.append(f"without {what}: verify {retry.result.report.verify.status}")
     attempt.result.report.verify.notes.extend(
         f"rewrites kept, since dropping them did not help: {line}" for line in tried
     )
     return attempt
+
+
+def _rewrites_of(codes: frozenset[str]) -> str:
+    names = ", ".join(sorted(codes))
+    return f"the rewrites of {names} (together)" if len(codes) > 1 else f"the rewrite of {names}"
+
+
+def _verified(attempt: _Attempt) -> str:
+    if attempt.result.report.verify.partitions:
+        return "every Core ML delegate verifies"
+    return "nothing is left on Core ML (the rules keep it on the CPU), so nothing diverges"
 
 
 MAX_REWRITE_ROUNDS = 3
