@@ -245,3 +245,19 @@ def test_the_sweep_rediscovered_the_catalogue_pitfall(pitfall):
     table = load_table(behaviour.TABLE_PATH)
     entries = [e for rows in table.entries.values() for e in rows]
     assert any(PITFALLS[pitfall](e) for e in entries)
+
+
+def test_the_coremltools_pre_release_table_ships_and_records_what_changed():
+    """The second shipped table (a sample re-measured on coremltools 9.1.dev1) is chosen by
+    declaring that version, and answers where the release fixed a crash."""
+    try:
+        declare_versions(coremltools="9.1.dev1", executorch="1.5.1")
+        newer = active_table()
+        assert newer.measured_with["coremltools"] == "9.1.dev1"
+        assert version_note() is None
+    finally:
+        declare_versions()
+    released = load_table(behaviour.TABLE_PATH)
+    alpha = Key("aten.add.Scalar", "float16:op", "a1=int;a2=frac", "r2")
+    assert released.lookup(alpha, 18).outcome == "crash"
+    assert newer.lookup(alpha, 18).outcome == "ok"
