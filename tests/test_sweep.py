@@ -56,6 +56,9 @@ def test_targets_round_trip():
     assert format_targets([18, 15, 16]) == "15-16,18"
 
 
+POOL = "aten.max_pool1d.default"
+
+
 def _results() -> list[dict]:
     """Synthetic sweep results: amax crashes on bool at every shape and target; gelu tanh
     is wrong; add is ok at rank 2 but crashes at rank 0 (so its shapes stay apart); a
@@ -89,6 +92,12 @@ def _results() -> list[dict]:
         found.append(
             result("aten.add.Tensor", "float32:in,float32:in", "", "r0", target, "crash", "E")
         )
+        for shape in ("r2", "r3"):  # a pool without stride fails at every shape...
+            found.append(result(POOL, "float32:in", "", shape, target, "crash", "E: 2 inputs"))
+            found.append(result("aten.neg.default", "float32:in", "", shape, target, "ok"))
+        # ... with a stride, measured at r2 only, it fails another way (an unbatched input)
+        found.append(result(POOL, "float32:in", "a2=ints1", "r2", target, "crash", "E: rank"))
+        found.append(result("aten.neg.default", "bool:in", "", "r2", target, "crash", "K: b"))
     found.append(result("aten.sin.default", "float32:in", "", "r2", 15, "ok"))
     found.append(result("aten.sin.default", "float32:in", "", "r2", 15, "crash", "E"))
     return found
@@ -122,6 +131,20 @@ def test_lookup_is_exact_and_mixed_cells_are_kept_apart(table):
     assert table.lookup(add, 15) is None  # only r2 and r0 were measured
     sin = Key("aten.sin.default", "float32:in", "", "r2")
     assert table.lookup(sin, 15).outcome == "mixed"
+
+
+def test_one_shape_answers_for_others_only_where_the_base_call_is_ok_at_every_shape(table):
+    # neg's base call is ok at r2 and r3: a bool crash measured at r2 holds at r4
+    assert table.lookup(Key("aten.neg.default", "bool:in", "", "r4"), 15).outcome == "crash"
+    # the pool's base call crashes: its strided variant answers for r2 only, and is not
+    # predicted elsewhere from the base call (its variants fail for different reasons)
+    strided = Key(POOL, "float32:in", "a2=ints1", "r2")
+    assert table.lookup(strided, 15).outcome == "crash"
+    batched = Key(POOL, "float32:in", "a2=ints1", "r3")
+    assert table.lookup(batched, 15) is None and table.predict(batched, 15) is None
+    # a cell measured at one shape stays at that shape in the table
+    (gelu,) = table.entries[("aten.gelu.default", "float32:in", "approximate=tanh", "")]
+    assert gelu.shape == "r2"
 
 
 def test_an_unmeasured_variant_is_predicted_only_when_arguments_change_nothing(table):

@@ -98,6 +98,9 @@ class FixSession:
                 bom = "\ufeff" if _starts_with_bom(path) else ""
                 write_atomically(path, bom + result.fixed, tag=self.tag)
                 outcome.findings = lint_source(result.fixed, str(path), self.config, tree)
+            else:  # --diff: what the fix would leave (and no findings sent back to undo)
+                applied = {id(fix) for fix in result.applied}
+                outcome.findings = [f for f in outcome.findings if id(f.edit) not in applied]
         except InputError as exc:
             outcome.error = str(exc)
         except Exception as exc:  # one bad file must not stop the run

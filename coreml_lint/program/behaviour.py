@@ -242,7 +242,7 @@ def format_targets(targets: Iterable[int]) -> str:
 @dataclass(frozen=True)
 class Entry:
     """One measured outcome: an op's operands, variant, context and shape class at some
-    targets (``shape`` ``*``: every shape class measured agreed)."""
+    targets (``shape`` ``*``: two or more shape classes were measured, and agreed)."""
 
     op: str
     operands: str
@@ -267,7 +267,7 @@ class BehaviourTable:
     by_op: dict[str, list[Entry]] = field(default_factory=dict)
     bases: dict[str, str] = field(default_factory=dict)  # op -> the base call's variant
     arg_names: dict[str, list[str]] = field(default_factory=dict)  # op -> schema names
-    _free: dict[str, bool] = field(default_factory=dict, repr=False)
+    _free: dict[Any, bool] = field(default_factory=dict, repr=False)
 
     def lookup(self, key: Key, target: int, context: str = "") -> Entry | None:
         """The measured outcome for a node key at a target, or None when unmeasured."""
@@ -275,31 +275,60 @@ class BehaviourTable:
 
     def predict(self, key: Key, target: int, context: str = "") -> Entry | None:
         """For an unmeasured variant of an op whose arguments change nothing in float32
-        (every float32 variant measured has the base call's outcome), the outcome measured
-        on the base call with the same operands: a prediction, not a measurement."""
+        (every float32 variant measured has the base call's outcome, for one reason), the
+        crash measured on the base call with the same operands: a prediction, not a
+        measurement."""
         base = self.bases.get(key.op)
         if base is None or base == key.variant or not self.variant_free(key.op):
             return None
-        return self._lookup(key.op, key.operands, base, key.shape, target, context)
+        entry = self._lookup(key.op, key.operands, base, key.shape, target, context)
+        # Only a crash carries over: wrong values depend on the values, which the other
+        # arguments change (an integer clamp to [0, 7] never reaches float16's rounding).
+        return entry if entry is not None and entry.outcome == "crash" else None
 
     def variant_free(self, op: str) -> bool:
+        """Whether every float32 variant measured has one outcome, for one reason."""
         if op not in self._free:
-            reference = [
-                e
-                for e in self.by_op.get(op, ())
-                if not e.context and set(e.operands.split(",")) <= {"float32:in"}
-            ]
+            reference = self._float32(op)
             variants = {e.variant for e in reference}
-            self._free[op] = len(variants) > 1 and len({e.outcome for e in reference}) == 1
+            reasons = {(e.outcome, normalized(e.message)) for e in reference}
+            self._free[op] = len(variants) > 1 and len(reasons) == 1
         return self._free[op]
 
+    def shape_free(self, op: str) -> bool:
+        """Whether the op's base call converts and computes right at every shape class
+        measured, two or more: then what a dtype or an argument does, measured at one shape,
+        is taken for every shape. Where the base call itself fails (a pool without stride),
+        it is no control for the other cases, and they answer only for their own shape."""
+        key = ("shape", op)
+        if key not in self._free:
+            base = [e for e in self._float32(op) if e.variant == self.bases.get(op)]
+            self._free[key] = bool(base) and all(e.outcome == "ok" for e in base)
+            self._free[key] &= any(e.shape == "*" for e in base)
+        return self._free[key]
+
+    def _float32(self, op: str) -> list[Entry]:
+        return [
+            e
+            for e in self.by_op.get(op, ())
+            if not e.context and set(e.operands.split(",")) <= {"float32:in"}
+        ]
+
     def _lookup(self, op, operands, variant, shape, target, context) -> Entry | None:
-        found = None
+        """The entry at ``shape``, else the one for every shape (``*``), else, for a
+        shape-free op, the one measured at another shape (when those agree)."""
+        found = {}
         for entry in self.entries.get((op, operands, variant, context), ()):
-            fits = target in entry.targets and entry.shape in ("*", shape)
-            if fits and (entry.shape == shape or found is None):
-                found = entry
-        return found
+            if target in entry.targets:
+                rank = 0 if entry.shape == shape else 1 if entry.shape == "*" else 2
+                found.setdefault(rank, []).append(entry)
+        if 0 in found or 1 in found:
+            return (found.get(0) or found[1])[0]
+        others = found.get(2, [])
+        reasons = {(e.outcome, normalized(e.message)) for e in others}
+        if len(reasons) == 1 and self.shape_free(op):
+            return others[0]
+        return None
 
     def workarounds(self, entry: Entry, target: int) -> list[str]:
         """What the table measured *ok* near a bad entry: a higher target, other dtypes,

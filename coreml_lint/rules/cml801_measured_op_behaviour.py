@@ -9,9 +9,11 @@ What it does
     deployment target. It reports a node whose measured outcome is a crash (with the
     measured error's first line) or wrong values (with the measured divergence), and what
     the table measured *ok* nearby: a higher target, other dtypes, another variant.
-    An unmeasured variant is predicted from the op's measured base call only where its
-    other arguments change nothing in float32 (the message says "predicted"); other
-    unmeasured combinations are not reported. A node a hand-written rule reports is left to
+    An unmeasured variant is predicted to crash when the op's measured base call crashes
+    and its other arguments change nothing in float32 (the message says "predicted"); a
+    shape class not measured takes the measurement at another shape only where the op's
+    base call is ok at every shape measured. Other unmeasured combinations are not
+    reported. A node a hand-written rule reports is left to
     that rule.
 
 Why it breaks

@@ -72,14 +72,15 @@ def _cell(seen: list[tuple[str, str]]) -> Cell:
 
 
 def fold(by_cell: dict[tuple[str, int], Cell]) -> list[tuple[str, frozenset[int], Cell]]:
-    """(shape, targets, cell) rows: shape ``*`` where every shape agrees at a target."""
+    """(shape, targets, cell) rows: shape ``*`` where two or more shape classes were
+    measured at a target and all agree (one shape class says nothing about the others)."""
     per_target: dict[int, dict[str, Cell]] = defaultdict(dict)
     for (shape, target), cell in by_cell.items():
         per_target[target][shape] = cell
     rows: dict[tuple[str, str, str, str], list[Any]] = {}
     for target, shapes in per_target.items():
         signatures = {(c[0], normalized(c[1])) for c in shapes.values()}
-        if len(signatures) == 1:
+        if len(signatures) == 1 and len(shapes) > 1:
             merged = list(shapes.values())
             cell = (merged[0][0], merged[0][1], sum(c[2] for c in merged))
             items = [("*", cell)]
