@@ -57,6 +57,7 @@ def test_targets_round_trip():
 
 
 POOL = "aten.max_pool1d.default"
+BITAND = "aten.bitwise_and.Scalar"
 
 
 def _results() -> list[dict]:
@@ -98,6 +99,8 @@ def _results() -> list[dict]:
         # ... with a stride, measured at r2 only, it fails another way (an unbatched input)
         found.append(result(POOL, "float32:in", "a2=ints1", "r2", target, "crash", "E: rank"))
         found.append(result("aten.neg.default", "bool:in", "", "r2", target, "crash", "K: b"))
+        for value in ("a1=0", "a1=int"):  # int64 & x crashes whatever x is
+            found.append(result(BITAND, "int64:in", value, "r2", target, "crash", "E: bool only"))
     found.append(result("aten.sin.default", "float32:in", "", "r2", 15, "ok"))
     found.append(result("aten.sin.default", "float32:in", "", "r2", 15, "crash", "E"))
     return found
@@ -145,6 +148,12 @@ def test_one_shape_answers_for_others_only_where_the_base_call_is_ok_at_every_sh
     # a cell measured at one shape stays at that shape in the table
     (gelu,) = table.entries[("aten.gelu.default", "float32:in", "approximate=tanh", "")]
     assert gelu.shape == "r2"
+
+
+def test_a_crash_every_measured_variant_shows_is_predicted_for_the_others(table):
+    one = Key(BITAND, "int64:in", "a1=1", "r2")
+    assert table.lookup(one, 15) is None and table.predict(one, 15).outcome == "crash"
+    assert table.predict(Key(BITAND, "bool:in", "a1=1", "r2"), 15) is None  # not measured
 
 
 def test_an_unmeasured_variant_is_predicted_only_when_arguments_change_nothing(table):

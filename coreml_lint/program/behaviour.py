@@ -154,6 +154,16 @@ def describe_variant(variant: str, names: list[str] | None) -> str:
     return ", ".join(parts)
 
 
+# Ops export keeps that ExecuTorch's edge dialect turns into another before the partitioner
+# sees them (``x & 1`` is ``__and__`` in the exported program, ``bitwise_and`` at the edge):
+# the sweep measured them under the edge name.
+SAME_OP = {
+    f"aten.__{name}__.{overload}": f"aten.bitwise_{name}.{overload}"
+    for name in ("and", "or", "xor")
+    for overload in ("Scalar", "Tensor")
+}
+
+
 class KeyMaker:
     """Keys of the nodes of one placed graph (shared lookups worked out once)."""
 
@@ -185,7 +195,8 @@ class KeyMaker:
         variant = variant_of(node)
         if len(node.outputs) > 1 and not all(o in self.read for o in node.outputs):
             variant += ";" * bool(variant) + UNUSED_OUTPUTS
-        return Key(node.target, operands, variant, shape_class(info and info.shape))
+        op = SAME_OP.get(node.target, node.target)
+        return Key(op, operands, variant, shape_class(info and info.shape))
 
     @cached_property
     def read(self) -> set[str]:
@@ -278,13 +289,34 @@ class BehaviourTable:
         (every float32 variant measured has the base call's outcome, for one reason), the
         crash measured on the base call with the same operands: a prediction, not a
         measurement."""
-        base = self.bases.get(key.op)
-        if base is None or base == key.variant or not self.variant_free(key.op):
-            return None
-        entry = self._lookup(key.op, key.operands, base, key.shape, target, context)
         # Only a crash carries over: wrong values depend on the values, which the other
         # arguments change (an integer clamp to [0, 7] never reaches float16's rounding).
-        return entry if entry is not None and entry.outcome == "crash" else None
+        base = self.bases.get(key.op)
+        if base is not None and base != key.variant and self.variant_free(key.op):
+            entry = self._lookup(key.op, key.operands, base, key.shape, target, context)
+            if entry is not None and entry.outcome == "crash":
+                return entry
+        return self._every_variant_crashes(key, target, context)
+
+    def _every_variant_crashes(self, key: Key, target: int, context: str) -> Entry | None:
+        """The crash every variant measured with the key's operands shows at the target,
+        for one reason (two variants or more: ``x & 1`` of int64, where 0, 7 and 3001 were
+        measured), or None."""
+        variants = {
+            e.variant
+            for e in self.by_op.get(key.op, ())
+            if e.operands == key.operands and e.context == context
+        }
+        found = [
+            self._lookup(key.op, key.operands, variant, key.shape, target, context)
+            for variant in variants
+        ]
+        reasons = {(e.outcome, normalized(e.message)) for e in found if e is not None}
+        if len(variants) >= 2 and None not in found and len(reasons) == 1:
+            ((outcome, _),) = reasons
+            if outcome == "crash":
+                return found[0]
+        return None
 
     def variant_free(self, op: str) -> bool:
         """Whether every float32 variant measured has one outcome, for one reason."""

@@ -9,8 +9,9 @@ What it does
     deployment target. It reports a node whose measured outcome is a crash (with the
     measured error's first line) or wrong values (with the measured divergence), and what
     the table measured *ok* nearby: a higher target, other dtypes, another variant.
-    An unmeasured variant is predicted to crash when the op's measured base call crashes
-    and its other arguments change nothing in float32 (the message says "predicted"); a
+    An unmeasured variant is predicted to crash (the message says "predicted") when every
+    variant measured with the node's dtypes crashes for one reason, or when the op's base
+    call crashes with them and its arguments change nothing in float32; a
     shape class not measured takes the measurement at another shape only where the op's
     base call is ok at every shape measured. Other unmeasured combinations are not
     reported. A node a hand-written rule reports is left to
@@ -46,6 +47,7 @@ from coreml_lint.program.behaviour import (
     BAD,
     CONTEXT_OPS,
     CRASH,
+    SAME_OP,
     BehaviourTable,
     Entry,
     Key,
@@ -74,7 +76,10 @@ class MeasuredOpBehaviour(Rule):
         maker = KeyMaker(ctx.graph, ctx.placement)
         target = ctx.settings.minimum_deployment_target
         note = version_note(table)
-        for node in ctx.coreml_nodes():
+        whole = set(map(id, ctx.coreml_nodes()))
+        for node in ctx.coreml_nodes(include_decomposed=True):
+            if id(node) not in whole and node.target not in SAME_OP:
+                continue  # decomposed into pieces the table keys apart (a rename is kept)
             found = measured(table, maker, node, ctx, target)
             if found is None:
                 continue
@@ -156,7 +161,8 @@ def _message(
     feeding = f" feeding {entry.context}" if entry.context else ""
     what = "lowering crashes" if entry.outcome == CRASH else "Core ML computes other values"
     how = (
-        "predicted from the measured base call (its other arguments change nothing in float32)"
+        "predicted (these arguments were not measured; the op crashes alike with every "
+        "argument that was)"
         if predicted
         else "measured"
     )
@@ -299,3 +305,17 @@ def _():
         torch.randint(0, 4, (4, 4)),
         torch.randint(0, 4, (4, 4)),
     )
+
+
+@case(
+    "measured-and-operator-on-ids",  # `&` is `__and__` in the program, `bitwise_and` at the edge
+    expect={"CML801"},
+    crash=r"bitwise_and` op only supports boolean input",
+)
+def _():
+    return module(lambda s, ids: (ids & 1).float() * 2), (torch.randint(0, 100, (2, 7)),)
+
+
+@case("measured-parity-in-float", expect=set())
+def _():
+    return module(lambda s, ids: (ids.float() % 2) * 2), (torch.randint(0, 100, (2, 7)),)
