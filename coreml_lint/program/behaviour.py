@@ -278,13 +278,20 @@ class BehaviourTable:
     by_op: dict[str, list[Entry]] = field(default_factory=dict)
     bases: dict[str, str] = field(default_factory=dict)  # op -> the base call's variant
     arg_names: dict[str, list[str]] = field(default_factory=dict)  # op -> schema names
-    _free: dict[Any, bool] = field(default_factory=dict, repr=False)
+    _free: dict[Any, Any] = field(default_factory=dict, repr=False)  # answers worked out once
 
     def lookup(self, key: Key, target: int, context: str = "") -> Entry | None:
         """The measured outcome for a node key at a target, or None when unmeasured."""
         return self._lookup(key.op, key.operands, key.variant, key.shape, target, context)
 
     def predict(self, key: Key, target: int, context: str = "") -> Entry | None:
+        """:meth:`_predict`, once per key (a model repeats its blocks: few keys, many nodes)."""
+        memo = ("predict", key, target, context)
+        if memo not in self._free:
+            self._free[memo] = self._predict(key, target, context)
+        return self._free[memo]
+
+    def _predict(self, key: Key, target: int, context: str) -> Entry | None:
         """For an unmeasured variant of an op whose arguments change nothing in float32
         (every float32 variant measured has the base call's outcome, for one reason), the
         crash measured on the base call with the same operands: a prediction, not a

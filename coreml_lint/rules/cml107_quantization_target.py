@@ -249,6 +249,12 @@ _MATMULS = frozenset(
 )
 _TRANSPOSES = frozenset({"t", "permute", "transpose"})
 _CONSTANT_KINDS = ("parameter", "buffer", "constant")
+_QUANTIZING = (
+    "quantized_decomposed.dequantize_per_",
+    "quantized_decomposed.quantize_per_",
+    "torchao.dequantize_affine.default",
+    "quant.dequantize_codebook.default",
+)
 
 
 def quantized_weights(ctx: ProgramContext) -> list[Quantized]:
@@ -269,7 +275,11 @@ def quantized_constants(ctx: ProgramContext) -> set[str]:
 
 
 def _owned_constants(ctx: ProgramContext) -> set[str]:
-    return {c for part in ctx.placement.partitions for c in part.constants}
+    """The constants Core ML partitions own (once per graph: asked for every node)."""
+    if "owned_constants" not in ctx.memo:
+        owned = {c for part in ctx.placement.partitions for c in part.constants}
+        ctx.memo["owned_constants"] = owned
+    return ctx.memo["owned_constants"]
 
 
 def _sources(ctx: ProgramContext, value: str, depth: int = 6) -> list[str]:
@@ -300,7 +310,7 @@ def _eight_bit(ctx: ProgramContext, values: list[str]) -> tuple[str, ...]:
 def _dequantizing(ctx: ProgramContext, node: Node) -> Quantized | None:
     """The scheme of a quantize/dequantize op on Core ML, or None."""
     target, inputs = node.target, node.tensor_inputs()
-    if not inputs:
+    if not inputs or not target.startswith(_QUANTIZING):
         return None
     data = inputs[0]
     covered = _eight_bit(ctx, inputs)
