@@ -11,11 +11,10 @@ What it does
     the table measured *ok* nearby: a higher target, other dtypes, another variant.
     An unmeasured variant is predicted to crash (the message says "predicted") when every
     variant measured with the node's dtypes crashes for one reason, or when the op's base
-    call crashes with them and its arguments change nothing in float32; a
-    shape class not measured takes the measurement at another shape only where the op's
-    base call is ok at every shape measured. Other unmeasured combinations are not
-    reported. A node a hand-written rule reports is left to
-    that rule.
+    call crashes with them and its arguments change nothing in float32; a shape class not
+    measured takes the measurement at another shape only where the op's base call is ok at
+    every shape measured. Other unmeasured combinations are not reported. A node a
+    hand-written rule reports is left to that rule.
 
 Why it breaks
     The stock partitioner delegates by op name only, whatever the dtypes, arguments and
