@@ -141,6 +141,22 @@ def test_a_rewrite_whose_result_diverges_is_dropped(registry):
     assert report.to_json()["dropped_rewrites"] == report.dropped_rewrites
 
 
+def test_a_dropped_rewrite_that_leaves_nothing_on_core_ml_says_so(registry):
+    """Where the rule's other answer keeps the whole program on the CPU, the report does not
+    call that "verifies": nothing is left to diverge."""
+    registry(add=(_ExactGeluAsTanh,), drop=("CML305", "CML801"))
+
+    class OnlyGelu(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return torch.nn.functional.gelu(x)
+
+    program = torch.export.export(OnlyGelu(), (torch.randn(4, 16) * 3,))
+    report = lower(program, verify=True).report
+    assert report.partitions_after == 0 and report.verify.partitions == []
+    (dropped,) = report.dropped_rewrites
+    assert "nothing is left on Core ML" in dropped and "delegate verifies" not in dropped
+
+
 class _ExactGeluAsTanhFirst(_ExactGeluAsTanh):
     """The same rule, applied before the shipped ones (rewrites go in code order)."""
 

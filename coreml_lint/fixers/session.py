@@ -86,7 +86,8 @@ class FixSession:
                 return outcome
             if not result.changed:
                 return outcome
-            if self.write and read_source(path) != text:
+            on_disk = path.read_bytes() if self.write else b""  # one read: change and BOM
+            if self.write and on_disk.decode("utf-8-sig", errors="replace") != text:
                 outcome.error = f"{path}: changed while it was being fixed: not written"
                 return outcome
             outcome.result = result
@@ -95,7 +96,7 @@ class FixSession:
                 for p, state in zip(placed, outcome.guided, strict=True)
             ]
             if self.write:
-                bom = "\ufeff" if _starts_with_bom(path) else ""
+                bom = "\ufeff" if on_disk.startswith(_BOM) else ""
                 write_atomically(path, bom + result.fixed, tag=self.tag)
                 outcome.findings = lint_source(result.fixed, str(path), self.config, tree)
             else:  # --diff: what the fix would leave (and no findings sent back to undo)
@@ -124,11 +125,6 @@ def _guided_state(placed: Any, unsafe: bool) -> str | None:
     if isinstance(placed, SourceFix):
         return None if placed.safe or unsafe else "the fix may change numerics: --unsafe-fixes"
     return placed
-
-
-def _starts_with_bom(path: Path) -> bool:
-    with path.open("rb") as handle:
-        return handle.read(len(_BOM)) == _BOM
 
 
 def _remove_temporary_files(folders: set[Path], tag: str) -> None:
