@@ -6,7 +6,6 @@ in the node, op and model source location so every rule reports the same way.
 
 from __future__ import annotations
 
-import itertools
 import re
 from collections.abc import Callable, Iterator
 from functools import cached_property
@@ -17,6 +16,7 @@ from coreml_lint.core.settings import PartitionerSettings
 from coreml_lint.program.graph import Graph, Node
 from coreml_lint.program.optable import OpTable, load_optable
 from coreml_lint.program.placement import COREML, Placement
+from coreml_lint.source.sites import module_site, owner_stack
 
 if TYPE_CHECKING:
     from coreml_lint.rulekit.rule import Rule
@@ -127,17 +127,19 @@ class ProgramContext:
 
     @cached_property
     def module_sites(self) -> dict[tuple[str, str], set[str]]:
-        """(class of the owner module, attribute) -> the classes of the modules the program
-        has at that attribute of an owner of that class: ``("Block", "norm") ->
+        """(class of the owner module, path below it) -> the classes of the modules the
+        program has at that path of an owner of that class: ``("Block", "norm") ->
         {"torch.nn.modules.normalization.RMSNorm", "torch.nn.modules.normalization.LayerNorm"}``
-        when one ``self.norm = norm_layer(dim)`` line built both."""
+        when one ``self.norm = norm_layer(dim)`` line built both. The owner is the nearest
+        module that is not a torch container (``("Model", "mlp.1")`` for a Sequential's
+        member)."""
         sites: dict[tuple[str, str], set[str]] = {}
         for node in self.graph.nodes:
             stack = node.modules()
-            for (owner_path, owner), (path, cls) in itertools.pairwise(stack):
-                attribute = direct_attribute(owner_path, path)
-                if attribute is not None:
-                    sites.setdefault((owner.rsplit(".", 1)[-1], attribute), set()).add(cls)
+            for end in range(2, len(stack) + 1):
+                site = module_site(owner_stack(stack[:end]))
+                if site is not None:
+                    sites.setdefault(site, set()).add(stack[end - 1][1])
         return sites
 
     def coreml_users_downstream(

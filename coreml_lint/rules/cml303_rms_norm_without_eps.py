@@ -27,11 +27,12 @@ from collections.abc import Iterator
 from typing import Any
 
 from coreml_lint.core.findings import Finding, Outcome, SourceFix
-from coreml_lint.rulekit.context import ProgramContext, direct_attribute
+from coreml_lint.rulekit.context import ProgramContext
 from coreml_lint.rulekit.examples import Invalid, Valid, case, nn, wrapped
 from coreml_lint.rulekit.rule import Rule
 from coreml_lint.source.context import SourceContext, has_star_args, keyword
-from coreml_lint.source.patterns import assigned_calls, parameter_default, resolved_qualname
+from coreml_lint.source.patterns import parameter_default, resolved_qualname
+from coreml_lint.source.sites import constructor_calls, module_site, owner_stack, shown
 
 
 class RmsNormWithoutEps(Rule):
@@ -51,37 +52,41 @@ class RmsNormWithoutEps(Rule):
                 fix="pass eps= to nn.RMSNorm / F.rms_norm (torch's default is "
                 "torch.finfo(dtype).eps)",
                 partitioner=ctx.with_skip("rms_norm.default"),
-                modules=(stack := node.modules()[-2:]),
+                modules=(stack := owner_stack(node.modules())),
                 built_there=_built_there(ctx, stack),
             )
 
     def program_fix(self, finding: Finding, source: SourceContext) -> SourceFix | str | None:
-        """An ``nn.RMSNorm`` built in ``__init__``: the program knows which module made the
-        node (``self.<attribute>``) and in which class, so its constructor call gets eps,
-        whatever name the call goes through: ``nn.RMSNorm``, an alias of it, or a
-        ``norm_layer=nn.RMSNorm`` parameter (unsafe: another norm layer passed in another
-        configuration would get the eps too). Refused when the program itself shows that
-        line building another class as well. ``F.rms_norm`` is left to the source check."""
+        """An ``nn.RMSNorm`` the model builds: the program knows which module made the node
+        and which class owns it, so the call that builds it gets eps, however it is laid out
+        (``self.norm = ...``, an item of a ``ModuleList`` comprehension, a ``Sequential``
+        argument, a helper's return value: ``source/sites.py``) and whatever name the call
+        goes through: ``nn.RMSNorm``, an alias of it, or a ``norm_layer=nn.RMSNorm``
+        parameter (unsafe: another norm layer passed in another configuration would get the
+        eps too). Refused when the program itself shows that place holding another class
+        as well. ``F.rms_norm`` is left to the source check."""
         modules = finding.extra.get("modules") or []
         if len(modules) < 2 or not modules[-1][1].endswith("RMSNorm"):
             return None
-        attribute = direct_attribute(modules[-2][0], modules[-1][0])
-        owner = modules[-2][1].rsplit(".", 1)[-1]
-        if attribute is None:
-            return f"{modules[-1][0]} is not an attribute of the module that calls it"
+        site = module_site(modules)
+        if site is None:
+            return f"{modules[-1][0]} is not built by a module that calls it"
+        owner, relative = site
         others = [c for c in finding.extra.get("built_there", []) if c != modules[-1][1]]
         if others:
-            shown = ", ".join(c.rsplit(".", 1)[-1] for c in others)
-            return f"`self.{attribute}` of {owner} is also built as {shown} in this program"
-        found = next(_constructors(source, owner, attribute), None)
-        if found is not None:
-            return _eps_edit(source, found[1], attribute, found[0])
-        calls = [c for cls in source.classes(owner) for _, c in assigned_calls(cls, attribute)]
-        if not calls:
-            return f"no `self.{attribute} = ...(...)` in a class {owner} of this file"
+            names = ", ".join(c.rsplit(".", 1)[-1] for c in others)
+            return f"`{shown(relative)}` of {owner} is also built as {names} in this program"
+        built = constructor_calls(source, owner, relative)
+        norms = [(m, c) for m, c in built if _is_rms_norm(source, m, c)]
+        if len(norms) == 1:
+            return _eps_edit(source, norms[0][1], shown(relative), norms[0][0])
+        if len(norms) > 1:
+            return f"{len(norms)} calls in class {owner} may build `{shown(relative)}`"
+        if not built:
+            return f"no call in a class {owner} of this file builds `{shown(relative)}`"
         return (
-            f"`self.{attribute} = {ast.unparse(calls[0].func)}(...)`: the source does not show "
-            "that it is always nn.RMSNorm"
+            f"`{shown(relative)} = {ast.unparse(built[0][1].func)}(...)`: the source does not "
+            "show that it is always nn.RMSNorm"
         )
 
     source_triggers = ("RMSNorm", "rms_norm")
@@ -183,38 +188,32 @@ def _():
 
 
 def _built_there(ctx: ProgramContext, stack: list[tuple[str, str]]) -> list[str]:
-    """Every class the program has at the node's module's attribute of an owner of the
-    same class (one ``self.norm = norm_layer(dim)`` line may build several)."""
-    if len(stack) < 2:
-        return []
-    attribute = direct_attribute(stack[-2][0], stack[-1][0])
-    site = (stack[-2][1].rsplit(".", 1)[-1], attribute or "")
-    return sorted(ctx.module_sites.get(site, set()))
+    """Every class the program has at the node's module's place in an owner of the same
+    class (one ``self.norm = norm_layer(dim)`` line may build several)."""
+    site = module_site(stack)
+    return sorted(ctx.module_sites.get(site, set())) if site is not None else []
 
 
-def _constructors(
-    source: SourceContext, owner: str, attribute: str
-) -> Iterator[tuple[ast.AST, ast.Call]]:
-    """``self.<attribute> = <callee>(...)`` in class ``owner`` whose callee is nn.RMSNorm,
-    a module-level alias of it, or a parameter defaulting to it."""
-    for cls in source.classes(owner):
-        for method, call in assigned_calls(cls, attribute):
-            if resolved_qualname(source, call.func) == "torch.nn.RMSNorm":
-                yield method, call
-            elif isinstance(call.func, ast.Name):
-                default = parameter_default(method, call.func.id)
-                if resolved_qualname(source, default) == "torch.nn.RMSNorm":
-                    yield method, call
+def _is_rms_norm(source: SourceContext, method: ast.AST, call: ast.Call) -> bool:
+    """The callee is nn.RMSNorm, a module-level alias of it, or a parameter defaulting to it."""
+    if resolved_qualname(source, call.func) == "torch.nn.RMSNorm":
+        return True
+    if isinstance(call.func, ast.Name) and isinstance(
+        method, (ast.FunctionDef, ast.AsyncFunctionDef)
+    ):
+        default = parameter_default(method, call.func.id)
+        return resolved_qualname(source, default) == "torch.nn.RMSNorm"
+    return False
 
 
 def _eps_edit(
     source: SourceContext, call: ast.Call, attribute: str, method: ast.AST
 ) -> SourceFix | str:
     if has_star_args(call):
-        return f"`self.{attribute} = ...(*args)`: eps cannot be placed"
+        return f"`{attribute} = ...(*args)`: eps cannot be placed"
     eps = keyword(call, "eps") or (call.args[1] if len(call.args) > 1 else None)
     if eps is not None and not (isinstance(eps, ast.Constant) and eps.value is None):
-        return f"self.{attribute} already gets eps in the source: export again"
+        return f"{attribute} already gets eps in the source: export again"
     through_parameter = (
         isinstance(call.func, ast.Name)
         and parameter_default(method, call.func.id) is not None

@@ -1,0 +1,375 @@
+"""Where the source builds a module the program names.
+
+A program's module stack names each module by its attribute path from the root
+(``blocks.2.mlp.1``) and its class. Model code rarely builds every module with its own
+``self.<name> = Class(...)`` line: layers come from comprehensions in a ``ModuleList``,
+members of an ``nn.Sequential`` are its positional arguments (or ``OrderedDict`` entries),
+``ModuleDict`` entries are dict values, and helper methods (``self._make_layer(...)``)
+return whole containers. Containers are not classes of the model's file, so a module is
+placed relative to its nearest owner that is not a torch container: the attribute of that
+owner, then the keys into the containers below it. Every key is followed through the
+expression that built the container; a key that cannot be followed (a list of unknown
+length before it, a name bound twice) yields nothing, so a fix is never guessed.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+
+from coreml_lint.source.context import SourceContext
+from coreml_lint.source.patterns import single_assignment
+
+CONTAINERS = frozenset(
+    f"torch.nn.modules.container.{name}" for name in ("Sequential", "ModuleList", "ModuleDict")
+)
+_SEQUENTIAL = "torch.nn.Sequential"
+_LISTS = ("torch.nn.ModuleList", "torch.nn.Sequential")
+_DICTS = ("torch.nn.ModuleDict", "collections.OrderedDict")
+_COMPREHENSIONS = (ast.ListComp, ast.GeneratorExp, ast.SetComp)
+_DEPTH = 8  # names, helpers and containers followed before giving up
+
+Function = ast.FunctionDef | ast.AsyncFunctionDef
+Built = tuple[Function, ast.Call]  # the call and the method whose code holds it
+
+
+def owner_stack(stack: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The end of a module stack from the leaf's nearest owner that is not a torch
+    container: ``[("", "m.Model"), ("mlp", "...Sequential"), ("mlp.1", "...GELU")]`` ->
+    all three; ``[("", "m.Model"), ("blocks.0", "m.Block"), ("blocks.0.norm", ...)]`` ->
+    the last two."""
+    for index in range(len(stack) - 2, -1, -1):
+        if stack[index][1] not in CONTAINERS:
+            return stack[index:]
+    return stack[-1:]
+
+
+def relative_path(owner_path: str, path: str) -> str | None:
+    """``"n1.0"`` for the module at ``"blocks.1.n1.0"`` under ``"blocks.1"``."""
+    prefix = f"{owner_path}." if owner_path else ""
+    return path[len(prefix) :] if path.startswith(prefix) and len(path) > len(prefix) else None
+
+
+def module_site(stack: list[tuple[str, str]]) -> tuple[str, str] | None:
+    """(short class name of the owner, path of the leaf relative to it) for a stack as
+    ``owner_stack`` returns it; None for a stack without an owner."""
+    if len(stack) < 2:
+        return None
+    relative = relative_path(stack[0][0], stack[-1][0])
+    return (stack[0][1].rsplit(".", 1)[-1], relative) if relative else None
+
+
+def constructor_calls(source: SourceContext, owner: str, relative: str) -> list[Built]:
+    """Every call in class ``owner`` (or a base class of it in this file) that builds the
+    module at ``relative`` (``"norm"``, ``"n1.0"``, ``"mlp.1"``, ``"heads.cls"``), once."""
+    attribute, *keys = relative.split(".")
+    found: dict[int, Built] = {}
+    for cls in _with_bases(source, owner):
+        for method, value in _attribute_values(cls, attribute):
+            for built in _resolve(source, cls, method, value, keys, 0):
+                found.setdefault(id(built[1]), built)
+        if keys:  # self.layers = nn.ModuleList(); self.layers.append(Block())
+            appended = _appended(cls, attribute)
+            for method, value in _indexed(appended, keys[0]):
+                for built in _resolve(source, cls, method, value, keys[1:], 0):
+                    found.setdefault(id(built[1]), built)
+    return list(found.values())
+
+
+def _with_bases(source: SourceContext, owner: str) -> list[ast.ClassDef]:
+    """The classes called ``owner`` and, breadth-first, their bases defined in this file."""
+    queue, seen = list(source.classes(owner)), set()
+    result = []
+    while queue:
+        cls = queue.pop(0)
+        if id(cls) in seen:
+            continue
+        seen.add(id(cls))
+        result.append(cls)
+        for base in cls.bases:
+            if isinstance(base, ast.Name):
+                queue.extend(source.classes(base.id))
+    return result
+
+
+def _attribute_values(cls: ast.ClassDef, attribute: str) -> Iterator[tuple[Function, ast.expr]]:
+    """Each value a method of ``cls`` assigns to ``self.<attribute>``."""
+    for method in _methods(cls):
+        for node in ast.walk(method):
+            if isinstance(node, ast.Assign):
+                targets, value = node.targets, node.value
+            elif isinstance(node, ast.AnnAssign) and node.value is not None:
+                targets, value = [node.target], node.value
+            else:
+                continue
+            if any(_is_self_attribute(t, attribute) for t in targets):
+                yield method, value
+
+
+def _appended(cls: ast.ClassDef, attribute: str) -> list[tuple[Function, ast.Call]]:
+    """``self.<attribute>.append(x)`` calls in the methods of ``cls``, in source order."""
+    found = []
+    for method in _methods(cls):
+        for node in ast.walk(method):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "append"
+                and _is_self_attribute(node.func.value, attribute)
+                and len(node.args) == 1
+            ):
+                found.append((method, node))
+    return sorted(found, key=lambda item: (item[1].lineno, item[1].col_offset))
+
+
+def _indexed(appends: list[tuple[Function, ast.Call]], key: str) -> list[tuple[Function, ast.expr]]:
+    """The value the ``key``-th append adds: appends in source order, an append in a loop
+    taking every index from its own on when it is the last one (else nothing is known)."""
+    if not key.isdigit() or not appends:
+        return []
+    index = int(key)
+    for position, (method, call) in enumerate(appends):
+        if _in_loop(call, method):
+            return [(method, call.args[0])] if position == len(appends) - 1 else []
+        if position == index:
+            return [(method, call.args[0])]
+    return []
+
+
+def _in_loop(node: ast.AST, scope: ast.AST) -> bool:
+    return any(
+        isinstance(loop, (ast.For, ast.AsyncFor, ast.While))
+        and any(child is node for child in ast.walk(loop))
+        for loop in ast.walk(scope)
+    )
+
+
+def _resolve(
+    source: SourceContext,
+    cls: ast.ClassDef,
+    scope: Function,
+    expr: ast.expr | None,
+    keys: list[str],
+    depth: int,
+) -> list[Built]:
+    """The calls ``expr`` builds the module at ``keys`` below it with."""
+    if expr is None or depth > _DEPTH:
+        return []
+    if isinstance(expr, ast.Name):
+        return _resolve(
+            source, cls, scope, single_assignment(source, expr.id, scope), keys, depth + 1
+        )
+    if isinstance(expr, ast.IfExp):
+        return [
+            *_resolve(source, cls, scope, expr.body, keys, depth + 1),
+            *_resolve(source, cls, scope, expr.orelse, keys, depth + 1),
+        ]
+    if not isinstance(expr, ast.Call):
+        return []
+    helper = _helper(source, cls, expr)
+    if helper is not None:
+        return [
+            built
+            for value in _returned(helper)
+            for built in _resolve(source, cls, helper, value, keys, depth + 1)
+        ]
+    if not keys:
+        return [(scope, expr)]
+    name = _qualname(source, expr.func)
+    key, rest = keys[0], keys[1:]
+    if name == _SEQUENTIAL and len(expr.args) == 1 and _is_dict(source, expr.args[0]):
+        element = _entry(source, scope, expr.args[0], key, depth)  # Sequential(OrderedDict(...))
+    elif name in _LISTS:
+        args = expr.args if name == _SEQUENTIAL else expr.args[:1]
+        starred = [ast.Starred(value=a) for a in args] if name != _SEQUENTIAL else args
+        element = _element(source, scope, starred, key, depth)
+    elif name in _DICTS:
+        element = _entry(source, scope, expr, key, depth)
+    else:
+        return []
+    return [b for e in element for b in _resolve(source, cls, scope, e, rest, depth + 1)]
+
+
+def _element(
+    source: SourceContext, scope: Function, args: list[ast.expr], key: str, depth: int
+) -> list[ast.expr]:
+    """The ``key``-th of positional arguments, where a ``*starred`` one spreads a list."""
+    if not key.isdigit() or depth > _DEPTH:
+        return []
+    index, offset = int(key), 0
+    for position, arg in enumerate(args):
+        if not isinstance(arg, ast.Starred):
+            if index == offset:
+                return [arg]
+            offset += 1
+            continue
+        length = _length(source, scope, arg.value)
+        last = position == len(args) - 1
+        if length is None and not last:
+            return []  # the indices after a list of unknown length are unknown
+        if length is None or index < offset + length:
+            return _items(source, scope, arg.value, index - offset, depth + 1)
+        offset += length
+    return []
+
+
+def _items(
+    source: SourceContext, scope: Function, expr: ast.expr, index: int, depth: int
+) -> list[ast.expr]:
+    """The ``index``-th item of a list expression: a comprehension's element (every item),
+    a literal's item, or a local list filled by ``.append`` calls."""
+    if depth > _DEPTH:
+        return []
+    if isinstance(expr, _COMPREHENSIONS):
+        return [expr.elt]
+    if isinstance(expr, (ast.List, ast.Tuple)):
+        return _element(source, scope, list(expr.elts), str(index), depth + 1)
+    if isinstance(expr, ast.Name):
+        value = single_assignment(source, expr.id, scope)
+        if isinstance(value, (ast.List, ast.Tuple)) and not value.elts:
+            appends = [(scope, c) for c in _name_appends(scope, expr.id)]
+            return [v for _, v in _indexed(appends, str(index))]
+        if value is not None:
+            return _items(source, scope, value, index, depth + 1)
+    if isinstance(expr, ast.Call) and _qualname(source, expr.func) in ("list", "tuple"):
+        return _items(source, scope, expr.args[0], index, depth + 1) if expr.args else []
+    return []
+
+
+def _length(source: SourceContext, scope: Function, expr: ast.expr) -> int | None:
+    """The number of items of a list literal (directly or through a local name bound
+    once), else None."""
+    if isinstance(expr, ast.Name):
+        expr = single_assignment(source, expr.id, scope)
+        if isinstance(expr, (ast.List, ast.Tuple)) and not expr.elts:
+            return None  # filled later by appends
+    if isinstance(expr, (ast.List, ast.Tuple)) and not any(
+        isinstance(e, ast.Starred) for e in expr.elts
+    ):
+        return len(expr.elts)
+    return None
+
+
+def _name_appends(scope: Function, name: str) -> list[ast.Call]:
+    calls = [
+        node
+        for node in ast.walk(scope)
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == "append"
+        and isinstance(node.func.value, ast.Name)
+        and node.func.value.id == name
+        and len(node.args) == 1
+    ]
+    mutated = any(
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr in ("extend", "insert", "pop", "remove", "reverse", "sort")
+        and isinstance(node.func.value, ast.Name)
+        and node.func.value.id == name
+        for node in ast.walk(scope)
+    )
+    return [] if mutated else sorted(calls, key=lambda c: (c.lineno, c.col_offset))
+
+
+def _is_dict(source: SourceContext, expr: ast.expr) -> bool:
+    return isinstance(expr, (ast.Dict, ast.DictComp)) or (
+        isinstance(expr, ast.Call) and _qualname(source, expr.func) in _DICTS
+    )
+
+
+def _entry(
+    source: SourceContext, scope: Function, expr: ast.expr, key: str, depth: int
+) -> list[ast.expr]:
+    """The value at ``key`` of a dict, ``OrderedDict``/``ModuleDict`` call or comprehension."""
+    if depth > _DEPTH:
+        return []
+    if isinstance(expr, ast.Name):
+        return _entry(source, scope, single_assignment(source, expr.id, scope), key, depth + 1)
+    if isinstance(expr, ast.DictComp):
+        return [expr.value]
+    if isinstance(expr, ast.Dict):
+        return [
+            v
+            for k, v in zip(expr.keys, expr.values, strict=True)
+            if isinstance(k, ast.Constant) and str(k.value) == key
+        ]
+    if isinstance(expr, ast.Call) and _qualname(source, expr.func) in _DICTS:
+        named = [kw.value for kw in expr.keywords if kw.arg == key]
+        if named or not expr.args:
+            return named
+        pairs = expr.args[0]
+        if isinstance(pairs, (ast.List, ast.Tuple)):
+            return [
+                p.elts[1]
+                for p in pairs.elts
+                if isinstance(p, ast.Tuple)
+                and len(p.elts) == 2
+                and isinstance(p.elts[0], ast.Constant)
+                and str(p.elts[0].value) == key
+            ]
+        return _entry(source, scope, pairs, key, depth + 1)
+    return []
+
+
+def _helper(source: SourceContext, cls: ast.ClassDef, call: ast.Call) -> Function | None:
+    """The function a builder call runs: a method of ``cls`` called as ``self.<method>(...)``
+    or a function defined at the top of this file (``make_mlp(dim)``)."""
+    func = call.func
+    if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
+        if func.value.id != "self":
+            return None
+        return next((m for m in _methods(cls) if m.name == func.attr), None)
+    if not isinstance(func, ast.Name) or func.id in source.imports:
+        return None
+    defined = [
+        node
+        for node in source.tree.body
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+        and node.name == func.id
+    ]
+    only = defined[0] if len(defined) == 1 else None
+    return only if isinstance(only, (ast.FunctionDef, ast.AsyncFunctionDef)) else None
+
+
+def _qualname(source: SourceContext, func: ast.expr) -> str | None:
+    """The callee's qualified name, torch's containers by their public name, and the
+    builtins ``list``/``tuple`` when the file does not rebind them."""
+    name = source.qualname(func)
+    if name is None and isinstance(func, ast.Name) and func.id in ("list", "tuple"):
+        return None if func.id in source.rebound_names else func.id
+    prefix = "torch.nn.modules.container."
+    return f"torch.nn.{name[len(prefix) :]}" if name and name.startswith(prefix) else name
+
+
+def _returned(function: Function) -> list[ast.expr]:
+    """The values ``function`` returns (not those of functions nested in it)."""
+    found, stack = [], list(function.body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.Return) and node.value is not None:
+            found.append(node.value)
+        elif not isinstance(
+            node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
+        ):
+            stack.extend(ast.iter_child_nodes(node))
+    return found
+
+
+def _methods(cls: ast.ClassDef) -> list[Function]:
+    return [m for m in cls.body if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))]
+
+
+def _is_self_attribute(node: ast.AST, attribute: str) -> bool:
+    return (
+        isinstance(node, ast.Attribute)
+        and node.attr == attribute
+        and isinstance(node.value, ast.Name)
+        and node.value.id == "self"
+    )
+
+
+def shown(relative: str) -> str:
+    """``self.n1[0]`` for ``"n1.0"``, ``self.heads["cls"]`` for ``"heads.cls"``."""
+    attribute, *keys = relative.split(".")
+    return f"self.{attribute}" + "".join(f"[{k}]" if k.isdigit() else f'["{k}"]' for k in keys)
