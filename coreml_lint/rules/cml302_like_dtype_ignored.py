@@ -32,16 +32,18 @@ Fix
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Callable, Iterator
 from typing import Any
 
 from coreml_lint.core.findings import Finding, Outcome, SourceFix
 from coreml_lint.program.graph import FLOAT_DTYPES, DType
-from coreml_lint.rulekit.context import ProgramContext
+from coreml_lint.rulekit.context import ProgramContext, not_one_call
 from coreml_lint.rulekit.examples import Invalid, Valid, case, module, nn, returns, torch
 from coreml_lint.rulekit.rule import Rule
 from coreml_lint.source.context import SourceContext, keyword
 from coreml_lint.source.patterns import enclosing_class, enclosing_function, is_bool, is_simple
+from coreml_lint.source.sites import module_site, owner_stack
 
 LIKE_OPS = {"zeros_like", "empty_like", "full_like"}
 # Ops that write values into their first argument: their result keeps its dtype, so a bool
@@ -63,6 +65,17 @@ MHA_BOOL_MASK_FIXED = MHA_BOOL_MASK.replace(
     "attn_mask=mask,",
     'attn_mask=torch.zeros(mask.shape, device=mask.device).masked_fill(mask, float("-inf")),',
 )
+
+
+ADDITIVE_MASK = """
+def additive_mask(mask):
+    \"\"\"The float additive mask nn.MultiheadAttention makes of a bool one (True: blocked),
+    made here so that Core ML keeps its dtype (coreml-lint).\"\"\"
+    return torch.zeros(mask.shape, device=mask.device).masked_fill(mask, float("-inf"))
+"""
+# MultiheadAttention.forward(query, key, value, key_padding_mask, need_weights, attn_mask)
+_MASK_POSITIONS = {"key_padding_mask": 3, "attn_mask": 5}
+_CANONICAL_MASK = re.compile(r"\b(attn_mask|key_padding_mask) = (?:F\.)?_canonical_mask\(")
 
 
 class LikeDtypeIgnored(Rule):
@@ -114,7 +127,37 @@ class LikeDtypeIgnored(Rule):
                 ),
                 partitioner=ctx.skip_advice(node),
                 dtype=wanted.name,
+                modules=owner_stack(node.modules()),
+                mha_mask=_mha_mask(node.stack_trace) if have == "bool" else None,
             )
+
+    def program_fix(self, finding: Finding, source: SourceContext) -> SourceFix | str | None:
+        """A bool mask ``nn.MultiheadAttention`` turned into ``zeros_like(mask,
+        dtype=float)``: the program knows the mask is bool whatever the source shows (a
+        ``.bool()`` at the end of a chain, a model input, a buffer), and which of the
+        call's masks it is (torch's own line in the node's stack trace). The argument of
+        the call at the finding's line becomes the float additive mask MHA meant to make
+        of it, as the source rule writes it for a mask it sees is bool."""
+        mask_name = finding.extra.get("mha_mask")
+        modules = finding.extra.get("modules") or []
+        if not mask_name or finding.location is None or not modules:
+            return None
+        if modules[-1][1] != "torch.nn.modules.activation.MultiheadAttention":
+            return None
+        site = module_site(modules)
+        attribute = site[1] if site is not None and "." not in site[1] else None
+        line = finding.location.line
+        calls = [
+            (call, mask)
+            for call in source.calls()
+            if call.lineno <= line <= (call.end_lineno or call.lineno)
+            and (mask := _mask_argument(source, call, mask_name, attribute)) is not None
+        ]
+        if len(calls) != 1:
+            return not_one_call(line, len(calls), f"nn.MultiheadAttention(..., {mask_name}=...)")
+        return _mask_edit(source, calls[0][1]) or (
+            f"{mask_name}=`{ast.unparse(calls[0][1])}`: no place for a float mask"
+        )
 
     source_triggers = ("MultiheadAttention",)
     source_pattern = "`nn.MultiheadAttention(...)(..., attn_mask=<bool>)`"
@@ -148,11 +191,7 @@ class LikeDtypeIgnored(Rule):
                     "the zeros bool, and the Core ML mask ends up inverted",
                     fix="pass a float additive mask: torch.zeros(mask.shape).masked_fill(mask, "
                     "float('-inf'))",
-                    edit=ctx.edit_expression(
-                        mask, safe=True, description="float additive mask built in the model"
-                    )
-                    if is_simple(mask)
-                    else None,
+                    edit=_mask_edit(ctx, mask),
                 )
 
     def transform(self, fix: SourceFix, node: Any, edits: Any) -> Any:
@@ -161,6 +200,9 @@ class LikeDtypeIgnored(Rule):
         from coreml_lint.rulekit.cst import code
 
         torch = edits.torch()
+        if fix.kind == "mask-helper":  # any call: the helper reads it once
+            edits.need_helper("additive_mask", ADDITIVE_MASK.replace("torch.", f"{torch}."))
+            return cst.Call(func=cst.Name("additive_mask"), args=[cst.Arg(node)])
         mask = code(node)
         return cst.parse_expression(
             f'{torch}.zeros({mask}.shape, device={mask}.device).masked_fill({mask}, float("-inf"))'
@@ -178,6 +220,53 @@ class LikeDtypeIgnored(Rule):
         if op_base(node) in LIKE_OPS and "dtype" in node.kwargs:
             return "*_like with a dtype coremltools ignores"
         return None
+
+
+def _mha_mask(stack_trace: str | None) -> str | None:
+    """Which argument of ``nn.MultiheadAttention`` a bool-to-float mask node was made from:
+    torch's innermost ``<name> = F._canonical_mask(`` line in the node's stack trace."""
+    found = _CANONICAL_MASK.findall(stack_trace or "")
+    return found[-1] if found else None
+
+
+def _mask_argument(
+    ctx: SourceContext, call: ast.Call, name: str, attribute: str | None
+) -> ast.expr | None:
+    """The ``name`` mask a call of the program's MultiheadAttention passes: by keyword to a
+    callee the file does not name as a library function, or by position to
+    ``self.<attribute>``, the module the program says ran."""
+    if ctx.qualname(call.func) is not None:
+        return None
+    func = call.func
+    own = (
+        attribute is not None
+        and isinstance(func, ast.Attribute)
+        and func.attr == attribute
+        and isinstance(func.value, ast.Name)
+        and func.value.id == "self"
+    )
+    mask = keyword(call, name)
+    position = _MASK_POSITIONS[name]
+    spread = any(isinstance(a, ast.Starred) for a in call.args[: position + 1])
+    if mask is None and own and len(call.args) > position and not spread:
+        mask = call.args[position]
+    if mask is None or (isinstance(mask, ast.Constant) and mask.value is None):
+        return None
+    is_method = isinstance(func, ast.Attribute) and not (
+        isinstance(func.value, ast.Name) and func.value.id == "self"
+    )
+    return mask if own or (attribute is None and not is_method) else None
+
+
+def _mask_edit(ctx: SourceContext, mask: ast.expr) -> SourceFix | None:
+    """The float additive mask in place of a bool one: written out around a name or an
+    attribute, through a small helper around a call (which must run once)."""
+    description = "float additive mask built in the model"
+    if is_simple(mask) and not isinstance(mask, ast.Constant):
+        return ctx.edit_expression(mask, safe=True, description=description)
+    if isinstance(mask, ast.Call):
+        return ctx.edit(mask, "mask-helper", safe=True, description=description)
+    return None
 
 
 def _mha_attributes(ctx: SourceContext, cls: ast.ClassDef) -> set[str]:

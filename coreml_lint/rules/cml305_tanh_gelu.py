@@ -29,7 +29,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from coreml_lint.core.findings import Finding, Outcome, SourceFix
-from coreml_lint.rulekit.context import ProgramContext, direct_attribute, not_one_call
+from coreml_lint.rulekit.context import ProgramContext, not_one_call
 from coreml_lint.rulekit.examples import (
     F,
     Invalid,
@@ -43,7 +43,8 @@ from coreml_lint.rulekit.examples import (
 )
 from coreml_lint.rulekit.rule import Rule
 from coreml_lint.source.context import SourceContext, has_star_args, keyword
-from coreml_lint.source.patterns import assigned_calls, bound_constant
+from coreml_lint.source.patterns import bound_constant
+from coreml_lint.source.sites import constructor_calls, module_site, owner_stack, shown
 
 TANH_GELU_FUNCTION = """
 def tanh_gelu(x):
@@ -99,7 +100,7 @@ class TanhGelu(Rule):
                 fix="write the tanh formula: 0.5 * x * (1 + torch.tanh(0.7978845608 * "
                 "(x + 0.044715 * x.pow(3))))",
                 partitioner=ctx.skip_advice(node),
-                modules=node.modules()[-2:],
+                modules=owner_stack(node.modules()),
             )
 
     def program_fix(self, finding: Finding, source: SourceContext) -> SourceFix | str | None:
@@ -107,20 +108,12 @@ class TanhGelu(Rule):
         ``F.gelu(x, approximate=<expr>)`` call at the finding's line, or the ``nn.GELU``
         that ``__init__`` assigns to the attribute the program's module stack names, gets
         a callee that writes the tanh branch out and keeps ``<expr>`` deciding (another
-        configuration still gets what it asked for). Unsafe, like the source fix."""
+        configuration still gets what it asked for). The ``nn.GELU`` is found wherever the
+        model builds it: an attribute, a ``Sequential`` argument, a comprehension's item, a
+        helper's return value (``source/sites.py``). Unsafe, like the source fix."""
         modules = finding.extra.get("modules") or []
         if len(modules) >= 2 and modules[-1][1] == "torch.nn.modules.activation.GELU":
-            attribute = direct_attribute(modules[-2][0], modules[-1][0])
-            owner = modules[-2][1].rsplit(".", 1)[-1]
-            calls = [
-                call
-                for cls in source.classes(owner)
-                for _, call in assigned_calls(cls, attribute or "")
-                if source.qualname(call.func) == "torch.nn.GELU" and not has_star_args(call)
-            ]
-            if len(calls) != 1:
-                return f"no one `self.{attribute} = nn.GELU(...)` in a class {owner} of this file"
-            return _gelu_edit(source, calls[0], functional=False)
+            return _module_fix(source, modules)
         if finding.location is None:
             return None
         line = finding.location.line
@@ -277,3 +270,19 @@ def _gelu_edit(source: SourceContext, call: ast.Call, functional: bool) -> Sourc
         description=f"{description}; the approximation is still chosen by "
         f"`{ast.unparse(approximate) if approximate is not None else 'none'}`",
     )
+
+
+def _module_fix(source: SourceContext, modules: list[tuple[str, str]]) -> SourceFix | str:
+    """The fix of the one ``nn.GELU(...)`` call that builds the program's GELU module."""
+    site = module_site(modules)
+    if site is None:
+        return f"{modules[-1][0]} is not built by a module that calls it"
+    owner, relative = site
+    calls = [
+        call
+        for _, call in constructor_calls(source, owner, relative)
+        if source.qualname(call.func) == "torch.nn.GELU" and not has_star_args(call)
+    ]
+    if len(calls) != 1:
+        return f"no one `{shown(relative)} = nn.GELU(...)` in a class {owner} of this file"
+    return _gelu_edit(source, calls[0], functional=False)
