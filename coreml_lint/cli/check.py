@@ -155,11 +155,7 @@ class CheckRun:
                 elif state is not None:
                     finding.extra["not_fixed"] = state
         for finding in program_findings:
-            loc = finding.location
-            done = id(finding) in fixed or (
-                loc is not None and (Path(loc.path).resolve(), finding.code, loc.line) in at_line
-            )
-            if self.diff or not done:
+            if self.diff or not _all_fixed(finding, fixed, at_line):
                 self.findings.append(finding)
 
     def _program_targets(
@@ -177,7 +173,7 @@ class CheckRun:
                 continue
             lines, guided = pointed.setdefault(Path(loc.path).resolve(), (set(), []))
             lines.add((finding.code, loc.line))
-            guided.append(finding)
+            guided.extend([finding, *finding.merged])  # each node's modules, placed apart
         return pointed
 
     def exit_code(self, exit_non_zero_on_fix: bool) -> int:
@@ -187,6 +183,22 @@ class CheckRun:
         if self.findings or (self.diff and changed) or (exit_non_zero_on_fix and changed):
             return 1
         return 0
+
+
+def _all_fixed(finding: Finding, fixed: set[int], at_line: set[tuple[Path, str, int]]) -> bool:
+    """Whether the fix reached every node a (merged) program finding stands for: each was
+    placed by its rule, or the rule's source check fixed its line. When one was not, the
+    finding says why."""
+    loc = finding.location
+    if loc is not None and (Path(loc.path).resolve(), finding.code, loc.line) in at_line:
+        return True
+    parts = [finding, *finding.merged]
+    missed = [part for part in parts if id(part) not in fixed]
+    if missed and "not_fixed" not in finding.extra:
+        reason = next((p.extra["not_fixed"] for p in missed if "not_fixed" in p.extra), None)
+        if reason is not None:
+            finding.extra["not_fixed"] = reason
+    return not missed
 
 
 def summary_lines(run: CheckRun) -> list[str]:

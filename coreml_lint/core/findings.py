@@ -80,9 +80,17 @@ class Finding:
     count: int = 1  # how many graph nodes from the same source line this stands for
     edit: SourceFix | None = None  # the source rewrite that fixes it, when one is safe to place
     extra: dict[str, Any] = field(default_factory=dict)
+    # The findings of the other nodes this one stands for (``count``): their modules may
+    # differ (two norms called on one line), and a program-guided fix places each.
+    merged: list[Finding] = field(default_factory=list, repr=False, compare=False)
 
     def to_json(self) -> dict[str, Any]:
-        data = asdict(self)
+        merged, self.merged = self.merged, []
+        try:
+            data = asdict(self)
+        finally:
+            self.merged = merged
+        del data["merged"]
         data["severity"] = self.severity.value
         data["outcome"] = self.outcome.value
         data["partitioner_code"] = partitioner_code(self.partitioner) if self.partitioner else None

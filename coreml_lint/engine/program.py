@@ -112,6 +112,7 @@ def _merge(findings: list[Finding]) -> list[Finding]:
         )
         if key in merged:
             merged[key].count += 1
+            merged[key].merged.append(finding)
         else:
             merged[key] = finding
     return list(merged.values())

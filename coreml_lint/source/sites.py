@@ -226,9 +226,16 @@ def _items(
         return _element(source, scope, list(expr.elts), str(index), depth + 1)
     if isinstance(expr, ast.Name):
         value = single_assignment(source, expr.id, scope)
-        if isinstance(value, (ast.List, ast.Tuple)) and not value.elts:
-            appends = [(scope, c) for c in _name_appends(scope, expr.id)]
-            return [v for _, v in _indexed(appends, str(index))]
+        calls = _name_appends(scope, expr.id)
+        if calls is None:
+            return []  # extended, sorted, ...: its items are unknown
+        appends = [(scope, c) for c in calls]
+        if isinstance(value, ast.List) and appends:  # layers = [stem]; layers.append(...)
+            if any(isinstance(e, ast.Starred) for e in value.elts):
+                return []
+            if index < len(value.elts):
+                return [value.elts[index]]
+            return [v for _, v in _indexed(appends, str(index - len(value.elts)))]
         if value is not None:
             return _items(source, scope, value, index, depth + 1)
     if isinstance(expr, ast.Call) and _qualname(source, expr.func) in ("list", "tuple"):
@@ -240,9 +247,9 @@ def _length(source: SourceContext, scope: Function, expr: ast.expr) -> int | Non
     """The number of items of a list literal (directly or through a local name bound
     once), else None."""
     if isinstance(expr, ast.Name):
+        if _name_appends(scope, expr.id) != []:
+            return None  # filled by appends, or changed otherwise
         expr = single_assignment(source, expr.id, scope)
-        if isinstance(expr, (ast.List, ast.Tuple)) and not expr.elts:
-            return None  # filled later by appends
     if isinstance(expr, (ast.List, ast.Tuple)) and not any(
         isinstance(e, ast.Starred) for e in expr.elts
     ):
@@ -250,7 +257,8 @@ def _length(source: SourceContext, scope: Function, expr: ast.expr) -> int | Non
     return None
 
 
-def _name_appends(scope: Function, name: str) -> list[ast.Call]:
+def _name_appends(scope: Function, name: str) -> list[ast.Call] | None:
+    """``name.append(x)`` calls in source order; None when the list is changed otherwise."""
     calls = [
         node
         for node in ast.walk(scope)
@@ -269,7 +277,7 @@ def _name_appends(scope: Function, name: str) -> list[ast.Call]:
         and node.func.value.id == name
         for node in ast.walk(scope)
     )
-    return [] if mutated else sorted(calls, key=lambda c: (c.lineno, c.col_offset))
+    return None if mutated else sorted(calls, key=lambda c: (c.lineno, c.col_offset))
 
 
 def _is_dict(source: SourceContext, expr: ast.expr) -> bool:
