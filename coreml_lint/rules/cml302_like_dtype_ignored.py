@@ -78,6 +78,20 @@ _MASK_POSITIONS = {"key_padding_mask": 3, "attn_mask": 5}
 _CANONICAL_MASK = re.compile(r"\b(attn_mask|key_padding_mask) = (?:F\.)?_canonical_mask\(")
 
 
+MHA_CALL_MASK = MHA_BOOL_MASK.replace(
+    "        mask = torch.ones(5, 5, dtype=torch.bool).triu(1)\n", ""
+).replace("attn_mask=mask,", "attn_mask=torch.ones(5, 5).triu(1).bool(),")
+MHA_CALL_MASK_FIXED = (
+    "import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n\n"
+    + ADDITIVE_MASK
+    + "\n"
+    + MHA_CALL_MASK.replace(
+        "attn_mask=torch.ones(5, 5).triu(1).bool(),",
+        "attn_mask=additive_mask(torch.ones(5, 5).triu(1).bool()),",
+    )
+)
+
+
 class LikeDtypeIgnored(Rule):
     code = "CML302"
     name = "like-dtype-ignored"
@@ -164,6 +178,7 @@ class LikeDtypeIgnored(Rule):
     source_fix = "a float additive mask built in the model"
     examples = (
         Invalid(MHA_BOOL_MASK, MHA_BOOL_MASK_FIXED),
+        Invalid(MHA_CALL_MASK, MHA_CALL_MASK_FIXED),
         Valid(MHA_BOOL_MASK.replace("attn_mask=mask", "attn_mask=None")),
     )
 

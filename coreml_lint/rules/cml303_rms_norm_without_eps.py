@@ -104,6 +104,11 @@ class RmsNormWithoutEps(Rule):
             "RMSNorm = nn.RMSNorm\nnorm = RMSNorm(64)",
             "RMSNorm = nn.RMSNorm\nnorm = RMSNorm(64, eps=torch.finfo(torch.float32).eps)",
         ),
+        Invalid(
+            "norms = nn.ModuleList([nn.RMSNorm(64) for _ in range(4)])",
+            "norms = nn.ModuleList([nn.RMSNorm(64, eps=torch.finfo(torch.float32).eps) "
+            "for _ in range(4)])",
+        ),
         Valid("norm = nn.RMSNorm(64, eps=1e-6)"),
         Valid("Norm = nn.RMSNorm\nif big:\n    Norm = nn.LayerNorm\nnorm = Norm(64)"),
         Valid("y = F.rms_norm(x, (64,), eps=1e-5)"),

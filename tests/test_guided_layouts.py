@@ -1,0 +1,105 @@
+"""Program-guided fixes reach the way model code is laid out (issue 25): modules built in
+comprehensions, generators, ``ModuleDict``s, helper methods and functions, members of an
+``nn.Sequential`` (positional or ``OrderedDict``), and bool attention masks whose type only
+the program knows. Each layout is a model file in ``tests/fixtures/guided``: exported, its
+stock lowering really fails (a crash, or ``verify`` sees Core ML diverge from eager), fixed
+with ``coreml-lint its.pt2 --fix --unsafe-fixes`` in its folder, exported again: it lints
+clean, computes what it computed, lowers with the stock partitioner, and ``verify``
+agrees."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from coreml_lint import lint_program  # noqa: E402
+from coreml_lint.cli.main import main  # noqa: E402
+from coreml_lint.core.findings import Severity  # noqa: E402
+
+MODELS = Path(__file__).parent / "fixtures" / "guided"
+
+# model file -> (its error code, what the stock lowering shows, edits the fix must write)
+LAYOUTS = {
+    "layout_modulelist": (
+        "CML303",
+        ("lowering_crash", r"expected \[4\]"),
+        [
+            "nn.ModuleList([nn.RMSNorm(dim, eps=torch.finfo(torch.float32).eps) for _ in",
+            "nn.RMSNorm(dim, elementwise_affine=False, eps=torch.finfo(torch.float32).eps) for",
+            "{name: nn.RMSNorm(dim, eps=torch.finfo(torch.float32).eps) for name in",
+            "layers.append(nn.RMSNorm(dim, eps=torch.finfo(torch.float32).eps))",
+            "self.norm = nn.RMSNorm(dim, eps=torch.finfo(torch.float32).eps)",
+        ],
+    ),
+    "layout_sequential": (
+        "CML305",
+        ("diverge", None),
+        [
+            "nn.Linear(dim, hidden), ExportableGELU(approximate=approximate), nn.Linear(",
+            '("act", TanhGELU()),',
+        ],
+    ),
+    "layout_mha_mask": (
+        "CML302",
+        ("diverge", None),
+        [
+            "attn_mask=additive_mask(torch.triu(torch.ones(T, T), 1).bool())",
+            "attn_mask=torch.zeros(mask.shape, device=mask.device).masked_fill(mask, ",
+        ],
+    ),
+}
+
+
+def _load(path: Path, tag: str):
+    spec = importlib.util.spec_from_file_location(f"{path.stem}_{tag}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    torch.manual_seed(0)
+    return module.Model().eval(), module.example_inputs()
+
+
+def _verify(model, inputs):
+    from coreml_lint.verifier import verify
+
+    return verify(torch.export.export(model, inputs), inputs=inputs)
+
+
+@pytest.mark.oracle
+@pytest.mark.parametrize("name", sorted(LAYOUTS))
+def test_a_layout_fixed_from_its_program_lowers_and_verifies(name, tmp_path, capsys, monkeypatch):
+    code, (broken, evidence), edits = LAYOUTS[name]
+    source = tmp_path / f"{name}.py"
+    shutil.copy(MODELS / source.name, source)
+    model_a, inputs = _load(source, "a")
+    program = torch.export.export(model_a, inputs)
+    assert code in {f.code for f in lint_program(program).findings if f.severity is Severity.ERROR}
+    torch.export.save(program, tmp_path / f"{name}.pt2")
+
+    before = _verify(model_a, inputs)  # the stock lowering really goes wrong
+    assert before.status == broken, before.summary()
+    if evidence:
+        assert re.search(evidence, before.lowering_error or ""), before.lowering_error
+
+    monkeypatch.chdir(tmp_path)
+    assert main([f"{name}.pt2", "--fix", "--unsafe-fixes", "--output-format", "concise"]) == 0
+    fixed_text = source.read_text()
+    for edit in edits:
+        assert edit in fixed_text, fixed_text
+    assert main([f"{name}.pt2", "--fix", "--unsafe-fixes"]) == 0  # twice changes nothing
+    assert source.read_text() == fixed_text
+    capsys.readouterr()
+
+    model_b, _ = _load(source, "b")
+    model_b.load_state_dict(model_a.state_dict())
+    with torch.no_grad():
+        torch.testing.assert_close(model_b(*inputs), model_a(*inputs), rtol=1e-6, atol=1e-6)
+    again = torch.export.export(model_b, inputs)
+    assert not [f for f in lint_program(again).findings if f.severity is Severity.ERROR]
+    after = _verify(model_b, inputs)
+    assert after.status == "agree", after.summary()
