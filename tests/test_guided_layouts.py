@@ -1,6 +1,7 @@
 """Program-guided fixes reach the way model code is laid out (issue 25): modules built in
-comprehensions, generators, ``ModuleDict``s, helper methods and functions, members of an
-``nn.Sequential`` (positional or ``OrderedDict``), and bool attention masks whose type only
+comprehensions, generators, ``ModuleDict``s, helper methods and functions, ``add_module``,
+members of an ``nn.Sequential`` (positional, ``OrderedDict``, a subclass passing its layers
+to ``super().__init__``), and bool attention masks whose type only
 the program knows. Each layout is a model file in ``tests/fixtures/guided``: exported, its
 stock lowering really fails (a crash, or ``verify`` sees Core ML diverge from eager), fixed
 with ``coreml-lint its.pt2 --fix --unsafe-fixes`` in its folder, exported again: it lints
@@ -35,6 +36,7 @@ LAYOUTS = {
             "{name: nn.RMSNorm(dim, eps=torch.finfo(torch.float32).eps) for name in",
             "layers.append(nn.RMSNorm(dim, eps=torch.finfo(torch.float32).eps))",
             "self.norm = nn.RMSNorm(dim, eps=torch.finfo(torch.float32).eps)",
+            'self.add_module(f"post{i}", nn.RMSNorm(dim, eps=torch.finfo(torch.float32).eps))',
         ],
     ),
     "layout_sequential": (
@@ -43,6 +45,7 @@ LAYOUTS = {
         [
             "nn.Linear(dim, hidden), ExportableGELU(approximate=approximate), nn.Linear(",
             '("act", TanhGELU()),',
+            "super().__init__(nn.Linear(dim, dim), TanhGELU())",
         ],
     ),
     "layout_mha_mask": (

@@ -135,6 +135,49 @@ CASES = {
         "norm",
         ["nn.RMSNorm(d)"],
     ),
+    "add_module with an f-string name in a loop": (
+        """
+        class M(nn.Module):
+            def __init__(self, d, n):
+                for i in range(n):
+                    layer = nn.RMSNorm(d)
+                    self.add_module(f"norm{i}", layer)
+        """,
+        "norm1",
+        ["nn.RMSNorm(d)"],
+    ),
+    "setattr with a %-formatted name": (
+        """
+        class M(nn.Module):
+            def __init__(self, d, n):
+                for i in range(n):
+                    setattr(self, "act%d" % i, nn.GELU())
+        """,
+        "act0",
+        ["nn.GELU()"],
+    ),
+    "a Sequential subclass passing its layers up": (
+        """
+        class M(nn.Sequential):
+            def __init__(self, d, h):
+                super().__init__(nn.Linear(d, h), nn.GELU("tanh"), nn.Linear(h, d))
+        """,
+        "1",
+        ["nn.GELU('tanh')"],
+    ),
+    "a helper method of a base class": (
+        """
+        class Base(nn.Module):
+            def make_norm(self, d):
+                return nn.RMSNorm(d)
+
+        class M(Base):
+            def __init__(self, d):
+                self.norm = self.make_norm(d)
+        """,
+        "norm",
+        ["nn.RMSNorm(d)"],
+    ),
     "index past a list of unknown length": (
         """
         class M(nn.Module):

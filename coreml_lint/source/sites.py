@@ -15,6 +15,7 @@ length before it, a name bound twice) yields nothing, so a fix is never guessed.
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterator
 
 from coreml_lint.source.context import SourceContext
@@ -68,6 +69,9 @@ def constructor_calls(source: SourceContext, owner: str, relative: str) -> list[
         for method, value in _attribute_values(cls, attribute):
             for built in _resolve(source, cls, method, value, keys, 0):
                 found.setdefault(id(built[1]), built)
+        for method, call in _container_init(source, cls):  # class MLP(nn.Sequential)
+            for built in _resolve(source, cls, method, call, [attribute, *keys], 0):
+                found.setdefault(id(built[1]), built)
         if keys:  # self.layers = nn.ModuleList(); self.layers.append(Block())
             appended = _appended(cls, attribute)
             for method, value in _indexed(appended, keys[0]):
@@ -93,17 +97,93 @@ def _with_bases(source: SourceContext, owner: str) -> list[ast.ClassDef]:
 
 
 def _attribute_values(cls: ast.ClassDef, attribute: str) -> Iterator[tuple[Function, ast.expr]]:
-    """Each value a method of ``cls`` assigns to ``self.<attribute>``."""
+    """Each value a method of ``cls`` assigns to ``self.<attribute>``: by assignment, or by
+    ``self.add_module(name, value)`` / ``setattr(self, name, value)`` with a name that can
+    be ``attribute`` (``f"norm{i}"``, ``"layer%d" % i``)."""
     for method in _methods(cls):
         for node in ast.walk(method):
             if isinstance(node, ast.Assign):
                 targets, value = node.targets, node.value
             elif isinstance(node, ast.AnnAssign) and node.value is not None:
                 targets, value = [node.target], node.value
+            elif isinstance(node, ast.Call) and _registers(node, attribute):
+                yield method, node.args[-1]
+                continue
             else:
                 continue
             if any(_is_self_attribute(t, attribute) for t in targets):
                 yield method, value
+
+
+def _registers(call: ast.Call, attribute: str) -> bool:
+    """``self.add_module(name, m)``, ``self.register_module(name, m)`` or ``setattr(self,
+    name, m)`` whose name may be ``attribute``."""
+    func, args = call.func, call.args
+    if (
+        isinstance(func, ast.Attribute)
+        and func.attr in ("add_module", "register_module")
+        and isinstance(func.value, ast.Name)
+        and func.value.id == "self"
+        and len(args) == 2
+    ):
+        name = args[0]
+    elif (
+        isinstance(func, ast.Name)
+        and func.id == "setattr"
+        and len(args) == 3
+        and isinstance(args[0], ast.Name)
+        and args[0].id == "self"
+    ):
+        name = args[1]
+    else:
+        return False
+    pattern = _name_pattern(name)
+    return pattern is not None and re.fullmatch(pattern, attribute) is not None
+
+
+def _name_pattern(expr: ast.expr) -> str | None:
+    """A regular expression for the names a string expression can make."""
+    if isinstance(expr, ast.Constant) and isinstance(expr.value, str):
+        return re.escape(expr.value)
+    if isinstance(expr, ast.JoinedStr):
+        parts = [re.escape(v.value) if isinstance(v, ast.Constant) else ".+?" for v in expr.values]
+        return "".join(parts)
+    if (
+        isinstance(expr, ast.BinOp)
+        and isinstance(expr.op, ast.Mod)
+        and isinstance(expr.left, ast.Constant)
+        and isinstance(expr.left.value, str)
+    ):
+        pieces = re.split(r"%[-+ #0-9.]*[sdir]", expr.left.value)
+        return ".+?".join(re.escape(p) for p in pieces)
+    if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name) and expr.func.id == "str":
+        return ".+"
+    return None
+
+
+def _container_init(source: SourceContext, cls: ast.ClassDef) -> list[tuple[Function, ast.Call]]:
+    """For a subclass of a torch container, its ``super().__init__(...)`` call as a call of
+    the container (``class MLP(nn.Sequential)`` passing its layers up)."""
+    bases = [b for b in cls.bases if _qualname(source, b) in (*_LISTS, "torch.nn.ModuleDict")]
+    init = next((m for m in _methods(cls) if m.name == "__init__"), None)
+    if len(bases) != 1 or init is None:
+        return []
+    found = []
+    for node in ast.walk(init):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+            continue
+        if node.func.attr != "__init__":
+            continue
+        target = node.func.value
+        args = node.args
+        if isinstance(target, ast.Call) and getattr(target.func, "id", None) == "super":
+            pass
+        elif _qualname(source, target) == _qualname(source, bases[0]) and args:
+            args = args[1:]  # nn.Sequential.__init__(self, ...)
+        else:
+            continue
+        found.append((init, ast.Call(func=bases[0], args=args, keywords=node.keywords)))
+    return found
 
 
 def _appended(cls: ast.ClassDef, attribute: str) -> list[tuple[Function, ast.Call]]:
@@ -327,7 +407,8 @@ def _helper(source: SourceContext, cls: ast.ClassDef, call: ast.Call) -> Functio
     if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
         if func.value.id != "self":
             return None
-        return next((m for m in _methods(cls) if m.name == func.attr), None)
+        methods = [m for c in _with_bases(source, cls.name) for m in _methods(c)]
+        return next((m for m in methods if m.name == func.attr), None)
     if not isinstance(func, ast.Name) or func.id in source.imports:
         return None
     defined = [
