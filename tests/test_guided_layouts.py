@@ -144,3 +144,50 @@ def test_a_node_whose_fix_cannot_be_placed_keeps_its_finding_and_says_why(
     assert "self.norm = nn.RMSNorm(16, eps=torch.finfo(torch.float32).eps)" in source.read_text()
     assert "self.body = nn.Sequential(*extra, nn.RMSNorm(16))" in source.read_text()
     assert "not fixed: no call in a class Model of this file builds `self.body[2]`" in out
+
+
+OWN_RMSNORM = """
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(dim))
+
+    def forward(self, x):
+        return F.rms_norm(x, self.weight.shape, self.weight)
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.norm = RMSNorm(16)
+
+    def forward(self, x):
+        return self.norm(x)
+
+
+def example_inputs():
+    return (torch.randn(2, 16),)
+"""
+
+
+def test_a_model_s_own_rmsnorm_class_is_fixed_at_its_functional_call(tmp_path, capsys, monkeypatch):
+    """A class of the model called RMSNorm is not torch's: its constructor is left alone
+    (no guided placement is tried on it), and the ``F.rms_norm`` call its forward makes
+    gets eps."""
+    source = tmp_path / "model.py"
+    source.write_text(OWN_RMSNORM)
+    model, inputs = _load(source, "own")
+    torch.export.save(torch.export.export(model, inputs), tmp_path / "model.pt2")
+    monkeypatch.chdir(tmp_path)
+    assert main(["model.pt2", "--fix", "--unsafe-fixes"]) == 0, capsys.readouterr().out
+    text = source.read_text()
+    assert "F.rms_norm(x, self.weight.shape, self.weight, eps=torch.finfo(" in text
+    assert "self.norm = RMSNorm(16)\n" in text
+    fixed, _ = _load(source, "own_fixed")
+    again = torch.export.export(fixed, inputs)
+    assert not [f for f in lint_program(again).findings if f.severity is Severity.ERROR]

@@ -66,7 +66,7 @@ class RmsNormWithoutEps(Rule):
         eps too). Refused when the program itself shows that place holding another class
         as well. ``F.rms_norm`` is left to the source check."""
         modules = finding.extra.get("modules") or []
-        if len(modules) < 2 or not modules[-1][1].endswith("RMSNorm"):
+        if len(modules) < 2 or modules[-1][1] != "torch.nn.modules.normalization.RMSNorm":
             return None
         site = module_site(modules)
         if site is None:
