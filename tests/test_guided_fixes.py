@@ -46,6 +46,10 @@ EXPECTED = {
     ),
 }
 
+# The source rule sees these too (CML303: a parameter defaulting to nn.RMSNorm, since issue
+# 25); the program's finding points at the forward line, so the guided fix is what runs.
+SOURCE_SEES = {"rmsnorm_attribute"}
+
 
 def _program(path: Path, tag: str):
     spec = importlib.util.spec_from_file_location(f"{path.stem}_{tag}", path)
@@ -65,7 +69,8 @@ def guided(tmp_path, capsys, monkeypatch):
         original = MODELS / f"{name}.py"
         copy = tmp_path / f"{name}.py"
         shutil.copy(original, copy)
-        assert not [f for f in lint_source_file(copy) if f.code == EXPECTED[name][0]]
+        if name not in SOURCE_SEES:
+            assert not [f for f in lint_source_file(copy) if f.code == EXPECTED[name][0]]
         program = tmp_path / f"{name}.pt2"
         torch.export.save(_program(copy, "export")[2], program)
         monkeypatch.chdir(tmp_path)

@@ -46,7 +46,9 @@ def _fix_is_safe(rule: type[Rule]) -> str:
     ]
     if not edits:
         return "—"
-    return "yes" if all(e.safe for e in edits) else "no (`--unsafe-fixes`)"
+    if all(e.safe for e in edits):
+        return "yes"
+    return "no (`--unsafe-fixes`)" if not any(e.safe for e in edits) else "some (`--unsafe-fixes`)"
 
 
 def rule_tables() -> str:

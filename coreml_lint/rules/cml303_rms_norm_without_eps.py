@@ -31,8 +31,23 @@ from coreml_lint.rulekit.context import ProgramContext
 from coreml_lint.rulekit.examples import Invalid, Valid, case, nn, wrapped
 from coreml_lint.rulekit.rule import Rule
 from coreml_lint.source.context import SourceContext, has_star_args, keyword
-from coreml_lint.source.patterns import parameter_default, resolved_qualname
+from coreml_lint.source.patterns import (
+    enclosing_function,
+    is_rebound,
+    parameter_default,
+    resolved_qualname,
+)
 from coreml_lint.source.sites import constructor_calls, module_site, owner_stack, shown
+
+RMSNORM_BY_DEFAULT = """
+class Block(nn.Module):
+    def __init__(self, dim, norm_layer=nn.RMSNorm):
+        super().__init__()
+        self.norm = norm_layer(dim)
+
+
+block = Block(64)
+"""
 
 
 class RmsNormWithoutEps(Rule):
@@ -90,7 +105,10 @@ class RmsNormWithoutEps(Rule):
         )
 
     source_triggers = ("RMSNorm", "rms_norm")
-    source_pattern = "`nn.RMSNorm(d)` / `F.rms_norm(x, shape)` without `eps`"
+    source_pattern = (
+        "`nn.RMSNorm(d)` / `F.rms_norm(x, shape)` without `eps`; `norm_layer(d)` whose "
+        "parameter defaults to `nn.RMSNorm` (unsafe: other norm layers passed in get eps too)"
+    )
     source_fix = "`eps=torch.finfo(torch.float32).eps` (torch's fp32 default)"
     examples = (
         Invalid(
@@ -109,6 +127,16 @@ class RmsNormWithoutEps(Rule):
             "norms = nn.ModuleList([nn.RMSNorm(64, eps=torch.finfo(torch.float32).eps) "
             "for _ in range(4)])",
         ),
+        Invalid(
+            RMSNORM_BY_DEFAULT,
+            RMSNORM_BY_DEFAULT.replace(
+                "norm_layer(dim)", "norm_layer(dim, eps=torch.finfo(torch.float32).eps)"
+            ),
+        ),
+        Invalid(
+            RMSNORM_BY_DEFAULT + "other = Block(64, nn.LayerNorm)\n"
+        ),  # flagged, not fixed: eps would change the LayerNorm's
+        Valid(RMSNORM_BY_DEFAULT.replace("Block(64)", "Block(64, nn.LayerNorm)")),
         Valid("norm = nn.RMSNorm(64, eps=1e-6)"),
         Valid("Norm = nn.RMSNorm\nif big:\n    Norm = nn.LayerNorm\nnorm = Norm(64)"),
         Valid("y = F.rms_norm(x, (64,), eps=1e-5)"),
@@ -118,6 +146,10 @@ class RmsNormWithoutEps(Rule):
         for call in ctx.calls():
             name = resolved_qualname(ctx, call.func)
             if has_star_args(call):
+                continue
+            through = _rms_norm_parameter(ctx, call) if name is None else None
+            if through is not None:
+                yield from _parameter_finding(ctx, call, *through)
                 continue
             if name == "torch.nn.RMSNorm":
                 eps_position = 1
@@ -209,6 +241,73 @@ def _is_rms_norm(source: SourceContext, method: ast.AST, call: ast.Call) -> bool
         default = parameter_default(method, call.func.id)
         return resolved_qualname(source, default) == "torch.nn.RMSNorm"
     return False
+
+
+def _rms_norm_parameter(ctx: SourceContext, call: ast.Call) -> tuple[ast.AST, bool] | None:
+    """The function whose parameter ``call`` calls, when that parameter defaults to
+    nn.RMSNorm (``norm_layer=nn.RMSNorm``, as timm writes it), the function never rebinds
+    it, and some call of it in this file takes the default (or none is in this file); and
+    whether another call passes something else (then eps is not added: it would change
+    that layer's)."""
+    func = call.func
+    if not isinstance(func, ast.Name):
+        return None
+    function = enclosing_function(ctx, call)
+    if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return None
+    default = parameter_default(function, func.id)
+    if resolved_qualname(ctx, default) != "torch.nn.RMSNorm" or is_rebound(ctx, func.id, function):
+        return None
+    used, other = _parameter_uses(ctx, function, func.id)
+    return (function, other) if used else None
+
+
+def _parameter_uses(ctx: SourceContext, function: Any, parameter: str) -> tuple[bool, bool]:
+    """(whether a call of ``function`` in this file, or of its class for ``__init__``, takes
+    nn.RMSNorm for ``parameter``, by default or explicitly, or none is in this file;
+    whether one passes something else or may: ``*args``, a method's calls)."""
+    owner = ctx.parents.get(function)
+    if isinstance(owner, ast.ClassDef) and function.name == "__init__":
+        callee, skip = owner.name, 1
+    elif owner is ctx.tree:
+        callee, skip = function.name, 0
+    else:
+        return True, True  # a method: its calls cannot be told apart
+    positional = [a.arg for a in (*function.args.posonlyargs, *function.args.args)][skip:]
+    index = positional.index(parameter) if parameter in positional else None
+    calls = [c for c in ctx.calls() if isinstance(c.func, ast.Name) and c.func.id == callee]
+    used, other = not calls, False
+    for c in calls:
+        if has_star_args(c):
+            other = True
+            continue
+        given = keyword(c, parameter)
+        if given is None and index is not None and len(c.args) > index:
+            given = c.args[index]
+        if given is None or resolved_qualname(ctx, given) == "torch.nn.RMSNorm":
+            used = True
+        else:
+            other = True
+    return used, other
+
+
+def _parameter_finding(
+    ctx: SourceContext, call: ast.Call, function: ast.AST, other: bool
+) -> Iterator[Finding]:
+    eps = keyword(call, "eps") or (call.args[1] if len(call.args) > 1 else None)
+    if eps is not None and not (isinstance(eps, ast.Constant) and eps.value is None):
+        return
+    edit = None if other else _eps_edit(ctx, call, call.func.id, function)
+    yield ctx.finding(
+        call,
+        f"{call.func.id} is nn.RMSNorm by default and gets no eps: export drops eps=None and "
+        "coremltools needs it, so lowering fails with `got 3 input(s), expected [4]`",
+        fix="pass eps=torch.finfo(torch.float32).eps where nn.RMSNorm is passed or defaulted"
+        if other
+        else "pass eps=torch.finfo(torch.float32).eps (torch's own default for float32)",
+        edit=edit if isinstance(edit, SourceFix) else None,
+        partitioner=None,
+    )
 
 
 def _eps_edit(

@@ -101,6 +101,11 @@ def single_assignment(ctx: SourceContext, name: str, scope: ast.AST) -> ast.expr
     return values[0] if len(values) == 1 else None
 
 
+def is_rebound(ctx: SourceContext, name: str, scope: ast.AST) -> bool:
+    """Whether the scope binds ``name`` anywhere (assignment, loop, ``with``)."""
+    return name in _assignments(ctx, scope)
+
+
 def _assignments(ctx: SourceContext, scope: ast.AST) -> dict[str, list[ast.expr | None]]:
     """Every value each plain name is bound to in a scope (loops and ``with`` count as
     unknown bindings), computed once per scope."""
