@@ -178,6 +178,18 @@ CASES = {
         "norm",
         ["nn.RMSNorm(d)"],
     ),
+    "an append that may not run": (
+        """
+        class M(nn.Module):
+            def __init__(self, d, gated):
+                self.layers = nn.ModuleList()
+                if gated:
+                    self.layers.append(nn.Linear(d, d))
+                self.layers.append(nn.RMSNorm(d))
+        """,
+        "layers.0",
+        [],
+    ),
     "index past a list of unknown length": (
         """
         class M(nn.Module):

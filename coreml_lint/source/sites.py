@@ -209,18 +209,20 @@ def _indexed(appends: list[tuple[Function, ast.Call]], key: str) -> list[tuple[F
         return []
     index = int(key)
     for position, (method, call) in enumerate(appends):
-        if _in_loop(call, method):
+        if _inside(call, method, (ast.If, ast.Try, ast.Match)):
+            return []  # an append that may not run: the indices from here on are unknown
+        if _inside(call, method, (ast.For, ast.AsyncFor, ast.While)):
             return [(method, call.args[0])] if position == len(appends) - 1 else []
         if position == index:
             return [(method, call.args[0])]
     return []
 
 
-def _in_loop(node: ast.AST, scope: ast.AST) -> bool:
+def _inside(node: ast.AST, scope: ast.AST, kinds: tuple[type, ...]) -> bool:
+    """Whether ``node`` is inside a statement of one of ``kinds`` within ``scope``."""
     return any(
-        isinstance(loop, (ast.For, ast.AsyncFor, ast.While))
-        and any(child is node for child in ast.walk(loop))
-        for loop in ast.walk(scope)
+        isinstance(block, kinds) and any(child is node for child in ast.walk(block))
+        for block in ast.walk(scope)
     )
 
 
