@@ -41,7 +41,7 @@ from coreml_lint.program.graph import FLOAT_DTYPES, DType
 from coreml_lint.rulekit.context import ProgramContext, not_one_call
 from coreml_lint.rulekit.examples import Invalid, Valid, case, module, nn, returns, torch
 from coreml_lint.rulekit.rule import Rule
-from coreml_lint.source.context import SourceContext, keyword
+from coreml_lint.source.context import SourceContext, has_star_args, keyword
 from coreml_lint.source.patterns import enclosing_class, enclosing_function, is_bool, is_simple
 from coreml_lint.source.sites import module_site, owner_stack
 
@@ -172,8 +172,8 @@ class LikeDtypeIgnored(Rule):
         mask = calls[0][1]
         if isinstance(mask, ast.Call) and _callee(mask) in ("additive_mask", "masked_fill"):
             return f"{mask_name} is already made a float mask in the source: export again"
-        return _mask_edit(source, mask) or (
-            f"{mask_name}=`{ast.unparse(calls[0][1])}`: no place for a float mask"
+        return _mask_edit(source, mask, calls[0][0], mask_name) or (
+            f"{mask_name}=`{ast.unparse(mask)}`: no place for a float mask"
         )
 
     source_triggers = ("MultiheadAttention",)
@@ -182,6 +182,15 @@ class LikeDtypeIgnored(Rule):
     examples = (
         Invalid(MHA_BOOL_MASK, MHA_BOOL_MASK_FIXED),
         Invalid(MHA_CALL_MASK, MHA_CALL_MASK_FIXED),
+        Invalid(
+            MHA_CALL_MASK.replace(
+                "torch.ones(5, 5).triu(1).bool()", "torch.ones(5, 5).triu(1) > 0"
+            ),
+            MHA_CALL_MASK_FIXED.replace(
+                "additive_mask(torch.ones(5, 5).triu(1).bool())",
+                "additive_mask(torch.ones(5, 5).triu(1) > 0)",
+            ),
+        ),
         Valid(MHA_BOOL_MASK.replace("attn_mask=mask", "attn_mask=None")),
     )
 
@@ -209,7 +218,7 @@ class LikeDtypeIgnored(Rule):
                     "the zeros bool, and the Core ML mask ends up inverted",
                     fix="pass a float additive mask: torch.zeros(mask.shape).masked_fill(mask, "
                     "float('-inf'))",
-                    edit=_mask_edit(ctx, mask),
+                    edit=_mask_edit(ctx, mask, call, name),
                 )
 
     def transform(self, fix: SourceFix, node: Any, edits: Any) -> Any:
@@ -218,9 +227,11 @@ class LikeDtypeIgnored(Rule):
         from coreml_lint.rulekit.cst import code
 
         torch = edits.torch()
-        if fix.kind == "mask-helper":  # any call: the helper reads it once
+        if fix.kind in ("mask-helper", "mask-argument"):  # the helper reads the mask once
             edits.need_helper("additive_mask", ADDITIVE_MASK.replace("torch.", f"{torch}."))
-            return cst.Call(func=cst.Name("additive_mask"), args=[cst.Arg(node)])
+            if fix.kind == "mask-helper":
+                return cst.Call(func=cst.Name("additive_mask"), args=[cst.Arg(node)])
+            return _wrap_argument(node, fix.get("name"), fix.get("position"))
         mask = code(node)
         return cst.parse_expression(
             f'{torch}.zeros({mask}.shape, device={mask}.device).masked_fill({mask}, float("-inf"))'
@@ -238,6 +249,20 @@ class LikeDtypeIgnored(Rule):
         if op_base(node) in LIKE_OPS and "dtype" in node.kwargs:
             return "*_like with a dtype coremltools ignores"
         return None
+
+
+def _wrap_argument(call: Any, name: str, position: int | None) -> Any:
+    """``call`` with its ``name`` argument (by keyword, or at ``position``) passed through
+    ``additive_mask``."""
+    import libcst as cst
+
+    args = list(call.args)
+    for index, arg in enumerate(args):
+        keyword_name = arg.keyword.value if arg.keyword is not None else None
+        if keyword_name == name or (keyword_name is None and index == position):
+            wrapped_value = cst.Call(func=cst.Name("additive_mask"), args=[cst.Arg(arg.value)])
+            args[index] = arg.with_changes(value=wrapped_value)
+    return call.with_changes(args=args)
 
 
 def _mha_mask(stack_trace: str | None) -> str | None:
@@ -281,15 +306,22 @@ def _callee(call: ast.Call) -> str | None:
     return func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
 
 
-def _mask_edit(ctx: SourceContext, mask: ast.expr) -> SourceFix | None:
+def _mask_edit(ctx: SourceContext, mask: ast.expr, call: ast.Call, name: str) -> SourceFix | None:
     """The float additive mask in place of a bool one: written out around a name or an
-    attribute, through a small helper around a call (which must run once)."""
+    attribute, through a small helper around a call (which must run once), or, for any
+    other expression (``~pad``, ``self.causal[:T, :T]``), the helper around the argument
+    of the MultiheadAttention call."""
     description = "float additive mask built in the model"
     if is_simple(mask) and not isinstance(mask, ast.Constant):
         return ctx.edit_expression(mask, safe=True, description=description)
     if isinstance(mask, ast.Call):
         return ctx.edit(mask, "mask-helper", safe=True, description=description)
-    return None
+    if isinstance(mask, ast.Constant) or has_star_args(call):
+        return None
+    position = next((i for i, arg in enumerate(call.args) if arg is mask), None)
+    return ctx.edit(
+        call, "mask-argument", safe=True, description=description, name=name, position=position
+    )
 
 
 def _mha_attributes(ctx: SourceContext, cls: ast.ClassDef) -> set[str]:
