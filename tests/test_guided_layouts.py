@@ -1,7 +1,8 @@
 """Program-guided fixes reach the way model code is laid out (issue 25): modules built in
 comprehensions, generators, ``ModuleDict``s, helper methods and functions, ``add_module``,
 members of an ``nn.Sequential`` (positional, ``OrderedDict``, a subclass passing its layers
-to ``super().__init__``), and bool attention masks whose type only
+to ``super().__init__``), an ``F.gelu`` in a helper function the forward calls, and bool
+attention masks whose type only
 the program knows. Each layout is a model file in ``tests/fixtures/guided``: exported, its
 stock lowering really fails (a crash, or ``verify`` sees Core ML diverge from eager), fixed
 with ``coreml-lint its.pt2 --fix --unsafe-fixes`` in its folder, exported again: it lints
@@ -46,6 +47,7 @@ LAYOUTS = {
             "nn.Linear(dim, hidden), ExportableGELU(approximate=approximate), nn.Linear(",
             '("act", TanhGELU()),',
             "super().__init__(nn.Linear(dim, dim), TanhGELU())",
+            "def gelu_tanh(x):\n    return tanh_gelu(x)",
         ],
     ),
     "layout_mha_mask": (

@@ -44,7 +44,13 @@ from coreml_lint.rulekit.examples import (
 from coreml_lint.rulekit.rule import Rule
 from coreml_lint.source.context import SourceContext, has_star_args, keyword
 from coreml_lint.source.patterns import bound_constant
-from coreml_lint.source.sites import constructor_calls, module_site, owner_stack, shown
+from coreml_lint.source.sites import (
+    constructor_calls,
+    functions_called_at,
+    module_site,
+    owner_stack,
+    shown,
+)
 
 TANH_GELU_FUNCTION = """
 def tanh_gelu(x):
@@ -117,14 +123,15 @@ class TanhGelu(Rule):
         if finding.location is None:
             return None
         line = finding.location.line
-        calls = [
-            c
-            for c in source.calls()
-            if c.lineno == line
-            and source.qualname(c.func) == "torch.nn.functional.gelu"
-            and len(c.args) == 1
-            and not has_star_args(c)
-        ]
+        calls = [c for c in source.calls() if c.lineno == line and _functional_gelu(source, c)]
+        if not calls:  # made in a helper called there: its own F.gelu call, if only one
+            helpers = functions_called_at(source, line)
+            calls = [
+                c
+                for helper in helpers
+                for c in ast.walk(helper)
+                if isinstance(c, ast.Call) and _functional_gelu(source, c)
+            ]
         if len(calls) != 1:
             return not_one_call(line, len(calls), "F.gelu(x, approximate=...)")
         return _gelu_edit(source, calls[0], functional=True)
@@ -269,6 +276,14 @@ def _gelu_edit(source: SourceContext, call: ast.Call, functional: bool) -> Sourc
         safe=False,
         description=f"{description}; the approximation is still chosen by "
         f"`{ast.unparse(approximate) if approximate is not None else 'none'}`",
+    )
+
+
+def _functional_gelu(source: SourceContext, call: ast.Call) -> bool:
+    return (
+        source.qualname(call.func) == "torch.nn.functional.gelu"
+        and len(call.args) == 1
+        and not has_star_args(call)
     )
 
 

@@ -19,7 +19,7 @@ import re
 from collections.abc import Iterator
 
 from coreml_lint.source.context import SourceContext
-from coreml_lint.source.patterns import single_assignment
+from coreml_lint.source.patterns import enclosing_class, single_assignment
 
 CONTAINERS = frozenset(
     f"torch.nn.modules.container.{name}" for name in ("Sequential", "ModuleList", "ModuleDict")
@@ -402,12 +402,12 @@ def _entry(
     return []
 
 
-def _helper(source: SourceContext, cls: ast.ClassDef, call: ast.Call) -> Function | None:
+def _helper(source: SourceContext, cls: ast.ClassDef | None, call: ast.Call) -> Function | None:
     """The function a builder call runs: a method of ``cls`` called as ``self.<method>(...)``
     or a function defined at the top of this file (``make_mlp(dim)``)."""
     func = call.func
     if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
-        if func.value.id != "self":
+        if func.value.id != "self" or cls is None:
             return None
         methods = [m for c in _with_bases(source, cls.name) for m in _methods(c)]
         return next((m for m in methods if m.name == func.attr), None)
@@ -464,3 +464,18 @@ def shown(relative: str) -> str:
     """``self.n1[0]`` for ``"n1.0"``, ``self.heads["cls"]`` for ``"heads.cls"``."""
     attribute, *keys = relative.split(".")
     return f"self.{attribute}" + "".join(f"[{k}]" if k.isdigit() else f'["{k}"]' for k in keys)
+
+
+def functions_called_at(source: SourceContext, line: int) -> list[Function]:
+    """The functions of this file that calls on ``line`` run: a function defined at the top
+    of the file called by name, or a method of the enclosing class (or of a base class in
+    this file) called as ``self.<method>(...)``. A node's stack trace keeps the frames of
+    ``forward`` methods only, so an op made in such a helper points at this line."""
+    found: dict[int, Function] = {}
+    for call in source.calls():
+        if not (call.lineno <= line <= (call.end_lineno or call.lineno)):
+            continue
+        helper = _helper(source, enclosing_class(source, call), call)
+        if helper is not None:
+            found.setdefault(id(helper), helper)
+    return list(found.values())
