@@ -194,3 +194,39 @@ def test_a_model_s_own_rmsnorm_class_is_fixed_at_its_functional_call(tmp_path, c
     fixed, _ = _load(source, "own_fixed")
     again = torch.export.export(fixed, inputs)
     assert not [f for f in lint_program(again).findings if f.severity is Severity.ERROR]
+
+
+GELU_HELPER = """
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+
+def act(x):
+    return F.gelu(x, approximate="tanh")
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        return act(x)
+
+
+def example_inputs():
+    return (torch.randn(2, 8),)
+"""
+
+
+def test_when_program_and_source_disagree_nothing_is_fixed(tmp_path, capsys, monkeypatch):
+    """The source was edited after the export: the helper's GELU is exact now, the program's
+    is tanh. The fix is not placed, and the finding says why."""
+    source = tmp_path / "model.py"
+    source.write_text(GELU_HELPER)
+    model, inputs = _load(source, "disagree")
+    torch.export.save(torch.export.export(model, inputs), tmp_path / "model.pt2")
+    edited = GELU_HELPER.replace('approximate="tanh"', 'approximate="none"')
+    source.write_text(edited)
+    monkeypatch.chdir(tmp_path)
+    assert main(["model.pt2", "--fix", "--unsafe-fixes"]) == 1
+    assert source.read_text() == edited
+    out = capsys.readouterr().out
+    assert 'not fixed: the source says approximate="none" where the program has tanh' in out

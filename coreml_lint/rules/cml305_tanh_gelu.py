@@ -111,7 +111,8 @@ class TanhGelu(Rule):
 
     def program_fix(self, finding: Finding, source: SourceContext) -> SourceFix | str | None:
         """The program knows the GELU is tanh whatever expression chose it: the
-        ``F.gelu(x, approximate=<expr>)`` call at the finding's line, or the ``nn.GELU``
+        ``F.gelu(x, approximate=<expr>)`` call at the finding's line (or the one in a helper
+        called there: a stack trace keeps ``forward`` frames only), or the ``nn.GELU``
         that ``__init__`` assigns to the attribute the program's module stack names, gets
         a callee that writes the tanh branch out and keeps ``<expr>`` deciding (another
         configuration still gets what it asked for). The ``nn.GELU`` is found wherever the
@@ -132,8 +133,15 @@ class TanhGelu(Rule):
                 for c in ast.walk(helper)
                 if isinstance(c, ast.Call) and _functional_gelu(source, c)
             ]
+            if helpers and len(calls) != 1:
+                names = ", ".join(h.name for h in helpers)
+                return f"{names} called at line {line} holds {len(calls)} F.gelu calls, not one"
         if len(calls) != 1:
             return not_one_call(line, len(calls), "F.gelu(x, approximate=...)")
+        approximate = keyword(calls[0], "approximate")
+        said = bound_constant(source, approximate, calls[0]) if approximate else "none"
+        if said is not None and said != "tanh":
+            return f'the source says approximate="{said}" where the program has tanh: export again'
         return _gelu_edit(source, calls[0], functional=True)
 
     source_triggers = ("gelu", "GELU")
