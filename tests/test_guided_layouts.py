@@ -57,6 +57,7 @@ LAYOUTS = {
             "attn_mask=additive_mask(torch.triu(torch.ones(T, T), 1).bool())",
             "attn_mask=torch.zeros(mask.shape, device=mask.device).masked_fill(mask, ",
             "self.cross(z, x, x, None, False, additive_mask(self.causal[:T, :T]))[0]",
+            "attn_mask=additive_mask(self.square), need_weights=False)[0]",
         ],
     ),
 }

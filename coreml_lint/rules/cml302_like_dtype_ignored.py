@@ -42,7 +42,7 @@ from coreml_lint.rulekit.context import ProgramContext, not_one_call
 from coreml_lint.rulekit.examples import Invalid, Valid, case, module, nn, returns, torch
 from coreml_lint.rulekit.rule import Rule
 from coreml_lint.source.context import SourceContext, has_star_args, keyword
-from coreml_lint.source.patterns import enclosing_class, enclosing_function, is_bool, is_simple
+from coreml_lint.source.patterns import enclosing_class, enclosing_function, is_bool
 from coreml_lint.source.sites import module_site, owner_stack
 
 LIKE_OPS = {"zeros_like", "empty_like", "full_like"}
@@ -307,12 +307,12 @@ def _callee(call: ast.Call) -> str | None:
 
 
 def _mask_edit(ctx: SourceContext, mask: ast.expr, call: ast.Call, name: str) -> SourceFix | None:
-    """The float additive mask in place of a bool one: written out around a name or an
-    attribute, through a small helper around a call (which must run once), or, for any
-    other expression (``~pad``, ``self.causal[:T, :T]``), the helper around the argument
+    """The float additive mask in place of a bool one: written out around a name, through
+    a small helper around a call (which must run once), or, for any other expression
+    (``self.causal``, ``~pad``, ``self.causal[:T, :T]``), the helper around the argument
     of the MultiheadAttention call."""
     description = "float additive mask built in the model"
-    if is_simple(mask) and not isinstance(mask, ast.Constant):
+    if isinstance(mask, ast.Name):  # not an attribute: its first name starts where it does
         return ctx.edit_expression(mask, safe=True, description=description)
     if isinstance(mask, ast.Call):
         return ctx.edit(mask, "mask-helper", safe=True, description=description)
