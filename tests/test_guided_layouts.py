@@ -40,6 +40,11 @@ LAYOUTS = {
             'self.add_module(f"post{i}", nn.RMSNorm(dim, eps=torch.finfo(torch.float32).eps))',
         ],
     ),
+    "layout_norm_passed_down": (
+        "CML303",
+        ("lowering_crash", r"expected \[4\]"),
+        ["norm_layer=functools.partial(nn.RMSNorm, eps=torch.finfo(torch.float32).eps)):"],
+    ),
     "layout_sequential": (
         "CML305",
         ("diverge", None),

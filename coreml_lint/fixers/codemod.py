@@ -93,6 +93,8 @@ class ApplyFixes(VisitorBasedCodemodCommand):
         fix = self.fixes.get((start.line, start.column, kind))
         if fix is None or fix in self.applied:
             return updated
+        if fix.get("node", type(original).__name__) != type(original).__name__:
+            return updated  # `nn` starts where the fix's `nn.RMSNorm` does
         rule = rule_by_code(fix.rule)
         assert rule is not None
         self.applied.append(fix)

@@ -37,7 +37,13 @@ from coreml_lint.source.patterns import (
     parameter_default,
     resolved_qualname,
 )
-from coreml_lint.source.sites import constructor_calls, module_site, owner_stack, shown
+from coreml_lint.source.sites import (
+    chosen_by,
+    constructor_calls,
+    module_site,
+    owner_stack,
+    shown,
+)
 
 RMSNORM_BY_DEFAULT = """
 class Block(nn.Module):
@@ -67,7 +73,8 @@ class RmsNormWithoutEps(Rule):
                 fix="pass eps= to nn.RMSNorm / F.rms_norm (torch's default is "
                 "torch.finfo(dtype).eps)",
                 partitioner=ctx.with_skip("rms_norm.default"),
-                modules=(stack := owner_stack(node.modules())),
+                modules=(stack := owner_stack(chain := node.modules())),
+                chain=chain,
                 built_there=_built_there(ctx, stack),
             )
 
@@ -99,6 +106,9 @@ class RmsNormWithoutEps(Rule):
             return f"{len(norms)} calls in class {owner} may build `{shown(relative)}`"
         if not built:
             return f"no call in a class {owner} of this file builds `{shown(relative)}`"
+        upstream = _chosen_upstream(source, finding.extra.get("chain") or [], modules, built)
+        if upstream is not None:
+            return upstream
         return (
             f"`{shown(relative)} = {ast.unparse(built[0][1].func)}(...)`: the source does not "
             "show that it is always nn.RMSNorm"
@@ -176,10 +186,15 @@ class RmsNormWithoutEps(Rule):
             )
 
     def transform(self, fix: SourceFix, call: Any, edits: Any) -> Any:
-        from coreml_lint.rulekit.cst import kwarg, with_args
+        from coreml_lint.rulekit.cst import code, kwarg, with_args
 
         torch = edits.torch()
         value = f"{torch}.finfo({torch}.float32).eps"
+        if fix.kind == "expression":  # the place that chooses the class, not a call
+            import libcst as cst
+
+            edits.need_import("functools")
+            return cst.parse_expression(f"functools.partial({code(call)}, eps={value})")
         args = [a for a in call.args if not (a.keyword is not None and a.keyword.value == "eps")]
         if fix.get("replace") and len(args) == len(call.args):  # eps=None passed positionally
             position = fix.get("position", 1 if fix.callee == "RMSNorm" else 3)
@@ -229,6 +244,36 @@ def _built_there(ctx: ProgramContext, stack: list[tuple[str, str]]) -> list[str]
     class (one ``self.norm = norm_layer(dim)`` line may build several)."""
     site = module_site(stack)
     return sorted(ctx.module_sites.get(site, set())) if site is not None else []
+
+
+def _chosen_upstream(
+    source: SourceContext, chain: list, modules: list, built: list
+) -> SourceFix | str | None:
+    """``self.norm = norm_layer(dim)`` whose ``norm_layer`` the module that builds this one
+    passes down (its default is another class): the place that chose nn.RMSNorm, found by
+    following the program's module stack (``sites.chosen_by``), gets
+    ``functools.partial(nn.RMSNorm, eps=...)``: every norm layer built from that choice
+    gets eps, and no other choice changes."""
+    method, call = built[0]
+    if len(built) != 1 or not isinstance(call.func, ast.Name) or method.name != "__init__":
+        return None
+    owner = tuple(modules[0])
+    chain = [tuple(entry) for entry in chain]
+    if owner not in chain:
+        return None
+    origin = chosen_by(source, chain, chain.index(owner), method, call.func.id)
+    if resolved_qualname(source, origin) == "torch.nn.RMSNorm":
+        return source.edit_expression(
+            origin,
+            safe=False,
+            description="functools.partial(nn.RMSNorm, eps=torch.finfo(torch.float32).eps) "
+            "where the norm layer is chosen (a partial where a class was)",
+        )
+    if isinstance(origin, ast.Call) and resolved_qualname(source, origin.func) == (
+        "functools.partial"
+    ):
+        return f"`{ast.unparse(origin)}` chooses the norm layer: export again"
+    return None
 
 
 def _is_rms_norm(source: SourceContext, method: ast.AST, call: ast.Call) -> bool:

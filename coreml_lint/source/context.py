@@ -214,7 +214,9 @@ class SourceContext:
         self, node: ast.expr, *, safe: bool, description: str, **data: Any
     ) -> SourceFix:
         """A rewrite of a name or attribute expression (the codemod's ``leave_Name`` /
-        ``leave_Attribute``)."""
+        ``leave_Attribute``, told apart by ``node``: an attribute's first name starts where
+        it does)."""
+        data = {**data, "node": type(node).__name__}
         return self._edit_at(node, "expression", "<expr>", safe, description, data)
 
     def edit_string(

@@ -19,7 +19,12 @@ import re
 from collections.abc import Iterator
 
 from coreml_lint.source.context import SourceContext
-from coreml_lint.source.patterns import enclosing_class, single_assignment
+from coreml_lint.source.patterns import (
+    enclosing_class,
+    is_rebound,
+    parameter_default,
+    single_assignment,
+)
 
 CONTAINERS = frozenset(
     f"torch.nn.modules.container.{name}" for name in ("Sequential", "ModuleList", "ModuleDict")
@@ -479,3 +484,57 @@ def functions_called_at(source: SourceContext, line: int) -> list[Function]:
         if helper is not None:
             found.setdefault(id(helper), helper)
     return list(found.values())
+
+
+def chosen_by(
+    source: SourceContext,
+    chain: list[tuple[str, str]],
+    index: int,
+    function: Function,
+    parameter: str,
+) -> ast.expr | None:
+    """The expression that gives ``parameter`` of ``function``, the ``__init__`` of the
+    module at ``chain[index]`` (a node's whole module stack), its value in this program:
+    the argument the call that builds that module passes, followed up through the
+    builders' own ``__init__`` parameters (timm passes ``norm_layer`` down this way), or
+    the parameter's default where the call leaves it out. None when a step is not one
+    call or the value is rebound on the way."""
+    for _ in range(_DEPTH):
+        if is_rebound(source, parameter, function):
+            return None
+        if index == 0:
+            return parameter_default(function, parameter)
+        upper = owner_stack(chain[: index + 1])
+        site = module_site(upper)
+        builds = constructor_calls(source, *site) if site is not None else []
+        if len(builds) != 1:
+            return None
+        method, call = builds[0]
+        given = _argument(call, function, parameter)
+        if given is None:
+            return parameter_default(function, parameter)
+        if not (isinstance(given, ast.Name) and given.id in _parameters(method)):
+            return given
+        if method.name != "__init__" or upper[0] not in chain:
+            return None  # a helper's parameter: who calls it is not followed
+        function, parameter, index = method, given.id, chain.index(upper[0])
+    return None
+
+
+def _argument(call: ast.Call, function: Function, parameter: str) -> ast.expr | None:
+    """What ``call`` of a class whose ``__init__`` is ``function`` passes for ``parameter``."""
+    for kw in call.keywords:
+        if kw.arg == parameter:
+            return kw.value
+    positional = [a.arg for a in (*function.args.posonlyargs, *function.args.args)][1:]
+    if parameter not in positional:
+        return None
+    position = positional.index(parameter)
+    if any(isinstance(a, ast.Starred) for a in call.args[: position + 1]):
+        return None
+    return call.args[position] if position < len(call.args) else None
+
+
+def _parameters(function: Function) -> set[str]:
+    args = function.args
+    return {a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs)}
