@@ -1,13 +1,13 @@
 """Program-guided fixes reach the way model code is laid out (issue 25): modules built in
-comprehensions, generators, ``ModuleDict``s, helper methods and functions, ``add_module``,
-members of an ``nn.Sequential`` (positional, ``OrderedDict``, a subclass passing its layers
-to ``super().__init__``), an ``F.gelu`` in a helper function the forward calls, and bool
-attention masks whose type only
-the program knows. Each layout is a model file in ``tests/fixtures/guided``: exported, its
-stock lowering really fails (a crash, or ``verify`` sees Core ML diverge from eager), fixed
-with ``coreml-lint its.pt2 --fix --unsafe-fixes`` in its folder, exported again: it lints
-clean, computes what it computed, lowers with the stock partitioner, and ``verify``
-agrees."""
+comprehensions, generators, ``ModuleDict``s, helper methods and functions, ``add_module``;
+a norm layer a builder passes down (fixed where it is chosen); members of an
+``nn.Sequential`` (positional, ``OrderedDict``, a subclass passing its layers to
+``super().__init__``); an ``F.gelu`` in a helper function the forward calls; and bool
+attention masks whose type only the program knows. Each layout is a model file in
+``tests/fixtures/guided``: exported, its stock lowering really fails (a crash, or
+``verify`` sees Core ML diverge from eager), fixed with ``coreml-lint its.pt2 --fix
+--unsafe-fixes`` in its folder, exported again: it lints clean, computes what it computed,
+lowers with the stock partitioner, and ``verify`` agrees."""
 
 from __future__ import annotations
 
