@@ -155,7 +155,8 @@ class CheckRun:
                 elif state is not None:
                     finding.extra["not_fixed"] = state
         for finding in program_findings:
-            if self.diff or not _all_fixed(finding, fixed, at_line):
+            done = _all_fixed(finding, fixed, at_line)  # also when --diff: the reason
+            if self.diff or not done:
                 self.findings.append(finding)
 
     def _program_targets(
