@@ -120,6 +120,10 @@ class CheckRun:
             for report in reports:
                 self.reports.append((file, report))
                 found.extend(report.findings)
+                for failure in report.internal_errors:
+                    if self.verbose:
+                        click.echo(failure.traceback, err=True)
+                    self.errors.append(failure.describe(str(file)))
         return found
 
     def _fix_sources(self, sources: list[Path], program_findings: list[Finding]) -> None:
@@ -231,7 +235,7 @@ def fail(message: str) -> None:
     sys.exit(2)
 
 
-FORMATS = ("full", "concise", "json", "github", "sarif", "html")
+FORMATS = ("full", "concise", "json", "github", "sarif", "html", "model-explorer")
 
 
 def show_diffs(run: CheckRun) -> None:
@@ -264,6 +268,8 @@ def rendered(run: CheckRun, output_format: str, statistics: bool, show_placement
         return machine.render_sarif(findings, all_rules())
     if output_format == "html":
         return html_page(run)
+    if output_format == "model-explorer":
+        return model_explorer_overlay(run)
     parts = []
     if output_format == "concise":
         parts.append(text.render_concise(findings))
@@ -307,6 +313,21 @@ def html_page(run: CheckRun) -> str:
         run.errors.append("--output-format html shows programs: give a .pt2")
         return ""
     return render_html([HtmlProgram.from_report(r, source=str(f)) for f, r in run.reports])
+
+
+def model_explorer_overlay(run: CheckRun) -> str:
+    """Model Explorer's node-data overlay of one program (its format holds one graph)."""
+    from coreml_lint.reports.html import HtmlProgram
+    from coreml_lint.reports.model_explorer import render_model_explorer
+
+    if len(run.reports) != 1:
+        run.errors.append(
+            "--output-format model-explorer overlays one program: give exactly one .pt2 "
+            f"(got {len(run.reports)} linted methods)"
+        )
+        return ""
+    file, report = run.reports[0]
+    return render_model_explorer(HtmlProgram.from_report(report, source=str(file)))
 
 
 def program_json(run: CheckRun, root: Path) -> list[dict[str, Any]]:
