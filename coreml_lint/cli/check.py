@@ -267,6 +267,11 @@ def rendered(run: CheckRun, output_format: str, statistics: bool, show_placement
     parts = []
     if output_format == "concise":
         parts.append(text.render_concise(findings))
+        parts += [
+            text.render_checked_advice(str(file), report.advice)
+            for file, report in run.reports
+            if report.advice is not None and report.advice.checked is not None
+        ]
     else:
         if show_placement:
             parts += [report.placement.describe(str(file)) for file, report in run.reports]
@@ -375,6 +380,8 @@ def check_command(paths: tuple[str, ...], **options: Any) -> None:
     declare_versions(
         coremltools=options.pop("target_coremltools"), executorch=options.pop("target_executorch")
     )
+    if options["check_advice"]:
+        _refuse_silent_check(options)
     settings = settings_changes(options)
     try:
         config = build_config(
@@ -413,6 +420,22 @@ def check_command(paths: tuple[str, ...], **options: Any) -> None:
         click.echo(f"error: {message}", err=True)
     _version_note(run)
     sys.exit(run.exit_code(options["exit_non_zero_on_fix"]))
+
+
+def _refuse_silent_check(options: dict[str, Any]) -> None:
+    """``--check-advice`` pays for a lowering: refuse, before paying, an output that would
+    not show what it found."""
+    silent = (
+        "--statistics"
+        if options["statistics"]
+        else "--diff"
+        if options["diff"]
+        else options["output_format"]
+        if options["output_format"] in ("github", "sarif")
+        else None
+    )
+    if silent:
+        fail(f"--check-advice reports in the full, concise, json and html formats, not {silent}")
 
 
 def _version_note(run: CheckRun) -> None:

@@ -79,3 +79,12 @@ def render_advice(source: str, advice: Any) -> str:
     if advice.checked is not None:
         lines.append(f"    checked with the stock lowering: {advice.checked['outcome']}")
     return "\n".join(lines)
+
+
+def render_checked_advice(source: str, advice: Any) -> str:
+    """The concise form of checked advice: one line, so a run that paid for a lowering
+    (``--check-advice``) says what it learned in every text format."""
+    return (
+        f"{source}: advice {advice.code} would {advice.headline()}; checked with the stock "
+        f"lowering: {advice.checked['outcome']}"
+    )
