@@ -95,8 +95,7 @@ def test_ci_install_line_from_a_fresh_clone(tmp_path):
     assert done.returncode == 0, done.stdout + done.stderr
     env = {**os.environ, "PYTHONPATH": str(target)}
     (tmp_path / "model.py").write_text(MODEL)
-    code = "from coreml_lint.cli.main import main; main()"
-    lint = _run(sys.executable, "-c", code, "model.py", cwd=tmp_path, env=env)
+    lint = _run(sys.executable, "-m", "coreml_lint", "model.py", cwd=tmp_path, env=env)
     assert lint.returncode == 1 and "CML306" in lint.stdout, lint.stdout + lint.stderr
     imported = _run(
         sys.executable,
