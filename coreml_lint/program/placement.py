@@ -45,6 +45,14 @@ NOT_KEPT_WHOLE = frozenset(
         "repeat_interleave.self_Tensor",
     }
 )
+# Ops torch's default decomposition turns into one core op with the same leading arguments
+# (torch 2.13.0; tests/test_skip_entry_placement.py checks it with torch). When an ATen-spelled
+# skip entry stops the partitioner keeping one whole, the edge graph holds that core op, and
+# the partitioner decides on its name: ``layer_norm`` skipped this way is still delegated.
+DECOMPOSES_TO = {
+    "layer_norm.default": "native_layer_norm.default",
+    "group_norm.default": "native_group_norm.default",
+}
 # Renames ExecuTorch applies when it builds the edge graph.
 EDGE_RENAMES = {
     "_to_copy.default": "dim_order_ops._to_dim_order_copy.default",
@@ -63,6 +71,7 @@ class NodePlacement:
     kept_whole: bool = False
     decomposed: bool = False
     partition: int | None = None
+    decomposed_into: str | None = None  # the one core op torch made of it (DECOMPOSES_TO)
 
 
 @dataclass
@@ -209,6 +218,9 @@ def _predict(graph: Graph, settings: PartitionerSettings, table: OpTable) -> Pla
         edge = (
             node.target if node.namespace != "aten" else edge_name_of(aten_name, table, kept_whole)
         )
+        renamed = DECOMPOSES_TO.get(aten_name) if decomposed else None
+        if renamed is not None:  # one core op: the partitioner decides on it by its name
+            edge, decomposed = "aten." + renamed, False
         if decomposed:
             placements[node.name] = NodePlacement(
                 node,
@@ -230,7 +242,11 @@ def _predict(graph: Graph, settings: PartitionerSettings, table: OpTable) -> Pla
             where, reason = CPU, why
         else:
             where, reason = COREML, "supported by coremltools"
-        placements[node.name] = NodePlacement(node, where, reason, aten_name, edge, kept_whole)
+        if renamed is not None:
+            reason = f"decomposed by to_edge into {renamed.split('.')[0]}; {reason}"
+        placements[node.name] = NodePlacement(
+            node, where, reason, aten_name, edge, kept_whole, decomposed_into=renamed
+        )
 
     partitions = _partition(graph, placements)
     placement = Placement(graph, settings, placements, partitions, skip_matches)

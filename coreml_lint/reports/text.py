@@ -8,6 +8,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from coreml_lint.core.findings import Finding, partitioner_code
+from coreml_lint.engine.advice import not_enough_sentence
 
 
 def where(finding: Finding) -> str:
@@ -41,7 +42,10 @@ def render_full(findings: Iterable[Finding]) -> str:
         if f.fix:
             lines.append(f"  = fix: {f.fix}")
         if f.partitioner:
-            lines.append(f"  = or partitioner: {partitioner_code(f.partitioner)}")
+            unchecked = " (not checked)" if f.extra.get("partitioner_unchecked") else ""
+            lines.append(f"  = or partitioner: {partitioner_code(f.partitioner)}{unchecked}")
+        elif f.extra.get("partitioner_not_enough"):
+            lines.append(f"  = {not_enough_sentence(f.extra['partitioner_not_enough'])}")
         if f.node and f.lower_fixes:
             lines.append("  = or lower: `coreml-lint lower` answers it in the program")
         if f.extra.get("not_fixed"):

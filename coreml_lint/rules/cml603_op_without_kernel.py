@@ -80,6 +80,7 @@ class OpLeftWithoutKernel(Rule):
                 p.aten_name in table.core_aten
                 or p.aten_name in table.view
                 or node.namespace == "dim_order_ops"
+                or p.decomposed_into in table.core_aten
             )
             aten_form = p.aten_name.split(".")[0]
             if p.kept_whole and not core:
@@ -89,8 +90,10 @@ class OpLeftWithoutKernel(Rule):
                         f"{p.aten_name} was kept from decomposition for Core ML, then not "
                         f"delegated ({p.reason}): to_executorch fails with `RuntimeError: "
                         f"Missing out variants: {{'aten::{aten_form}'}}`",
-                        fix=f"skip it with the ATen spelling {p.aten_name.lower()!r} so torch "
-                        "decomposes it, or let Core ML run it",
+                        fix="let Core ML run it, or have torch decompose it with the ATen "
+                        f"spelling {p.aten_name.lower()!r} in the skip list (linted again "
+                        "below)",
+                        partitioner=ctx.with_skip(p.aten_name.lower()),
                     )
                     continue
             elif not core and not p.decomposed:

@@ -29,6 +29,7 @@ from typing import Any
 
 from coreml_lint.core.findings import Finding, Outcome, Severity, SourceFix
 from coreml_lint.program.optable import load_optable
+from coreml_lint.program.placement import COREML
 from coreml_lint.rulekit.context import ProgramContext
 from coreml_lint.rulekit.examples import F, Invalid, Valid, case, module, torch
 from coreml_lint.rulekit.rule import Rule
@@ -52,6 +53,11 @@ class SkipEntryIneffective(Rule):
             if matched["aten"]:
                 if any(placement.nodes[name].decomposed for name in matched["aten"]):
                     continue
+                first = placement.nodes[matched["aten"][0]]
+                if first.decomposed_into is not None:
+                    if first.where == COREML:
+                        yield self._renamed(ctx, entry, first.decomposed_into)
+                    continue
                 yield ctx.finding(
                     None,
                     f"skip entry {entry!r} only matches in the ATen graph, where {entry!r} is "
@@ -68,6 +74,19 @@ class SkipEntryIneffective(Rule):
                 fix=f"did you mean {suggestion!r}?" if suggestion else "remove the entry",
                 entry=entry,
             )
+
+    @staticmethod
+    def _renamed(ctx: ProgramContext, entry: str, into: str) -> Finding:
+        """An ATen-spelled entry for an op torch decomposes into one core op: the partitioner
+        then decides on that op's name, and delegates it unless the list names it too."""
+        return ctx.finding(
+            None,
+            f"skip entry {entry!r} makes torch decompose {entry.split('.')[0]} into "
+            f"{into.split('.')[0]}, which is still delegated to Core ML: nothing moves to "
+            "the CPU",
+            fix=f"add the edge spelling 'aten.{into}' to keep it on the CPU",
+            entry=entry,
+        )
 
     @staticmethod
     def _suggest(entry: str, names: dict[str, str]) -> str | None:
@@ -171,3 +190,24 @@ def judge_skip_entry(entry: str, table: Any) -> tuple[str, str, str | None] | No
 )
 def _():
     return module(lambda s, x: F.gelu(x) / 3), (torch.randn(2, 8),)
+
+
+@case(
+    "layernorm-aten-skip-still-delegated",
+    expect=set(),
+    settings={"skip": ["layer_norm.default"]},
+    warnings=frozenset({"CML605"}),
+    # The oracle's placement check sees native_layer_norm delegated: nothing on the CPU.
+)
+def _():
+    return module(lambda s, x: F.layer_norm(x, (8,)) * 2), (torch.randn(2, 8),)
+
+
+@case(
+    "layernorm-aten-and-edge-skip",
+    expect=set(),
+    settings={"skip": ["layer_norm.default", "aten.native_layer_norm.default"]},
+    # Both spellings: decomposed, then native_layer_norm kept on the CPU (its portable kernel).
+)
+def _():
+    return module(lambda s, x: F.layer_norm(x, (8,)) * 2), (torch.randn(2, 8),)
