@@ -101,8 +101,11 @@ def combined_advice(
     before = _errors(findings)
     candidates: list[dict[str, Any]] = []
     for finding in before:
-        if finding.partitioner and finding.partitioner not in candidates:
-            candidates.append(finding.partitioner)
+        # A change that does not hold alone may still help with others: the combination
+        # is linted again as a whole below.
+        own = finding.partitioner or finding.extra.get("partitioner_not_enough", {}).get("advice")
+        if own and own not in candidates:
+            candidates.append(own)
     if not candidates:
         return None
     settings, after = base, before
@@ -147,6 +150,7 @@ def check_finding_advice(
         if left or new:
             finding.extra["partitioner_not_enough"] = {
                 "partitioner": partitioner_code(finding.partitioner),
+                "advice": finding.partitioner,
                 "leaves_this": left,
                 "introduces": new,
             }
