@@ -140,9 +140,15 @@ class CheckRun:
         session = FixSession(self.config, unsafe=self.unsafe, write=not self.diff)
         fixed: set[int] = set()
         at_line: set[tuple[Path, str, int]] = set()
+        unsafe_at: set[tuple[Path, str, int]] = set()  # a source fix there needs --unsafe-fixes
         for (path, lines, guided), outcome in zip(jobs, session.fix_files(jobs), strict=True):
             if outcome.error:
                 self.errors.append(outcome.error)
+            unsafe_at.update(
+                (path.resolve(), f.code, f.location.line)
+                for f in outcome.findings
+                if f.edit is not None and not f.edit.safe and f.location is not None
+            )
             if outcome.result is not None:
                 self.fix_results.append(outcome.result)
                 resolved = path.resolve()
@@ -159,6 +165,8 @@ class CheckRun:
             done = id(finding) in fixed or (
                 loc is not None and (Path(loc.path).resolve(), finding.code, loc.line) in at_line
             )
+            if not done and not finding.extra.get("not_fixed"):
+                finding.extra["not_fixed"] = unfixed_reason(finding, unsafe_at, self.unsafe)
             if self.diff or not done:
                 self.findings.append(finding)
 
@@ -187,6 +195,26 @@ class CheckRun:
         if self.findings or (self.diff and changed) or (exit_non_zero_on_fix and changed):
             return 1
         return 0
+
+
+def unfixed_reason(finding: Finding, unsafe_at: set[tuple[Path, str, int]], unsafe: bool) -> str:
+    """Why a program finding that no fix placed is left (every one gets a reason)."""
+    from coreml_lint.rules import rule_by_code
+
+    loc = finding.location
+    if loc is None:
+        return "it points to no model source line"
+    if not loc.path.endswith(".py") or not Path(loc.path).is_file():
+        return f"its model source {loc.path} is not a Python file on disk"
+    if (Path(loc.path).resolve(), finding.code, loc.line) in unsafe_at and not unsafe:
+        return "the fix may change numerics: --unsafe-fixes"
+    rule = rule_by_code(finding.code)
+    if rule is None or rule.source_pattern is None:
+        return f"{finding.code} has no source fix: change the model as its fix says"
+    return (
+        f"the source at line {loc.line} is not the pattern {finding.code}'s source fix "
+        "rewrites: change it as the finding's fix says"
+    )
 
 
 def summary_lines(run: CheckRun) -> list[str]:

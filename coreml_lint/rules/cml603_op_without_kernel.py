@@ -23,8 +23,8 @@ Example
     ``CoreMLPartitioner(skip_ops_for_coreml_delegation=["aten.rms_norm.default"])``
 
 Fix
-    (b) spell a skip entry for a non-core op the ATen way (``"rms_norm.default"``) so it is
-    decomposed, or skip only ops with a portable kernel; (a) avoid the op.
+    (a) spell a skip entry for a non-core op the ATen way (``"rms_norm.default"``) so it is
+    decomposed, or skip only ops with a portable kernel; (b) avoid the op.
 """
 
 from __future__ import annotations
@@ -49,6 +49,7 @@ class OpLeftWithoutKernel(Rule):
     code = "CML603"
     name = "op-left-without-kernel"
     outcome = Outcome.CRASH
+    other_severities = (Severity.WARNING,)
     summary = "op kept whole then left on the CPU, or without a CPU kernel"
     # Found in source by CML605's check of skip entries, which owns the rewrite.
     source_pattern = (

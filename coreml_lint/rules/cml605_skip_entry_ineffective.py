@@ -16,7 +16,7 @@ Example
     ``CoreMLPartitioner(skip_ops_for_coreml_delegation=["aten.gelu.Default"])``
 
 Fix
-    (b) spell the entry the edge way, in lower case (``"aten.gelu.default"``), for ops with a
+    (a) spell the entry the edge way, in lower case (``"aten.gelu.default"``), for ops with a
     portable CPU kernel; for non-core ops you want decomposed, the ATen spelling
     (``"rms_norm.default"``).
 """
