@@ -14,8 +14,10 @@ The partitioner decides twice, by op *name* only (docs/background.md#skip-list-n
 A node is supported when coremltools has a converter for the sanitized name, the name is
 not in ``skip_ops_for_coreml_delegation`` (compared exactly, lower case), and executorch's
 refusal list does not override it. We reproduce all of it from the checked-in op table.
-A node whose ATen op torch decomposes is placed on Core ML (its pieces are, in practice);
-this is the one place where the prediction is an approximation.
+A node whose ATen op torch decomposes into one core op (``DECOMPOSES_TO``: ``layer_norm``
+into ``native_layer_norm``) is placed as that op, by its name; a node decomposed into several
+pieces is placed on Core ML (its pieces are, in practice): the one place where the prediction
+is an approximation.
 """
 
 from __future__ import annotations
