@@ -54,6 +54,19 @@ NOT_KEPT_WHOLE = frozenset(
 DECOMPOSES_TO = {
     "layer_norm.default": "native_layer_norm.default",
     "group_norm.default": "native_group_norm.default",
+    "softmax.int": "_softmax.default",
+    "log_softmax.int": "_log_softmax.default",
+    "conv1d.default": "convolution.default",
+    "conv2d.default": "convolution.default",
+    "conv_transpose2d.input": "convolution.default",
+    "relu6.default": "hardtanh.default",
+    "selu.default": "elu.default",
+    "square.default": "pow.Tensor_Scalar",
+    "clamp_min.default": "clamp.default",
+    "true_divide.Tensor": "div.Tensor",
+    "floor_divide.default": "div.Tensor_mode",
+    "sum.default": "sum.dim_IntList",
+    "adaptive_avg_pool2d.default": "_adaptive_avg_pool2d.default",
 }
 # Renames ExecuTorch applies when it builds the edge graph.
 EDGE_RENAMES = {
@@ -222,7 +235,7 @@ def _predict(graph: Graph, settings: PartitionerSettings, table: OpTable) -> Pla
         )
         renamed = DECOMPOSES_TO.get(aten_name) if decomposed else None
         if renamed is not None:  # one core op: the partitioner decides on it by its name
-            edge, decomposed = "aten." + renamed, False
+            edge, decomposed = edge_name_of(renamed, table, kept_whole=False), False
         if decomposed:
             placements[node.name] = NodePlacement(
                 node,

@@ -31,7 +31,7 @@ from coreml_lint.core.findings import Finding, Outcome, Severity, SourceFix
 from coreml_lint.program.optable import load_optable
 from coreml_lint.program.placement import COREML
 from coreml_lint.rulekit.context import ProgramContext
-from coreml_lint.rulekit.examples import F, Invalid, Valid, case, module, torch
+from coreml_lint.rulekit.examples import F, Invalid, Valid, case, module, nn, torch
 from coreml_lint.rulekit.rule import Rule
 from coreml_lint.source.context import SourceContext, keyword
 
@@ -211,3 +211,25 @@ def _():
 )
 def _():
     return module(lambda s, x: F.layer_norm(x, (8,)) * 2), (torch.randn(2, 8),)
+
+
+@case(
+    "softmax-aten-and-edge-skip",
+    expect=set(),
+    settings={"skip": ["softmax.int", "aten._softmax.default"]},
+    warnings=frozenset(),
+    # softmax decomposed into _softmax, which the edge entry keeps on the CPU.
+)
+def _():
+    return module(lambda s, x: torch.softmax(x, -1) * 2), (torch.randn(2, 8),)
+
+
+@case(
+    "conv-aten-skip-still-delegated",
+    expect=set(),
+    settings={"skip": ["conv2d.default"]},
+    warnings=frozenset({"CML605"}),
+    # conv2d decomposed into convolution, which Core ML still runs.
+)
+def _():
+    return nn.Sequential(nn.Conv2d(3, 4, 3)), (torch.randn(1, 3, 8, 8),)
