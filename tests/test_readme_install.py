@@ -52,6 +52,17 @@ def _fresh_clone(tmp_path: Path) -> tuple[Path, str]:
     return clone, sha
 
 
+def _export_tanh_gelu(path: Path) -> None:
+    """A program with a tanh GELU (CML305), for the ``.pt2`` hook."""
+    torch = pytest.importorskip("torch")
+
+    class Gelu(torch.nn.Module):
+        def forward(self, x):
+            return torch.nn.functional.gelu(x, approximate="tanh")
+
+    torch.export.save(torch.export.export(Gelu(), (torch.randn(2, 4),)), path)
+
+
 def test_readme_pins_no_tag_the_repository_lacks():
     tags = _run("git", "tag", cwd=ROOT).stdout.split()
     pins = re.findall(r"(?:rev: |@)(v\d+\.\d+\.\d+)", README.read_text(encoding="utf-8"))
@@ -68,14 +79,16 @@ def test_precommit_snippet_from_a_fresh_clone(tmp_path):
     for args in (("init", "-q"), ("config", "user.email", "u@x"), ("config", "user.name", "u")):
         _run("git", *args, cwd=project)
     (project / "model.py").write_text(MODEL)
+    _export_tanh_gelu(project / "program.pt2")
     (project / ".pre-commit-config.yaml").write_text(config)
-    _run("git", "add", "model.py", ".pre-commit-config.yaml", cwd=project)
+    _run("git", "add", "model.py", "program.pt2", ".pre-commit-config.yaml", cwd=project)
     env = {**os.environ, "PRE_COMMIT_HOME": str(tmp_path / "cache"), "PIP_NO_INPUT": "1"}
     pre_commit = str(Path(sys.executable).with_name("pre-commit"))
     result = _run(pre_commit, "run", "--all-files", cwd=project, env=env)
     out = result.stdout + result.stderr
     assert result.returncode == 1, out  # the model has findings
-    assert "CML306" in out and "CML301" in out, out
+    assert "CML306" in out and "CML301" in out, out  # the model-source hook
+    assert "program.pt2" in out and "CML305" in out, out  # the program hook, without torch
     assert "did not match" not in out
 
 
