@@ -24,7 +24,10 @@ Example
 
 Fix
     (a) spell a skip entry for a non-core op the ATen way (``"rms_norm.default"``) so it is
-    decomposed, or skip only ops with a portable kernel; (b) avoid the op.
+    decomposed, or skip only ops with a portable kernel; (b) avoid the op. The finding lints
+    the program again with the ATen spelling and prints it only when it holds: a decomposed
+    op can still be delegated and crash there (``"layer_norm.default"`` on a float16 model
+    below iOS17 leaves ``native_layer_norm`` in Core ML: CML304).
 """
 
 from __future__ import annotations

@@ -3,7 +3,8 @@
 What it does
     Flags an entry of ``skip_ops_for_coreml_delegation`` that matches no node, or that only
     matches in the ATen graph for an op torch does not decompose (so the op stays
-    delegated).
+    delegated), or decomposes into one core op Core ML still runs (``"layer_norm.default"``
+    makes ``native_layer_norm``, which is delegated).
 
 Why it breaks
     The partitioner compares entries exactly, in lower case, against two different names
@@ -18,7 +19,8 @@ Example
 Fix
     (a) spell the entry the edge way, in lower case (``"aten.gelu.default"``), for ops with a
     portable CPU kernel; for non-core ops you want decomposed, the ATen spelling
-    (``"rms_norm.default"``).
+    (``"rms_norm.default"``); to keep an op torch decomposes into one core op on the CPU,
+    add that op's edge spelling (``"aten.native_layer_norm.default"``).
 """
 
 from __future__ import annotations
