@@ -190,3 +190,16 @@ def test_lower_report_headlines_the_lowering(demo_program, tmp_path):
         assert f"<div class='n'>{number}</div><div class='l'>{label}</div>" in lowered, label
     assert "predicted crashes" not in lowered and "predicted crashes" in predicted
     assert "Core ML fuses" not in done.stdout
+
+
+@pytest.mark.oracle  # imports the lowering stack
+def test_check_advice_says_when_there_is_nothing_to_check(tmp_path):
+    class Clean(torch.nn.Module):
+        def forward(self, x):
+            return x * 2
+
+    program = tmp_path / "clean.pt2"
+    torch.export.save(torch.export.export(Clean(), (torch.randn(2, 4),)), program)
+    done = _run(str(program), "--check-advice", "--output-format", "concise")
+    assert done.returncode == 0, done.stderr
+    assert "no partitioner advice to check" in done.stderr

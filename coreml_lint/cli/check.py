@@ -486,3 +486,5 @@ def check_advice(run: CheckRun) -> None:
     for file, report in run.reports:
         if report.advice is not None:
             report.advice.checked = lower_with_stock_partitioner(file, report.advice.settings)
+        else:
+            click.echo(f"note: {file}: no partitioner advice to check (nothing lowered)", err=True)
