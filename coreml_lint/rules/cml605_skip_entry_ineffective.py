@@ -58,7 +58,7 @@ class SkipEntryIneffective(Rule):
                 first = placement.nodes[matched["aten"][0]]
                 if first.decomposed_into is not None:
                     if first.where == COREML:
-                        yield self._renamed(ctx, entry, first.decomposed_into)
+                        yield self._renamed(ctx, entry, first.decomposed_into, first.edge_name)
                     continue
                 yield ctx.finding(
                     None,
@@ -78,7 +78,7 @@ class SkipEntryIneffective(Rule):
             )
 
     @staticmethod
-    def _renamed(ctx: ProgramContext, entry: str, into: str) -> Finding:
+    def _renamed(ctx: ProgramContext, entry: str, into: str, edge_name: str) -> Finding:
         """An ATen-spelled entry for an op torch decomposes into one core op: the partitioner
         then decides on that op's name, and delegates it unless the list names it too."""
         return ctx.finding(
@@ -86,7 +86,7 @@ class SkipEntryIneffective(Rule):
             f"skip entry {entry!r} makes torch decompose {entry.split('.')[0]} into "
             f"{into.split('.')[0]}, which is still delegated to Core ML: nothing moves to "
             "the CPU",
-            fix=f"add the edge spelling 'aten.{into}' to keep it on the CPU",
+            fix=f"add the edge spelling {edge_name.lower()!r} to keep it on the CPU",
             entry=entry,
         )
 
