@@ -203,3 +203,20 @@ def test_check_advice_says_when_there_is_nothing_to_check(tmp_path):
     done = _run(str(program), "--check-advice", "--output-format", "concise")
     assert done.returncode == 0, done.stderr
     assert "no partitioner advice to check" in done.stderr
+
+
+@pytest.mark.oracle
+def test_tanh_gelu_rewrite_lowers_to_what_its_sentence_says():
+    """The rewrite's sentence says "tanh formula": the Core ML program holds a tanh op and no
+    gelu op (coremltools does not fuse torch's decomposition back)."""
+    from conftest import exported
+    from oracle import lower
+
+    from coreml_lint.rules.cml305_tanh_gelu import TanhGelu
+
+    ep, sentences = TanhGelu().rewrite(exported("gelu-tanh").run_decompositions({}))
+    lowered = lower(ep)
+    assert lowered.ok, lowered.message
+    ops = set(re.findall(r"= (\w+)\(", lowered.mil))
+    assert "tanh" in ops and "gelu" not in ops, ops
+    assert all("tanh formula" in s for s in sentences)
