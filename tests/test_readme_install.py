@@ -25,11 +25,7 @@ def forward(x):
     return F.max_pool2d(x, 2) + torch.full((1,), 3)
 """
 
-pytestmark = [
-    pytest.mark.skipif(shutil.which("git") is None, reason="needs git"),
-    # Both build an environment from the clone (pre-commit's venv, pip's build): slow tier.
-    pytest.mark.oracle,
-]
+pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
 
 
 def _run(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
@@ -69,6 +65,7 @@ def test_readme_pins_no_tag_the_repository_lacks():
     assert not set(pins) - set(tags), f"the README pins tags the repository has not: {pins}"
 
 
+@pytest.mark.oracle  # builds pre-commit's venv from the clone (network or pip cache): slow tier
 def test_precommit_snippet_from_a_fresh_clone(tmp_path):
     clone, sha = _fresh_clone(tmp_path)
     block = re.search(r"```yaml\n(.*?)```", _section("pre-commit"), re.S)
@@ -92,6 +89,7 @@ def test_precommit_snippet_from_a_fresh_clone(tmp_path):
     assert "did not match" not in out
 
 
+@pytest.mark.oracle  # builds the package from the clone: slow tier
 def test_ci_install_line_from_a_fresh_clone(tmp_path):
     clone, sha = _fresh_clone(tmp_path)
     line = re.search(r"- run: (pip install .*)", _section("CI auto-fix mode (GitHub Actions)"))
