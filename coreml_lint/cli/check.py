@@ -144,9 +144,15 @@ class CheckRun:
         session = FixSession(self.config, unsafe=self.unsafe, write=not self.diff)
         fixed: set[int] = set()
         at_line: set[tuple[Path, str, int]] = set()
+        unsafe_at: set[tuple[Path, str, int]] = set()  # a source fix there needs --unsafe-fixes
         for (path, lines, guided), outcome in zip(jobs, session.fix_files(jobs), strict=True):
             if outcome.error:
                 self.errors.append(outcome.error)
+            unsafe_at.update(
+                (path.resolve(), f.code, f.location.line)
+                for f in outcome.findings
+                if f.edit is not None and not f.edit.safe and f.location is not None
+            )
             if outcome.result is not None:
                 self.fix_results.append(outcome.result)
                 resolved = path.resolve()
@@ -163,6 +169,8 @@ class CheckRun:
             done = id(finding) in fixed or (
                 loc is not None and (Path(loc.path).resolve(), finding.code, loc.line) in at_line
             )
+            if not done and not finding.extra.get("not_fixed"):
+                finding.extra["not_fixed"] = unfixed_reason(finding, unsafe_at, self.unsafe)
             if self.diff or not done:
                 self.findings.append(finding)
 
@@ -191,6 +199,26 @@ class CheckRun:
         if self.findings or (self.diff and changed) or (exit_non_zero_on_fix and changed):
             return 1
         return 0
+
+
+def unfixed_reason(finding: Finding, unsafe_at: set[tuple[Path, str, int]], unsafe: bool) -> str:
+    """Why a program finding that no fix placed is left (every one gets a reason)."""
+    from coreml_lint.rules import rule_by_code
+
+    loc = finding.location
+    if loc is None:
+        return "it points to no model source line"
+    if not loc.path.endswith(".py") or not Path(loc.path).is_file():
+        return f"its model source {loc.path} is not a Python file on disk"
+    if (Path(loc.path).resolve(), finding.code, loc.line) in unsafe_at and not unsafe:
+        return "the fix may change numerics: --unsafe-fixes"
+    rule = rule_by_code(finding.code)
+    if rule is None or rule.source_pattern is None:
+        return f"{finding.code} has no source fix: change the model as its fix says"
+    return (
+        f"the source at line {loc.line} is not the pattern {finding.code}'s source fix "
+        "rewrites: change it as the finding's fix says"
+    )
 
 
 def summary_lines(run: CheckRun) -> list[str]:
@@ -273,6 +301,11 @@ def rendered(run: CheckRun, output_format: str, statistics: bool, show_placement
     parts = []
     if output_format == "concise":
         parts.append(text.render_concise(findings))
+        parts += [
+            text.render_checked_advice(str(file), report.advice)
+            for file, report in run.reports
+            if report.advice is not None and report.advice.checked is not None
+        ]
     else:
         if show_placement:
             parts += [report.placement.describe(str(file)) for file, report in run.reports]
@@ -396,6 +429,8 @@ def check_command(paths: tuple[str, ...], **options: Any) -> None:
     declare_versions(
         coremltools=options.pop("target_coremltools"), executorch=options.pop("target_executorch")
     )
+    if options["check_advice"]:
+        _refuse_silent_check(options)
     settings = settings_changes(options)
     try:
         config = build_config(
@@ -436,6 +471,22 @@ def check_command(paths: tuple[str, ...], **options: Any) -> None:
     sys.exit(run.exit_code(options["exit_non_zero_on_fix"]))
 
 
+def _refuse_silent_check(options: dict[str, Any]) -> None:
+    """``--check-advice`` pays for a lowering: refuse, before paying, an output that would
+    not show what it found."""
+    silent = (
+        "--statistics"
+        if options["statistics"]
+        else "--diff"
+        if options["diff"]
+        else options["output_format"]
+        if options["output_format"] in ("github", "sarif")
+        else None
+    )
+    if silent:
+        fail(f"--check-advice reports in the full, concise, json and html formats, not {silent}")
+
+
 def _version_note(run: CheckRun) -> None:
     """Say when the measured op behaviour is of other versions than the ones targeted."""
     from coreml_lint.program.behaviour import version_note
@@ -456,3 +507,5 @@ def check_advice(run: CheckRun) -> None:
     for file, report in run.reports:
         if report.advice is not None:
             report.advice.checked = lower_with_stock_partitioner(file, report.advice.settings)
+        else:
+            click.echo(f"note: {file}: no partitioner advice to check (nothing lowered)", err=True)

@@ -15,7 +15,7 @@ from coreml_lint.core.config import LintConfig
 from coreml_lint.core.findings import Finding, Severity
 from coreml_lint.core.noqa import file_is_exempt, is_suppressed, line_at
 from coreml_lint.core.settings import PartitionerSettings
-from coreml_lint.engine.advice import Advice, combined_advice
+from coreml_lint.engine.advice import Advice, check_finding_advice, combined_advice
 from coreml_lint.program.canonical import canonicalize
 from coreml_lint.program.graph import Graph
 from coreml_lint.program.placement import Placement, predict_placement
@@ -72,11 +72,15 @@ def lint_graph(
     report = ProgramReport(canonical, placement, findings, config, suppressed)
     report.internal_errors = failures
     if advise:
+        linted: dict[PartitionerSettings, list[Finding]] = {}
 
         def relint(settings: PartitionerSettings) -> list[Finding]:
-            again = replace(config, partitioner=settings)
-            return lint_graph(canonical, again, advise=False).findings
+            if settings not in linted:
+                again = replace(config, partitioner=settings)
+                linted[settings] = lint_graph(canonical, again, advise=False).findings
+            return linted[settings]
 
+        check_finding_advice(findings, config.partitioner, relint)
         report.advice = combined_advice(findings, config.partitioner, relint)
     return report
 

@@ -18,7 +18,7 @@ Example
 Fix
     (a) pass the frame as int32 or float32; (a+b) cast first and keep the cast on the CPU
     with ``skip_ops_for_coreml_delegation=["dim_order_ops._to_dim_order_copy.default"]``;
-    (c) a partitioner that refuses the nodes touching 8-bit tensors.
+    (b) a partitioner that refuses the nodes touching 8-bit tensors.
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ Example
     ``self.register_buffer("count", torch.zeros(1, 4))``; ``self.count.add_(1)``.
 
 Fix
-    (b) ``take_over_mutable_buffer=False`` (any target; costs a CPU copy per step and the
+    (a) ``take_over_mutable_buffer=False`` (any target; costs a CPU copy per step and the
     buffer's initial value is not serialized); (b) an iOS18 target when every reader of the
     buffer is in Core ML (then see CML202 and CML203).
 """

@@ -20,7 +20,7 @@ Example
 Fix
     (a) mask with a value float16 holds, e.g. ``-30000.0`` (what coremltools itself uses for
     bool masks; exp() of it is exactly 0 in float32 as well), or pass a bool mask to
-    ``scaled_dot_product_attention``; (c) ``coreml-lint lower`` rewrites the fill value to
+    ``scaled_dot_product_attention``; (b) ``coreml-lint lower`` rewrites the fill value to
     -30000 (checked: the eager outputs are equal).
 """
 
