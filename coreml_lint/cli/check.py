@@ -83,6 +83,7 @@ class CheckRun:
     roots: list[Path] = field(default_factory=list)  # where fixes may write
     export: bool = False  # --export: lint the declared programs too (cli/export.py)
     export_summary: str | None = None
+    exported_programs: int = 0
 
     @property
     def fixing(self) -> bool:
@@ -208,9 +209,10 @@ def summary_lines(run: CheckRun) -> list[str]:
         lines.append(f"Fixed {fixed} finding(s) in {len(run.fix_results)} file(s).")
     if run.findings:
         errors = sum(1 for f in run.findings if f.severity is Severity.ERROR)
-        line = (
-            f"Found {len(run.findings)} finding(s) ({errors} error(s)) in {len(run.files)} file(s)"
-        )
+        where = f"{len(run.files)} file(s)"
+        if run.export:
+            where += f" and {run.exported_programs} exported program(s)"
+        line = f"Found {len(run.findings)} finding(s) ({errors} error(s)) in {where}"
         safe = sum(1 for f in run.findings if f.edit is not None and f.edit.safe)
         unsafe = sum(1 for f in run.findings if f.edit is not None and not f.edit.safe)
         if not run.fixing and (safe or unsafe):

@@ -39,6 +39,7 @@ def export_programs(run: Any, paths: tuple[str, ...]) -> list[Finding]:
         return []
     run.reports.extend((Path(label), report) for label, report in done.reports)
     run.export_summary = _summary(done)
+    run.exported_programs = len(done.reports)
     return done.findings
 
 

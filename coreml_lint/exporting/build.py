@@ -8,12 +8,15 @@ exception: it becomes one CML002 finding.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import importlib.util
 import io
+import logging
 import sys
 import traceback
 import warnings
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -46,6 +49,18 @@ class Exported:
     grad: dict[str, bool]
 
 
+def imported_project_files(root: Path) -> set[str]:
+    """The project's own Python files loaded in this process: building a program may read
+    constants or helpers from files no node's stack trace names, and a change there must
+    export it again too."""
+    found = set()
+    for module in list(sys.modules.values()):
+        path = getattr(module, "__file__", None)
+        if isinstance(path, str) and is_project_file(path, root):
+            found.add(str(Path(path).resolve()))
+    return found
+
+
 def require_torch() -> Any:
     try:
         import torch
@@ -64,8 +79,7 @@ def export_declared(decl: ProgramDecl) -> tuple[list[Exported], Failure | None]:
     done = []
     for name, (module, args, dynamic) in built.items():
         try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
+            with _quiet():
                 program = torch.export.export(module, args, dynamic_shapes=dynamic)
             buffer = io.BytesIO()
             torch.export.save(program, buffer)
@@ -73,6 +87,22 @@ def export_declared(decl: ProgramDecl) -> tuple[list[Exported], Failure | None]:
             return done, _failure(name, "torch.export", exc, decl.root)
         done.append(Exported(name, buffer.getvalue(), _leaf_grad(program, torch)))
     return done, None
+
+
+@contextlib.contextmanager
+def _quiet() -> Iterator[None]:
+    """torch.export logs warnings and graph dumps on stderr on its way to an error; the
+    error is the finding, the rest is noise in a hook's output (it prints the graph to
+    sys.stderr itself)."""
+    logger = logging.getLogger("torch")
+    level = logger.level
+    logger.setLevel(logging.CRITICAL)
+    try:
+        with warnings.catch_warnings(), contextlib.redirect_stderr(io.StringIO()):
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        logger.setLevel(level)
 
 
 def _build(decl: ProgramDecl, torch: Any) -> dict[str, tuple[Any, tuple[Any, ...], Any]]:
@@ -161,6 +191,8 @@ def _failure(program: str, stage: str, exc: BaseException, root: Path) -> Failur
 
 def is_project_file(path: str, root: Path) -> bool:
     """A file of the project itself, not of an installed package or a virtualenv."""
+    if not Path(path).is_absolute() or not Path(path).is_file():
+        return False  # "<string>", or a name relative to a folder we do not know
     try:
         relative = Path(path).resolve().relative_to(root.resolve())
     except (ValueError, OSError):

@@ -17,9 +17,15 @@ from pathlib import Path
 
 from coreml_lint.core.config import LintConfig
 from coreml_lint.core.findings import Finding, Location
+from coreml_lint.core.noqa import file_is_exempt, is_suppressed, line_at
 from coreml_lint.core.programs import ProgramDecl
 from coreml_lint.engine.program import ProgramReport, lint_graph
-from coreml_lint.exporting.build import Failure, export_declared, is_project_file
+from coreml_lint.exporting.build import (
+    Failure,
+    export_declared,
+    imported_project_files,
+    is_project_file,
+)
 from coreml_lint.exporting.cache import CachedProgram, Entry, ExportCache, content_key
 from coreml_lint.program.graph import Graph
 from coreml_lint.program.pt2 import read_pt2_stream
@@ -78,7 +84,7 @@ def _cached_blobs(cache: ExportCache, entry: Entry) -> dict[str, bytes] | None:
 def _export(decl: ProgramDecl, cache: ExportCache) -> tuple[Entry, dict[str, bytes]]:
     """Export the declaration now and record it, keyed by the sources it went through."""
     exported, failure = export_declared(decl)
-    sources = {str(decl.path)}
+    sources = {str(decl.path), *imported_project_files(decl.root)}
     programs, blobs = [], {}
     for item in exported:
         graph = _graph(item.archive, item.name)
@@ -131,7 +137,19 @@ def _lint(
             run.reports.append((label, report))
             run.findings.extend(report.findings)
     if entry.failure is not None and config.is_selected("CML002", str(decl.path)):
-        run.findings.append(_failure_finding(decl, Failure(**entry.failure)))
+        finding = _failure_finding(decl, Failure(**entry.failure))
+        if not _suppressed(finding):
+            run.findings.append(finding)
+
+
+def _suppressed(finding: Finding) -> bool:
+    """A ``# noqa`` on the model line (or file) of an export failure, as for any finding."""
+    loc = finding.location
+    try:
+        lines = Path(loc.path).read_text(encoding="utf-8", errors="replace").splitlines()
+    except (OSError, AttributeError):
+        return False
+    return file_is_exempt(lines) or is_suppressed(finding.code, line_at(lines, loc.line))
 
 
 def _failure_finding(decl: ProgramDecl, failure: Failure) -> Finding:
