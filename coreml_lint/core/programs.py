@@ -70,8 +70,9 @@ class ProgramDecl:
         return self.spelling if self.kind == "programs" else (self.name or self.attr)
 
     def identity(self) -> str:
-        """Everything declared, as one stable string (part of the cache key)."""
-        return repr((self.kind, self.spelling, self.inputs, self.dynamic_shapes, self.ios))
+        """What the export depends on, as one stable string (part of the cache key); not
+        ``ios``, which changes the lint of the program and not the program."""
+        return repr((self.kind, self.spelling, self.inputs, self.dynamic_shapes, self.name))
 
 
 def declared_programs(table: dict[str, Any], label: str, root: Path) -> tuple[ProgramDecl, ...]:
