@@ -20,7 +20,8 @@ On model source
     ``self.cache[:, pos] = k``, ``self.count += 1``, ``add_``/``fill_``/``zero_``/
     ``masked_fill_``/``index_put_``/... (see ``coreml_lint/source/buffers.py``). A buffer
     only ``copy_``'d into is not state, and writes under ``if self.training:`` do not run
-    in an exported model: neither is flagged.
+    in an exported model: neither is flagged (a ``copy_`` after ``forward`` read the
+    buffer is: it is state).
 
 Fix
     (b) ``take_over_mutable_buffer=False`` (any target; costs a CPU copy per step and the
@@ -116,6 +117,16 @@ class StateBelowIOS18(Rule):
             "    def forward(self, x):\n"
             "        self.k.copy_(x)\n"
             "        return self.k * 2\n"
+        ),
+        Invalid(
+            "class Stream(nn.Module):\n"
+            "    def __init__(self):\n"
+            "        super().__init__()\n"
+            '        self.register_buffer("tail", torch.zeros(1, 4, 2))\n'
+            "    def forward(self, x):\n"
+            "        y = torch.cat([self.tail, x], dim=-1)\n"
+            "        self.tail.copy_(y[..., -2:])\n"
+            "        return y\n"
         ),
         Valid(
             "class Stats(nn.Module):\n"

@@ -8,8 +8,10 @@ class (``self.register_buffer("cache", ...)``), written through ``self.cache`` i
 by an in-place method, an indexed assignment or an augmented assignment. Left out, so
 that nothing is reported that export would not do:
 
-- ``copy_``: a buffer that is only copied into is written back by ExecuTorch, not made
-  state (torch's ``_remove_unnecessary_copy_op_pass``; measured);
+- ``copy_`` into a buffer that the same method has not read before: a buffer only copied
+  into is written back by ExecuTorch, not made state (torch's
+  ``_remove_unnecessary_copy_op_pass``). Read first and then copied into (a streaming
+  conv's ``tail``) it is state (both measured);
 - writes under a test of ``self.training`` or a tracing/scripting check: an exported
   (eval) model does not run them (BatchNorm's running statistics).
 """
@@ -67,8 +69,9 @@ def _class_writes(ctx: SourceContext, cls: ast.ClassDef) -> Iterator[BufferWrite
     if not buffers:
         return
     for method in _reached_from_forward(cls):
-        for node in _walk_exported(method):
-            write = _write(node, buffers)
+        nodes = list(_walk_exported(method))
+        for node in nodes:
+            write = _write(node, buffers) or _copy_after_read(node, buffers, nodes)
             if write is not None:
                 yield write
 
@@ -145,6 +148,36 @@ def _write(node: ast.AST, buffers: set[str]) -> BufferWrite | None:
         if name in buffers:
             return BufferWrite(name or "", node, f"{_OPERATORS.get(type(node.op), 'op')}=")
     return None
+
+
+def _copy_after_read(node: ast.AST, buffers: set[str], nodes: list[ast.AST]) -> BufferWrite | None:
+    """``self.buf.copy_(v)`` after a read of ``self.buf`` earlier in the same method."""
+    if not (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == "copy_"
+    ):
+        return None
+    receiver = node.func.value
+    name = _self_attribute(receiver)
+    if name not in buffers:
+        return None
+    at = (node.lineno, node.col_offset)
+    # self.buf.shape / .device / .size() read no values; self.buf.resize_() writes
+    metadata = {
+        id(n.value)
+        for n in nodes
+        if isinstance(n, ast.Attribute)
+        and (n.attr in ("shape", "dtype", "device", "ndim", "size") or n.attr.endswith("_"))
+    }
+    read_before = any(
+        other is not receiver
+        and id(other) not in metadata
+        and _self_attribute(other) == name
+        and (other.lineno, other.col_offset) < at
+        for other in nodes
+    )
+    return BufferWrite(name or "", node, "copy_ after reading it") if read_before else None
 
 
 _OPERATORS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/"}
