@@ -121,3 +121,35 @@ def test_the_export_hook_and_the_gitignore_entry_exist():
     block = hooks[hooks.index("- id: coreml-lint-export") :]
     assert "entry: coreml-lint check --export" in block and "types: [python]" in block
     assert ".coreml-lint-cache/" in (REPO / ".gitignore").read_text().splitlines()
+
+
+def test_a_folder_walk_skips_the_export_cache(tmp_path):
+    from coreml_lint.cli.check import collect_paths
+
+    (tmp_path / ".coreml-lint-cache" / "export").mkdir(parents=True)
+    (tmp_path / ".coreml-lint-cache" / "export" / "a.pt2").write_bytes(b"")
+    (tmp_path / "m.py").write_text("import torch\n")
+    files, _ = collect_paths((str(tmp_path),))
+    assert files == [tmp_path / "m.py"]
+
+
+def test_a_source_finding_and_a_program_finding_on_one_line_are_one(tmp_path):
+    from coreml_lint.cli.export import merged
+    from coreml_lint.core.findings import Finding, Location, Outcome, Severity, SourceFix
+
+    def finding(code: str, line: int, edit: SourceFix | None = None) -> Finding:
+        where = Location(str(tmp_path / "m.py"), line)
+        return Finding(
+            code, "n", Severity.ERROR, Outcome.CRASH, "m", "f", location=where, edit=edit
+        )
+
+    edit = SourceFix("CML303", "add-eps", 3, 0, "RMSNorm", True, "eps")
+    source = [finding("CML303", 3, edit), finding("CML201", 5)]
+    program = [finding("CML303", 3), finding("CML201", 9)]
+    kept = merged(source, program)
+    assert [(f.code, f.location.line) for f in kept] == [
+        ("CML201", 5),
+        ("CML303", 3),
+        ("CML201", 9),
+    ]
+    assert kept[1] is program[0] and kept[1].edit is edit

@@ -107,6 +107,8 @@ def test_a_changed_source_exports_again_and_an_unrelated_file_is_a_no_op(project
     sizes.write_text("DIM = 8  # same value, new bytes\n")
     touched = run_exports(config, [sizes])
     assert touched.exported == ["models/decoder.py:make_programs"]
+    # the first export's archive is gone: the cache keeps the programs it names
+    assert len(list((project / ".coreml-lint-cache" / "export").glob("*.pt2"))) == 1
 
 
 def test_the_ios_of_a_program_table_is_the_one_linted(project):

@@ -40,6 +40,7 @@ EXCLUDED_DIRS = {
     ".mypy_cache",
     ".ruff_cache",
     ".pytest_cache",
+    ".coreml-lint-cache",  # --export's saved programs (coreml_lint/exporting/cache.py)
 }
 
 

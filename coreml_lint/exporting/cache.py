@@ -130,3 +130,15 @@ class ExportCache:
         index["format"] = FORMAT
         index.setdefault("entries", {})[self.slot(decl)] = entry.to_json()
         write_atomically(self.index_path, json.dumps(index, indent=1), keep_mode=False)
+        self._drop_unreferenced(index)
+
+    def _drop_unreferenced(self, index: dict[str, Any]) -> None:
+        """Archives no entry names any more (an older export of a changed model)."""
+        named = {
+            program.get("file")
+            for entry in index.get("entries", {}).values()
+            for program in entry.get("programs", [])
+        }
+        for archive in self.folder.glob("*.pt2"):
+            if archive.name not in named:
+                archive.unlink(missing_ok=True)
