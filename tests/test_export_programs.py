@@ -107,7 +107,10 @@ def test_a_changed_source_exports_again_and_an_unrelated_file_is_a_no_op(project
     sizes.write_text("DIM = 8  # same value, new bytes\n")
     touched = run_exports(config, [sizes])
     assert touched.exported == ["models/decoder.py:make_programs"]
-    # the first export's archive is gone: the cache keeps the programs it names
+    # a moved line is another program (its stack traces differ); the older archive goes
+    model = project / "models" / "decoder.py"
+    model.write_text("# moved down a line\n" + model.read_text())
+    assert run_exports(config, [model]).exported == ["models/decoder.py:make_programs"]
     assert len(list((project / ".coreml-lint-cache" / "export").glob("*.pt2"))) == 1
 
 
