@@ -153,3 +153,11 @@ def test_a_source_finding_and_a_program_finding_on_one_line_are_one(tmp_path):
         ("CML201", 9),
     ]
     assert kept[1] is program[0] and kept[1].edit is edit
+
+
+def test_a_declared_file_that_does_not_exist_is_a_usage_error(tmp_path):
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.coreml-lint]\nprograms = ["models/gone.py:make_programs"]\n'
+    )
+    done = _cli(tmp_path, "--export")
+    assert done.returncode == 2 and "models/gone.py:make_programs: no such file" in done.stderr

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from coreml_lint.core.config import LintConfig
+from coreml_lint.core.errors import InputError
 from coreml_lint.core.findings import Finding, Location
 from coreml_lint.core.noqa import file_is_exempt, is_suppressed, line_at
 from coreml_lint.core.programs import ProgramDecl
@@ -51,6 +52,8 @@ def run_exports(config: LintConfig, changed: list[Path] | None = None) -> Export
     touched = {p.resolve() for p in changed} if changed is not None else None
     caches: dict[Path, ExportCache] = {}
     for decl in config.programs:
+        if not decl.path.is_file():
+            raise InputError(f"{decl.spelling}: no such file (declared in [tool.coreml-lint])")
         cache = caches.setdefault(decl.root, ExportCache(decl.root))
         entry = cache.entry(decl)
         if touched is not None and entry is not None and not touched & _paths(entry):
