@@ -104,6 +104,8 @@ def test_export_without_torch_names_the_extra_to_install(tmp_path):
     (tmp_path / "pyproject.toml").write_text(
         '[tool.coreml-lint]\nprograms = ["models/export.py:make_programs"]\n'
     )
+    (tmp_path / "models").mkdir()
+    (tmp_path / "models" / "export.py").write_text("import torch\n")
     # sys.modules["torch"] = None makes `import torch` raise ImportError, as in a light venv.
     done = _cli(tmp_path, "--export", prelude="import sys; sys.modules['torch'] = None")
     assert done.returncode == 2, done.stderr
