@@ -152,3 +152,13 @@ def test_an_export_failure_is_one_finding_at_the_model_line(project):
         model.read_text().replace("if x.sum() > 0:", "if x.sum() > 0:  # noqa: CML002")
     )
     assert run_exports(config).findings == []
+
+
+def test_programs_are_exported_for_inference(project):
+    """Exported with grad, the decoder's cache would get CML204 for how --export exported
+    it; the factory here builds the model outside torch.no_grad() on purpose."""
+    decoder = project / "models" / "decoder.py"
+    decoder.write_text(decoder.read_text().replace("with torch.no_grad():", "if True:"))
+    done = run_exports(load_config(project / "pyproject.toml"))
+    codes = {f.code for f in done.findings}
+    assert "CML201" in codes and "CML204" not in codes

@@ -1,6 +1,11 @@
 """Build a declared program and export it with ``torch.export`` (imports torch and the
 project's model code: only called when the cache cannot answer).
 
+Programs are exported under ``torch.no_grad()``, as an export for inference is: exported
+with grad, parameters and buffers keep ``requires_grad``, and the program would get CML204
+for how ``--export`` exported it rather than for the model (a ``.pt2`` the project exports
+itself is linted as it was exported).
+
 Every failure, from importing the declaring file to ``torch.export.export`` itself, comes
 back as data (the stage, torch's message, the project line it came through), never as an
 exception: it becomes one CML002 finding.
@@ -79,7 +84,7 @@ def export_declared(decl: ProgramDecl) -> tuple[list[Exported], Failure | None]:
     done = []
     for name, (module, args, dynamic) in built.items():
         try:
-            with _quiet():
+            with _quiet(), torch.no_grad():
                 program = torch.export.export(module, args, dynamic_shapes=dynamic)
             buffer = io.BytesIO()
             torch.export.save(program, buffer)
