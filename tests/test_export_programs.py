@@ -162,3 +162,13 @@ def test_programs_are_exported_for_inference(project):
     done = run_exports(load_config(project / "pyproject.toml"))
     codes = {f.code for f in done.findings}
     assert "CML201" in codes and "CML204" not in codes
+
+
+def test_per_file_ignores_apply_to_the_model_file_a_program_finding_points_to(project):
+    pyproject = project / "pyproject.toml"
+    pyproject.write_text(
+        pyproject.read_text()
+        + '\n[tool.coreml-lint.per-file-ignores]\n"models/decoder.py" = ["CML2"]\n'
+    )
+    done = run_exports(load_config(pyproject))
+    assert done.findings == [] and done.reports

@@ -137,12 +137,26 @@ def _lint(
                 if info is not None:
                     info.requires_grad = requires_grad
             report = lint_graph(graph, config)
+            report.findings = [f for f in report.findings if _selected(f, config, decl.root)]
             run.reports.append((label, report))
             run.findings.extend(report.findings)
-    if entry.failure is not None and config.is_selected("CML002", str(decl.path)):
+    if entry.failure is not None:
         finding = _failure_finding(decl, Failure(**entry.failure))
-        if not _suppressed(finding):
+        if _selected(finding, config, decl.root) and not _suppressed(finding):
             run.findings.append(finding)
+
+
+def _selected(finding: Finding, config: LintConfig, root: Path) -> bool:
+    """``per-file-ignores`` by the model file a finding points to, as the project spells
+    it (relative to the pyproject.toml), the way the same file's source findings are."""
+    loc = finding.location
+    if loc is None:
+        return True
+    try:
+        path = Path(loc.path).resolve().relative_to(root.resolve()).as_posix()
+    except (ValueError, OSError):
+        path = loc.path
+    return config.is_selected(finding.code, path)
 
 
 def _suppressed(finding: Finding) -> bool:
