@@ -172,3 +172,25 @@ def test_per_file_ignores_apply_to_the_model_file_a_program_finding_points_to(pr
     )
     done = run_exports(load_config(pyproject))
     assert done.findings == [] and done.reports
+
+
+def test_a_factory_may_export_itself_and_a_table_may_declare_dynamic_shapes(project):
+    (project / "models" / "mine.py").write_text(
+        "import torch\n\n"
+        "class Net(torch.nn.Module):\n"
+        "    def __init__(self):\n        super().__init__()\n"
+        "        self.fc = torch.nn.Linear(4, 4)\n"
+        "    def forward(self, x):\n        return self.fc(x).relu()\n\n"
+        "def make_programs():\n"
+        "    return {'net': torch.export.export(Net().eval(), (torch.ones(2, 4),))}\n"
+    )
+    (project / "pyproject.toml").write_text(
+        '[tool.coreml-lint]\nprograms = ["models/mine.py:make_programs"]\n'
+        '[[tool.coreml-lint.program]]\nmodule = "models/mine.py:Net"\n'
+        'inputs = ["float32[2, 4]"]\ndynamic-shapes = [{ 0 = [1, 16] }]\n'
+    )
+    done = run_exports(load_config(project / "pyproject.toml"))
+    assert done.exported == ["models/mine.py:make_programs", "Net"]
+    assert not [f for f in done.findings if f.code == "CML002"]
+    (_, factory), (_, table) = done.reports
+    assert any("s" in str(dim) for spec in table.graph.tensors.values() for dim in spec.shape)

@@ -4,7 +4,8 @@ Two spellings in ``[tool.coreml-lint]``, checked here so a typo is one line at l
 not an error after a minute of export::
 
     programs = ["models/export.py:make_programs"]   # callables returning
-                                                     # {name: (module, example_inputs)}
+                                # {name: (module, example_inputs[, dynamic_shapes])}
+                                # or {name: ExportedProgram} (exported by the factory itself)
     [[tool.coreml-lint.program]]
     module = "models/lm.py:TinyLM"     # a class or a zero-argument callable: the nn.Module
     inputs = ["int64[1, 8]", "int64[1]"]  # example inputs, dtype[shape]

@@ -84,8 +84,11 @@ def export_declared(decl: ProgramDecl) -> tuple[list[Exported], Failure | None]:
     done = []
     for name, (module, args, dynamic) in built.items():
         try:
-            with _quiet(), torch.no_grad():
-                program = torch.export.export(module, args, dynamic_shapes=dynamic)
+            if isinstance(module, torch.export.ExportedProgram):
+                program = module  # the factory exported it itself
+            else:
+                with _quiet(), torch.no_grad():
+                    program = torch.export.export(module, args, dynamic_shapes=dynamic)
             buffer = io.BytesIO()
             torch.export.save(program, buffer)
         except Exception as exc:
@@ -127,9 +130,13 @@ def _build(decl: ProgramDecl, torch: Any) -> dict[str, tuple[Any, tuple[Any, ...
         raise TypeError(f"{decl.spelling} must return {{name: (module, example_inputs)}}")
     built = {}
     for name, value in made.items():
+        if isinstance(value, torch.export.ExportedProgram):
+            built[str(name)] = (value, (), None)
+            continue
         if not isinstance(value, tuple) or len(value) not in (2, 3):
             raise TypeError(
-                f"{decl.spelling}: {name!r} must be (module, example_inputs[, dynamic_shapes])"
+                f"{decl.spelling}: {name!r} must be (module, example_inputs[, dynamic_shapes]) "
+                "or an ExportedProgram"
             )
         args = value[1] if isinstance(value[1], tuple) else (value[1],)
         built[str(name)] = (value[0], args, value[2] if len(value) == 3 else None)
