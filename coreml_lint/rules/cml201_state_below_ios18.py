@@ -136,6 +136,10 @@ class StateBelowIOS18(Rule):
             "    def forward(self, x):\n"
             "        if self.training:\n"
             "            self.mean.mul_(0.9).add_(0.1 * x.mean(0))\n"
+            "        if not self.training:\n"
+            "            return x - self.mean\n"
+            "        else:\n"
+            "            self.mean.zero_()\n"
             "        return x - self.mean\n"
         ),
         Valid(

@@ -12,8 +12,9 @@ that nothing is reported that export would not do:
   into is written back by ExecuTorch, not made state (torch's
   ``_remove_unnecessary_copy_op_pass``). Read first and then copied into (a streaming
   conv's ``tail``) it is state (both measured);
-- writes under a test of ``self.training`` or a tracing/scripting check: an exported
-  (eval) model does not run them (BatchNorm's running statistics).
+- writes under a test of ``self.training`` or a tracing/scripting check, in either branch:
+  an exported (eval) model does not run the training one (BatchNorm's running
+  statistics), and which one that is (``if not self.training:``) is left unread.
 """
 
 from __future__ import annotations
@@ -111,7 +112,7 @@ def _reached_from_forward(cls: ast.ClassDef) -> list[ast.FunctionDef]:
 
 
 def _walk_exported(function: ast.AST) -> Iterator[ast.AST]:
-    """The nodes of ``function`` outside branches an exported model does not take, and
+    """The nodes of ``function`` outside ``if`` statements on training or tracing, and
     outside nested functions and classes."""
     stack = list(ast.iter_child_nodes(function))
     while stack:
@@ -119,8 +120,7 @@ def _walk_exported(function: ast.AST) -> Iterator[ast.AST]:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
             continue
         if isinstance(node, ast.If) and _names_not_exported(node.test):
-            stack.extend(node.orelse)  # the branch export does take
-            continue
+            continue  # which branch export takes (`if not self.training`) is not said here
         yield node
         stack.extend(ast.iter_child_nodes(node))
 
