@@ -1,9 +1,10 @@
 """The source path against the program path on the model files in tests/fixtures/reach (a
 KV-cache decoder, a float16 ViT, a padding-masked encoder, an int8-weight MLP with uint8
 inputs; then, written after the source rules as held-out checks, a streaming conv and a
-cross-attention reranker): each finding the source rules added for what only an export used to show (CML101,
-CML106, CML201, CML310) is one the program path reports in the same file, and (oracle) the
-stock lowering of each model fails with the crash one of those new findings predicts."""
+cross-attention reranker): each finding the source rules added for what only an export used
+to show (CML101, CML106, CML201, CML310) is one the program path reports in the same file,
+and (oracle) the stock lowering of each model fails with the crash one of those new
+findings predicts."""
 
 from __future__ import annotations
 
