@@ -40,6 +40,7 @@ EXCLUDED_DIRS = {
     ".mypy_cache",
     ".ruff_cache",
     ".pytest_cache",
+    ".coreml-lint-cache",  # --export's saved programs (coreml_lint/exporting/cache.py)
 }
 
 
@@ -81,6 +82,9 @@ class CheckRun:
     reports: list[tuple[Path, ProgramReport]] = field(default_factory=list)
     fix_results: list[Any] = field(default_factory=list)
     roots: list[Path] = field(default_factory=list)  # where fixes may write
+    export: bool = False  # --export: lint the declared programs too (cli/export.py)
+    export_summary: str | None = None
+    exported_programs: int = 0
 
     @property
     def fixing(self) -> bool:
@@ -89,7 +93,7 @@ class CheckRun:
     def run(self, paths: tuple[str, ...]) -> None:
         self.files, self.errors = collect_paths(paths)
         self.roots = [project_root(), *(Path(p).resolve() for p in paths)]
-        program_findings = self._lint_programs()
+        program_findings = self._lint_programs(paths)
         sources = [f for f in self.files if f.suffix in SOURCE_SUFFIXES]
         if self.fixing:
             self._fix_sources(sources, program_findings)
@@ -98,10 +102,19 @@ class CheckRun:
                 self.findings.extend(found)
                 if error:
                     self.errors.append(error)
-            self.findings.extend(program_findings)
+            if self.export:
+                from coreml_lint.cli.export import merged
 
-    def _lint_programs(self) -> list[Finding]:
+                self.findings = merged(self.findings, program_findings)
+            else:
+                self.findings.extend(program_findings)
+
+    def _lint_programs(self, paths: tuple[str, ...] = ()) -> list[Finding]:
         found: list[Finding] = []
+        if self.export:
+            from coreml_lint.cli.export import export_programs
+
+            found.extend(export_programs(self, paths))
         for file in self.files:
             if file.suffix not in PROGRAM_SUFFIXES:
                 continue
@@ -229,9 +242,10 @@ def summary_lines(run: CheckRun) -> list[str]:
         lines.append(f"Fixed {fixed} finding(s) in {len(run.fix_results)} file(s).")
     if run.findings:
         errors = sum(1 for f in run.findings if f.severity is Severity.ERROR)
-        line = (
-            f"Found {len(run.findings)} finding(s) ({errors} error(s)) in {len(run.files)} file(s)"
-        )
+        where = f"{len(run.files)} file(s)"
+        if run.export:
+            where += f" and {run.exported_programs} exported program(s)"
+        line = f"Found {len(run.findings)} finding(s) ({errors} error(s)) in {where}"
         safe = sum(1 for f in run.findings if f.edit is not None and f.edit.safe)
         unsafe = sum(1 for f in run.findings if f.edit is not None and not f.edit.safe)
         if not run.fixing and (safe or unsafe):
@@ -377,7 +391,7 @@ def program_json(run: CheckRun, root: Path) -> list[dict[str, Any]]:
 
 
 @click.command("check")
-@click.argument("paths", nargs=-1, required=True)
+@click.argument("paths", nargs=-1)
 @click.option("--output-format", type=click.Choice(FORMATS), default="full", show_default=True)
 @click.option(
     "-o",
@@ -412,6 +426,12 @@ def program_json(run: CheckRun, root: Path) -> list[dict[str, Any]]:
 )
 @click.option("-v", "--verbose", is_flag=True, help="Show tracebacks of internal errors.")
 @click.option(
+    "--export",
+    is_flag=True,
+    help="Export the programs declared in [tool.coreml-lint] (cached by content) and lint "
+    "them too; with PATHS, only those built from the files given (needs torch).",
+)
+@click.option(
     "--target-coremltools",
     metavar="VERSION",
     help="The coremltools version you lower with, when not the installed one (CML801 uses "
@@ -424,6 +444,8 @@ def program_json(run: CheckRun, root: Path) -> list[dict[str, Any]]:
 )
 def check_command(paths: tuple[str, ...], **options: Any) -> None:
     """Lint exported programs (.pt2) and model sources (.py), files or folders."""
+    if not paths and not options["export"]:
+        fail("give a file or folder to lint (or --export for the declared programs)")
     from coreml_lint.program.behaviour import declare_versions
 
     declare_versions(
@@ -449,6 +471,7 @@ def check_command(paths: tuple[str, ...], **options: Any) -> None:
         diff=options["diff"],
         unsafe=options["unsafe_fixes"],
         verbose=options["verbose"],
+        export=options["export"],
     )
     run.run(paths)
     if options["check_advice"]:
@@ -467,6 +490,8 @@ def check_command(paths: tuple[str, ...], **options: Any) -> None:
             echo(body)
     for message in run.errors:
         click.echo(f"error: {message}", err=True)
+    if run.export_summary:
+        click.echo(run.export_summary, err=True)
     _version_note(run)
     sys.exit(run.exit_code(options["exit_non_zero_on_fix"]))
 
