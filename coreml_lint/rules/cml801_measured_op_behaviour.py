@@ -40,18 +40,29 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from coreml_lint.core.findings import Finding, Outcome
+from coreml_lint.core.findings import Finding, Outcome, Severity
 from coreml_lint.core.settings import PartitionerSettings
 from coreml_lint.program.behaviour import (
     BAD,
+    BASE,
+    BOUNDARY_CRASH,
     CONTEXT_OPS,
     CRASH,
+    EVERY,
+    FACTOR,
+    MEASURED,
     SAME_OP,
+    SHAPE,
+    Answer,
     BehaviourTable,
     Entry,
     Key,
     KeyMaker,
     active_table,
+    describe_variant,
+    factors,
+    value_dependent,
+    value_range,
     version_note,
 )
 from coreml_lint.program.graph import Node
@@ -59,6 +70,8 @@ from coreml_lint.program.optable import load_optable
 from coreml_lint.rulekit.context import ProgramContext
 from coreml_lint.rulekit.examples import F, case, module, returns, torch
 from coreml_lint.rulekit.rule import Rule
+
+CRASHES = (CRASH, BOUNDARY_CRASH)
 
 
 class MeasuredOpBehaviour(Rule):
@@ -82,15 +95,19 @@ class MeasuredOpBehaviour(Rule):
             found = measured(table, maker, node, ctx, target)
             if found is None:
                 continue
-            key, entry, predicted = found
+            key, answer = found
+            entry = answer.entry
+            ranged = value_dependent(entry)
             yield ctx.finding(
                 node,
-                _message(key, entry, target, table, note, predicted),
-                fix=_fix(table, entry, target),
-                outcome=Outcome.CRASH if entry.outcome == CRASH else Outcome.SILENT,
+                _message(key, answer, target, table, note),
+                fix=_fix(table, entry, target, key),
+                severity=Severity.WARNING if ranged else None,
+                outcome=Outcome.CRASH if entry.outcome in CRASHES else Outcome.SILENT,
                 partitioner=ctx.skip_advice(node),
                 measured=entry.outcome,
-                predicted_from_base_call=predicted,
+                basis=answer.basis,
+                predicted_from_base_call=answer.predicted,
                 measured_with=table.measured_with,
             )
 
@@ -123,19 +140,23 @@ def _bad_entry(node: Any, target: int) -> Entry | None:
     table = active_table()
     if table is None:
         return None
+    returned = any(user.op == "output" for user in node.users)
     for key, context in fx_keys(node):
-        entry = table.lookup(key, target, context)
-        entry = entry if entry is not None else table.predict(key, target, context)
-        if entry is not None and entry.outcome in BAD:
-            return entry
+        answer = table.answer(key, target, context)
+        if answer is None or value_dependent(answer.entry):
+            continue  # values the model may never hold: not worth a CPU fallback
+        if answer.entry.outcome in BAD or (answer.entry.outcome == BOUNDARY_CRASH and returned):
+            return answer.entry
     return None
 
 
 def measured(
     table: BehaviourTable, maker: KeyMaker, node: Node, ctx: ProgramContext, target: int
-) -> tuple[Key, Entry, bool] | None:
-    """The node's key, its bad entry (alone, or feeding a context op) and whether the entry
-    is a prediction from the op's base call rather than a measurement of this variant."""
+) -> tuple[Key, Answer] | None:
+    """The node's key and its bad answer (alone, or feeding a context op): measured, or
+    predicted (``Answer.basis`` says how). A crash the sweep saw only because its program
+    returned the op's output straight from the delegate counts only when this node's
+    output leaves its partition too."""
     key = maker.key(node)
     part = ctx.placement.partition_of(node)
     contexts = [""] + [
@@ -145,35 +166,69 @@ def measured(
         if user.target in CONTEXT_OPS and ctx.placement.partition_of(user) is part
     ]
     for context in dict.fromkeys(contexts):
-        entry = table.lookup(key, target, context)
-        predicted = entry is None
-        if predicted:
-            entry = table.predict(key, target, context)
-        if entry is not None and entry.outcome in BAD:
-            return key, entry, predicted
+        answer = table.answer(key, target, context)
+        if answer is None:
+            continue
+        if answer.entry.outcome in BAD:
+            return key, answer
+        if answer.entry.outcome == BOUNDARY_CRASH and _leaves(node, part, ctx):
+            return key, answer
     return None
 
 
-def _message(
-    key: Key, entry: Entry, target: int, table: BehaviourTable, note: str | None, predicted: bool
-) -> str:
+def _leaves(node: Node, part: Any, ctx: ProgramContext) -> bool:
+    """Whether an output of the node is returned by its partition (read on the CPU or
+    returned by the program)."""
+    outputs = set(part.outputs) if part is not None else set()
+    return any(out in outputs or out in ctx.user_outputs for out in node.outputs)
+
+
+BASIS_WORDS = {
+    MEASURED: "measured",
+    SHAPE: "measured at shape class {shape} (the op behaves alike at every shape measured "
+    "at this target)",
+    BASE: "predicted (these arguments were not measured; the op crashes alike with every "
+    "argument that was)",
+    EVERY: "predicted (these arguments were not measured; every variant measured with "
+    "these operands crashes alike)",
+    FACTOR: "predicted (this combination of arguments was not measured; with {variant} "
+    "the op crashes, and the node has the same {changed})",
+}
+
+
+def _message(key: Key, answer: Answer, target: int, table: BehaviourTable, note: str | None) -> str:
+    entry = answer.entry
+    names = table.arg_names.get(key.op)
     feeding = f" feeding {entry.context}" if entry.context else ""
-    what = "lowering crashes" if entry.outcome == CRASH else "Core ML computes other values"
-    how = (
-        "predicted (these arguments were not measured; the op crashes alike with every "
-        "argument that was)"
-        if predicted
-        else "measured"
+    base = factors(table.bases.get(key.op, ""))
+    changed = ";".join(f"{f}={v}" for f, v in factors(entry.variant).items() if base.get(f) != v)
+    how = BASIS_WORDS[answer.basis].format(
+        shape=entry.shape,
+        variant=describe_variant(entry.variant, names) or "no other arguments",
+        changed=describe_variant(changed, names),
     )
+    if entry.outcome == BOUNDARY_CRASH:
+        what = "lowering crashes when the op's output leaves the delegate, as it does here"
+    elif entry.outcome == CRASH:
+        what = "lowering crashes"
+    elif value_dependent(entry):
+        what = f"Core ML computes other values where {value_range(entry)}"
+    else:
+        what = "Core ML computes other values"
     text = (
-        f"{key.describe(table.arg_names.get(key.op))}{feeding} at iOS{target}: {how}, "
+        f"{key.describe(names)}{feeding} at iOS{target}: {how}, "
         f"{what}: `{entry.message}` ({entry.cases} sweep case(s) on {table.versions})"
     )
+    if value_dependent(entry):
+        text += (
+            "; a model whose values stay in that range is unaffected (`coreml-lint verify` "
+            "checks the partition on the program's example inputs)"
+        )
     return f"{text}; {note}" if note else text
 
 
-def _fix(table: BehaviourTable, entry: Entry, target: int) -> str:
-    found = table.workarounds(entry, target)
+def _fix(table: BehaviourTable, entry: Entry, target: int, key: Key | None = None) -> str:
+    found = table.workarounds(entry, target, key)
     cpu = "keep the node on the CPU (`coreml-lint lower` does)"
     return ("measured ok: " + "; ".join(found) + f"; or {cpu}") if found else cpu
 

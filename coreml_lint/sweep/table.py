@@ -15,7 +15,14 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from coreml_lint.program.behaviour import FORMAT, MIXED, format_targets, normalized
+from coreml_lint.program.behaviour import (
+    BOUNDARY_CRASH,
+    FORMAT,
+    MIXED,
+    boundary_crash,
+    format_targets,
+    normalized,
+)
 
 Cell = tuple[str, str, int]  # outcome, message, cases
 
@@ -38,8 +45,11 @@ BOUNDARY = ("interface output-is-input", "interface duplicate-output")
 
 
 def outcome_of(result: dict[str, Any]) -> str:
+    """The outcome as the table keys it: a boundary's failure is told from the op's."""
     if result["outcome"] == "wrong" and result["message"].startswith(BOUNDARY):
         return "boundary"
+    if result["outcome"] == "crash" and boundary_crash(result["message"]):
+        return BOUNDARY_CRASH  # the op's output returned from the delegate (zero strides)
     return result["outcome"]
 
 
