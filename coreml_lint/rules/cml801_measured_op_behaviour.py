@@ -373,3 +373,66 @@ def _():
 @case("measured-parity-in-float", expect=set())
 def _():
     return module(lambda s, ids: (ids.float() % 2) * 2), (torch.randint(0, 100, (2, 7)),)
+
+
+# The keys users write: arguments changed together, a batch of one, outputs left unread.
+@case(
+    "measured-pixel-unshuffle-ios15",  # measured on (4,4,4,4) with factor 1 and 2
+    expect={"CML801"},
+    crash=r"No available version for pixel_unshuffle in the coremltools.target.iOS15",
+)
+def _():
+    return module(lambda s, x: F.pixel_unshuffle(x, 2) * 2.0), (torch.rand(1, 3, 16, 16),)
+
+
+@case("measured-pixel-unshuffle-ios16", expect=set(), settings={"ios": 16})
+def _():
+    return module(lambda s, x: F.pixel_unshuffle(x, 2) * 2.0), (torch.rand(1, 3, 16, 16),)
+
+
+@case(
+    "measured-topk-unsorted",  # sorted=False measured with k=1; here k=4, indices unread
+    expect={"CML801"},
+    crash=r"only sorted=True supported for the topk",
+)
+def _():
+    return module(lambda s, x: torch.topk(x * 2.0, 4, dim=-1, sorted=False)[0].sum(-1)), (
+        torch.rand(2, 16),
+    )
+
+
+@case("measured-topk-sorted", expect=set())
+def _():
+    return module(lambda s, x: torch.topk(x * 2.0, 4, dim=-1)[0].sum(-1)), (torch.rand(2, 16),)
+
+
+# A crash seen only at the single-op program's boundary: meshgrid's expanded outputs have
+# zero strides, which ExecuTorch refuses for a delegate's output, not inside the delegate.
+@case("measured-meshgrid-returned", expect={"CML801"}, crash=r"0 in strides is not supported")
+def _():
+    return module(lambda s, a, b: torch.meshgrid(a * 2.0, b * 2.0, indexing="ij")), (
+        torch.rand(4),
+        torch.rand(5),
+    )
+
+
+@case("measured-meshgrid-consumed", expect=set())
+def _():
+    def anchors(s, a, b):
+        ys, xs = torch.meshgrid(a * 2.0, b * 2.0, indexing="ij")
+        return torch.stack([xs, ys], dim=-1) + 0.5
+
+    return module(anchors), (torch.rand(4), torch.rand(5))
+
+
+# Wrong values measured only where float16 overflows (``10000 ** t`` at the sweep's values):
+# a sine position embedding's exponents stay in range, so a warning, not an error.
+@case("measured-pow-scalar-sine-embedding", expect=set(), warnings={"CML801"})
+def _():
+    def embed(s, x):
+        dim_t = torch.arange(16, dtype=torch.float32)
+        dim_t = 10000 ** (2 * torch.div(dim_t, 2, rounding_mode="floor") / 16)
+        pos = x[:, :, None] / dim_t
+        return torch.cat([pos[:, :, 0::2].sin(), pos[:, :, 1::2].cos()], dim=2)
+
+    return module(embed), (torch.rand(2, 8),)
