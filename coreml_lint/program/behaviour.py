@@ -29,9 +29,10 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import astuple, dataclass, field
 from functools import cache, cached_property
 from importlib import metadata
 from pathlib import Path
@@ -294,6 +295,7 @@ class Entry:
 # op behaves alike at every shape measured, or predicted (from the base call's crash, from
 # every measured variant crashing alike, from one changed argument's crash).
 MEASURED, SHAPE, BASE, EVERY, FACTOR = "measured", "shape", "base", "every", "factor"
+HERE = "here"  # measured on this machine by ``check --measure``
 
 
 @dataclass(frozen=True)
@@ -322,11 +324,17 @@ class BehaviourTable:
         return self._lookup(key.op, key.operands, key.variant, key.shape, target, context)
 
     def answer(self, key: Key, target: int, context: str = "") -> Answer | None:
-        """The measured outcome for a node key, else the predicted one, saying which."""
+        """The measured outcome for a node key, else one measured on this machine
+        (``--measure``), else the predicted one, saying which."""
         entry = self.lookup(key, target, context)
+        if entry is not None and entry.shape in ("*", key.shape):
+            return Answer(entry, MEASURED)
+        local = local_table()
+        here = local._lookup(*astuple(key), target, context) if local is not None else None
+        if here is not None:
+            return Answer(here, HERE)
         if entry is not None:
-            other = entry.shape not in ("*", key.shape)
-            return Answer(entry, SHAPE if other else MEASURED)
+            return Answer(entry, SHAPE)
         return self.predicted(key, target, context)
 
     def predict(self, key: Key, target: int, context: str = "") -> Entry | None:
@@ -661,6 +669,47 @@ def version_note(table: BehaviourTable | None = None) -> str | None:
         f"of {table.versions} (tables shipped: {shipped}); re-measure with "
         "`python -m coreml_lint.sweep`"
     )
+
+
+# ---------------------------------------------------------------- measured here
+# ``check --measure`` measures the keys the shipped table lacks on this machine's stack and
+# keeps them per stack version in the user's cache: a second run reads them back, torch-free.
+_LOCAL: dict[str, Any] = {"on": False}
+STACK = ("torch", *VERSIONED_PACKAGES)
+
+
+def installed_versions() -> dict[str, str]:
+    found = {}
+    for package in STACK:
+        try:
+            found[package] = metadata.version(package)
+        except metadata.PackageNotFoundError:
+            continue
+    return found
+
+
+def cache_folder() -> Path:
+    """``$XDG_CACHE_HOME/coreml-lint/measured/<stack>`` (``~/.cache`` without it)."""
+    root = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    versions = installed_versions()
+    stack = "-".join(f"{p}{versions.get(p, 'none')}" for p in STACK)
+    return root / "coreml-lint" / "measured" / re.sub(r"[^\w.+-]", "_", stack)
+
+
+def use_local_measurements(on: bool) -> None:
+    """Whether CML801 also answers from what ``--measure`` measured on this machine."""
+    _LOCAL.clear()
+    _LOCAL["on"] = on
+
+
+def local_table() -> BehaviourTable | None:
+    """The table of this machine's measurements, when in use and present."""
+    if not _LOCAL.get("on"):
+        return None
+    if "table" not in _LOCAL:
+        path = cache_folder() / TABLE_PATH.name
+        _LOCAL["table"] = load_table(path) if path.exists() else None
+    return _LOCAL["table"]
 
 
 def normalized(message: str) -> str:

@@ -50,6 +50,7 @@ from coreml_lint.program.behaviour import (
     CRASH,
     EVERY,
     FACTOR,
+    HERE,
     MEASURED,
     SAME_OP,
     SHAPE,
@@ -191,6 +192,7 @@ BASIS_WORDS = {
     "argument that was)",
     EVERY: "predicted (these arguments were not measured; every variant measured with "
     "these operands crashes alike)",
+    HERE: "measured on this machine (`--measure`, cached per stack version)",
     FACTOR: "predicted (this combination of arguments was not measured; with {variant} "
     "the op crashes, and the node has the same {changed})",
 }
