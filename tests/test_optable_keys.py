@@ -88,19 +88,10 @@ def lint_keys(case: dict[str, Any]) -> set[Key]:
     graph = canonicalize(graph_of(ep))
     settings = PartitionerSettings(minimum_deployment_target=case["target"])
     maker = KeyMaker(graph, predict_placement(graph, settings))
-    produced = [n for n in graph.nodes if _same_op(n.target, case["op"])]
-    returned = {o.name for o in graph.outputs}
-    # the op's own node returns the model's outputs (a cast making an operand is also a
-    # ``_to_copy`` when the op is one)
-    mine = [n for n in produced if returned & set(n.outputs)] or produced
-    return {maker.key(n) for n in mine}
-
-
-def _same_op(target: str, op: str) -> bool:
-    from coreml_lint.program.behaviour import SAME_OP
-
-    name = f"aten.{op}"
-    return target in (name, SAME_OP.get(name))
+    # The op's own nodes return the model's outputs (a cast making an operand is also a
+    # ``_to_copy`` when the op is one; export may call the op another: reshape_as -> view).
+    returned = {o.name for o in graph.outputs[: len(graph.outputs) - (not case["tensors"])]}
+    return {maker.key(n) for n in graph.nodes if returned & set(n.outputs)}
 
 
 def sweep_keys(case: dict[str, Any]) -> set[Key]:
