@@ -64,6 +64,9 @@ ORIGIN_WORDS = {"in": "a partition input", "op": "made inside Core ML", "const":
 # Consumers whose dtype handling an op's output can break (measured as two-op contexts).
 CONTEXT_OPS = frozenset({"aten.linear.default", "aten.addmm.default", "aten.matmul.default"})
 FP16_MAX = 65504.0
+# The context of a case whose op output is consumed inside the partition (the sweep's
+# ``inside`` axis): what a node whose outputs stay in its partition meets.
+INSIDE = "inside"
 # The sweep returns every output of an op; a node with outputs nobody reads (layer norm's
 # saved mean and rstd) is another program, and keyed apart from what was measured.
 UNUSED_OUTPUTS = "outputs=partly-unused"

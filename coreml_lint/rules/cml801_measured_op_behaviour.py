@@ -51,6 +51,7 @@ from coreml_lint.program.behaviour import (
     EVERY,
     FACTOR,
     HERE,
+    INSIDE,
     MEASURED,
     SAME_OP,
     SHAPE,
@@ -160,7 +161,10 @@ def measured(
     output leaves its partition too."""
     key = maker.key(node)
     part = ctx.placement.partition_of(node)
-    contexts = [""] + [
+    # measured consumed in the partition, as this node is: that answer, not the returned one
+    inside = not _leaves(node, part, ctx) and table.answer(key, target, INSIDE) is not None
+    contexts = [INSIDE if inside else ""]
+    contexts += [
         user.target
         for out in node.outputs
         for user in ctx.users.get(out, [])

@@ -23,7 +23,7 @@ import logging
 from typing import Any
 
 from coreml_lint.program.behaviour import KeyMaker
-from coreml_lint.sweep.build import CONTEXT_OPS, build
+from coreml_lint.sweep.build import CONSUMED, CONTEXT_OPS, build
 
 SPLIT = "split"
 
@@ -188,7 +188,10 @@ def case_keys(ep: Any, cases: list[dict[str, Any]]) -> list[list[dict[str, Any]]
         where = placement.nodes[node.name]
         key = maker.key(node)
         context = ""
-        if cases[index].get("context"):
+        if cases[index].get("context") == CONSUMED:
+            read = any(users.get(out) for out in node.outputs)
+            context = CONSUMED if read else "?"
+        elif cases[index].get("context"):
             wanted = CONTEXT_OPS[cases[index]["context"]]
             readers = [u.target for out in node.outputs for u in users.get(out, [])]
             context = wanted if wanted in readers else "?"
