@@ -114,13 +114,14 @@ def _float_class(value: float) -> str:
     if value == 0.0:
         return "0.0"
     magnitude = abs(value)
+    sign = "-" if value < 0 else ""  # a negative slope or bound is another call
     if magnitude > FP16_MAX:
-        return "huge"
+        return sign + "huge"
     if magnitude < 1e-4:
-        return "tiny"
+        return sign + "tiny"
     if value.is_integer():
-        return "whole"
-    return "frac"
+        return sign + "whole"
+    return sign + "frac"
 
 
 def _list_class(items: list[Any]) -> str:
@@ -561,7 +562,7 @@ def value_range(entry: Entry) -> str:
     return found + (f" (measured with {', '.join(big)})" if big else "")
 
 
-BIG_CLASSES = frozenset({"big", "-big", "huge", "tiny", "inf", "-inf"})
+BIG_CLASSES = frozenset({"big", "-big", "huge", "-huge", "tiny", "-tiny", "inf", "-inf"})
 
 
 def load_table(path: Path) -> BehaviourTable:
