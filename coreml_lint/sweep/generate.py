@@ -54,8 +54,14 @@ VARIANTS_PER_ARG = 8
 # Special scalars: 0, 1, -1, negative, non-integral (both signs), past float16's range,
 # below its smallest normal, past 2048 (not exact in float16), infinities.
 INT_VARIANTS = [0, 1, -1, 2, -2, SIDE, 3001, -3001]
-FLOAT_VARIANTS = [0.0, 1.0, -1.0, 0.5, -0.5, 1e-6, 3.0, 7e4, float("inf"), float("-inf")]
-SCALAR_VARIANTS = [2, 0.5, -0.5, 3.0, 1, -1, 3001, 7e4, float("-inf"), 0]
+# float32's lowest (-3.4e38) is the masking sentinel models write (``finfo.min``): upstream
+# coremltools fixed it becoming NaN in float16 after 9.0 (docs/upstream-mined.md).
+F32_MIN = -3.4028234663852886e38
+FLOAT_VARIANTS = [0.0, 1.0, -1.0, 0.5, -0.5, 1e-6, 3.0, 7e4, F32_MIN, float("inf"), float("-inf")]
+SCALAR_VARIANTS = [2, 0.5, -0.5, 3.0, 1, -1, 3001, 7e4, F32_MIN, float("-inf"), 0]
+# Variants of these argument kinds are measured on integer operands too (a rounding mode
+# on int64 kept its dtype only after coremltools 9.0: docs/upstream-mined.md).
+INTEGER_VARIANTS = ("str", "bool")
 # Scale factors whose output size is not whole (4 * 1.3 = 5.2), above and below one.
 FLOATS_VARIANTS = (2.0, 1.3, 0.5, 1.5, 0.7)  # 1.3 first: its class's riskier value
 
@@ -77,6 +83,10 @@ def op_cases(info: OpInfo) -> tuple[list[dict[str, Any]], str | None]:
             half = _retyped(info, call, "float16", origin="op")
             if half is not None:
                 cases.append(_case(info, half, "variant", f"{label} float16"))
+        if _kind_of(info, label) in INTEGER_VARIANTS and "int64" in dtype_calls:
+            wide = _retyped(info, call, "int64")
+            if wide is not None:
+                cases.append(_case(info, wide, "variant", f"{label} int64"))
     cases += [_case(info, c, "shape", s) for s, c in _shapes(info, base, shape)]
     cases += [_case(info, c, "rank", s) for s, c in _edge_ranks(info, base)]
     cases += [_case(info, c, "origin", s) for s, c in _origins(info, base, dtype_calls)]
@@ -334,6 +344,11 @@ def _origins(info: OpInfo, base: Call, dtype_calls: dict[str, Call]) -> Iterator
         made = base.copy()
         made.tensors[operands[1]]["origin"] = "const"
         yield "second operand constant", made
+
+
+def _kind_of(info: OpInfo, label: str) -> str | None:
+    name = label.split("=")[0]
+    return next((a.kind for a in info.args if a.name == name), None)
 
 
 def _numeric(info: OpInfo, label: str) -> bool:
