@@ -375,15 +375,16 @@ class BehaviourTable:
         makes too (``sorted=False`` measured with ``k=1`` crashes; the node's ``k=4,
         sorted=False`` holds the same change): the sweep varies one argument at a time, so a
         user's call changing two is never measured, but a crash one change causes is
-        caused by it whatever the other arguments. Only when the base call with the key's
-        operands does not crash that way (else the change explains nothing)."""
+        caused by it whatever the other arguments. Only where the base call with the key's
+        operands, at the key's shape and target, was measured and does not crash (else the
+        change explains nothing)."""
         base = self.bases.get(key.op)
         if base is None or base == key.variant:
             return None
         mine, theirs = factors(key.variant), factors(base)
         control = self._lookup(key.op, key.operands, base, key.shape, target, context)
-        if control is None:
-            return None
+        if control is None or control.outcome in (CRASH, MIXED):
+            return None  # a base call that crashes is no control for what a change causes
         for variant in sorted(self._variants(key.op, key.operands, context)):
             measured = factors(variant)
             changed = {
@@ -392,13 +393,8 @@ class BehaviourTable:
             if not changed or any(mine.get(f) != measured.get(f) for f in changed):
                 continue
             entry = self._lookup(key.op, key.operands, variant, key.shape, target, context)
-            if entry is None or entry.outcome != CRASH:
-                continue
-            if control.outcome == CRASH and normalized(control.message) == normalized(
-                entry.message
-            ):
-                continue
-            return entry
+            if entry is not None and entry.outcome == CRASH:
+                return entry
         return None
 
     def _variants(self, op: str, operands: str, context: str) -> set[str]:

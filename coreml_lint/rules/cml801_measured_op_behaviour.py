@@ -5,16 +5,25 @@ What it does
     the op, the dtypes in the graph's tensor metadata with where each operand comes from
     (a partition input, made inside Core ML, a constant), the class of every other argument
     (``eps`` given or not, a float or an int exponent, ``approximate="tanh"``), the rank of
-    the first operand, the consumer when it is ``linear``/``addmm``/``matmul``, and the
-    deployment target. It reports a node whose measured outcome is a crash (with the
-    measured error's first line) or wrong values (with the measured divergence), and what
-    the table measured *ok* nearby: a higher target, other dtypes, another variant.
-    An unmeasured variant is predicted to crash (the message says "predicted") when every
-    variant measured with the node's dtypes crashes for one reason, or when the op's base
-    call crashes with them and its arguments change nothing in float32; a shape class not
-    measured takes the measurement at another shape only where the op's base call is ok at
-    every shape measured. Other unmeasured combinations are not reported. A node a
-    hand-written rule reports is left to that rule.
+    the first operand, the consumer when it is ``linear``/``addmm``/``matmul`` (or any
+    consumer inside the partition, when that was measured), and the deployment target. It
+    reports a node whose measured outcome is a crash (with the measured error's first
+    line) or wrong values (with the measured divergence), and what the table measured *ok*
+    nearby: a higher target, other dtypes, the closest other variant.
+    Wrong values the oracle saw only in its float16 pass (overflow past 65504, integers
+    past 2048, underflow) depend on the values the model holds: they are warnings that say
+    which range fails. A crash the single-op program met only because it returned the op's
+    output from the delegate (zero strides) is reported only where the node's output
+    leaves its partition too.
+    What was not measured is predicted (the message says "predicted") only from crashes:
+    when every variant measured with the node's dtypes crashes for one reason; when the
+    op's base call crashes with them and its arguments change nothing in float32; or when
+    one argument change measured alone crashes and the node makes that change too
+    (``sorted=False`` with another ``k``). A shape class not measured takes the
+    measurement at another shape where the op's base call behaves alike at every shape
+    measured at that target. ``check --measure`` measures the rest on this machine. Other
+    unmeasured combinations are not reported. A node a hand-written rule reports is left
+    to that rule.
 
 Why it breaks
     The stock partitioner delegates by op name only, whatever the dtypes, arguments and
