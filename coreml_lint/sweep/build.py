@@ -143,6 +143,8 @@ def _make_case_class() -> Any:
             self.anchored = all(t.get("origin") == "const" for t in case["tensors"])
             self.context = None
             self.consumed = case.get("context") == CONSUMED
+            if self.consumed:  # a submodule: its nodes are told apart from the op's
+                self.consumer = _Consumer()
             if case.get("context") and not self.consumed:
                 dtype = torch_dtype(_output_dtype(case))
                 self.context = context(case["context"], dtype)
@@ -172,20 +174,26 @@ def _make_case_class() -> Any:
             if self.context is not None:
                 out = [self.context(out[0])]
             if self.consumed:
-                out = [_consume(o) for o in out]
+                out = [self.consumer(o) for o in out]
             return self.suffix(out, xs[0] if self.anchored else None)
 
     return CaseModule
 
 
-def _consume(value: Any) -> Any:
-    """A use of an op's output inside the partition (the ``inside`` axis): the program then
-    returns the consumer's output, not the op's."""
+def _Consumer() -> Any:
     import torch
+    from torch import nn
 
-    if value.dtype == torch.bool:
-        return torch.logical_not(value)
-    return value * 2 if value.is_floating_point() else value + 1
+    class Consumer(nn.Module):
+        """A use of an op's output inside the partition (the ``inside`` axis): the program
+        then returns the consumer's output, not the op's."""
+
+        def forward(self, value: Any) -> Any:
+            if value.dtype == torch.bool:
+                return torch.logical_not(value)
+            return value * 2 if value.is_floating_point() else value + 1
+
+    return Consumer()
 
 
 def _output_dtype(case: dict[str, Any]) -> str:
