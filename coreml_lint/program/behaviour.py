@@ -20,6 +20,15 @@ exactly where it was measured), and the reader of the table. A key is
   a model's, classes carry what decides a lowering (a float exponent, an eps given or not);
 - ``shape``: the rank of the first tensor operand and whether it has a size-1 or empty dim.
 
+A node's key is answered (``BehaviourTable.answer``, which says how): measured at the key;
+measured on this machine by ``check --measure`` (a table in the user's cache, per stack
+version); measured at another shape class where the op's base call behaves alike at every
+shape measured at that target; or predicted, from crashes only (the base call's, every
+variant's, or one changed argument's, measured alone). Wrong values seen only in the
+oracle's float16 pass depend on the operands' values (``value_dependent``); a crash seen
+only because the single-op program returned the op's output is the boundary's
+(``boundary-crash``).
+
 Tables for several releases ship side by side (``data/behaviour*.json``); the one whose
 coremltools and executorch versions match the installed (or declared) ones is used, and the
 linter says so when none matches.
@@ -550,15 +559,15 @@ def value_dependent(entry: Entry) -> bool:
     return entry.outcome == WRONG and entry.message.startswith("float16 ")
 
 
+BIG_CLASSES = frozenset({"big", "-big", "huge", "-huge", "tiny", "-tiny", "inf", "-inf"})
+
+
 def value_range(entry: Entry) -> str:
     """The values a value-dependent outcome needs, in words."""
     kind = entry.message.split()[1] if len(entry.message.split()) > 1 else ""
     found = VALUE_RANGES.get(kind, "values reach float16's limits")
     big = [p for p in entry.variant.split(";") if p.partition("=")[2] in BIG_CLASSES]
     return found + (f" (measured with {', '.join(big)})" if big else "")
-
-
-BIG_CLASSES = frozenset({"big", "-big", "huge", "-huge", "tiny", "-tiny", "inf", "-inf"})
 
 
 def load_table(path: Path) -> BehaviourTable:
