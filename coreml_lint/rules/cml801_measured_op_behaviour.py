@@ -122,6 +122,17 @@ class MeasuredOpBehaviour(Rule):
                 measured_with=table.measured_with,
             )
 
+    def unanswered(self, finding: Finding, *, dequantize_on_cpu: bool = False) -> str | None:
+        """A zero-stride output leaving the delegate (an expand, a meshgrid returned as it
+        is) crashes ExecuTorch's emitter wherever the op runs: keeping the node on the CPU
+        answers nothing, the model must consume or copy the output first."""
+        if finding.extra.get("measured") == BOUNDARY_CRASH:
+            return (
+                f"{finding.message} (coreml-lint lower has no answer: use the output inside "
+                "the model, or return `.contiguous()` of it)"
+            )
+        return super().unanswered(finding, dequantize_on_cpu=dequantize_on_cpu)
+
     def refuse(self, node: Any) -> str | None:
         """A core ATen node whose measured outcome at the target is a crash or wrong values
         stays on the CPU, when the portable runtime has a kernel for it."""
@@ -151,12 +162,11 @@ def _bad_entry(node: Any, target: int) -> Entry | None:
     table = active_table()
     if table is None:
         return None
-    returned = any(user.op == "output" for user in node.users)
     for key, context in fx_keys(node):
         answer = table.answer(key, target, context)
         if answer is None or value_dependent(answer.entry):
             continue  # values the model may never hold: not worth a CPU fallback
-        if answer.entry.outcome in BAD or (answer.entry.outcome == BOUNDARY_CRASH and returned):
+        if answer.entry.outcome in BAD:  # a boundary crash is no op's: see ``unanswered``
             return answer.entry
     return None
 
@@ -429,6 +439,15 @@ def _():
         torch.rand(4),
         torch.rand(5),
     )
+
+
+@case("measured-meshgrid-returned-contiguous", expect=set())  # what `unanswered` advises
+def _():
+    def grid(s, a, b):
+        ys, xs = torch.meshgrid(a * 2.0, b * 2.0, indexing="ij")
+        return ys.contiguous(), xs.contiguous()
+
+    return module(grid), (torch.rand(4), torch.rand(5))
 
 
 @case("measured-meshgrid-consumed", expect=set())
