@@ -190,6 +190,9 @@ def merge_new(shipped: dict[str, Any], extra: dict[str, Any], note: str) -> dict
             added += 1
     shipped["messages"] = messages
     shipped["ops"] = dict(sorted(shipped["ops"].items()))
+    for key in ("bases", "arg_names"):  # what the shipped table lacks for the new ops
+        merged = {**extra.get(key, {}), **shipped.get(key, {})}
+        shipped[key] = dict(sorted(merged.items()))
     kept = ("measured", "cases", "outcomes", "wall_seconds", "workers")
     summary = {k: extra["sweep"][k] for k in kept if k in extra["sweep"]}
     shipped["sweep"].setdefault("added", []).append(dict(summary, rows=added, note=note))
