@@ -143,3 +143,32 @@ def test_zero_stride_crashes_are_the_boundarys():
     shipped = load_table(behaviour.TABLE_PATH)
     mesh = shipped.entries[("aten.meshgrid.indexing", "float32:in,float32:in", "indexing=ij", "")]
     assert {e.outcome for e in mesh} == {BOUNDARY_CRASH}
+
+
+def test_a_later_sample_adds_cells_and_never_changes_a_measured_one():
+    from coreml_lint.sweep.table import merge_new
+
+    def table(rows, messages):
+        return {
+            "measured_with": {"coremltools": "9.0"},
+            "sweep": {"cases": 1},
+            "bases": {},
+            "arg_names": {},
+            "messages": messages,
+            "ops": {"aten.neg.default": rows},
+        }
+
+    shipped = table([["float32:in", "", "", "r2", "15", "ok", None, 1]], [])
+    extra = table(
+        [
+            ["float32:in", "", "", "r3", "15", "crash", 0, 1],  # a cell the shipped one has
+            ["float32:in", "", "inside", "r2", "15", "crash", 0, 1],  # a new one
+        ],
+        ["E: boom"],
+    )
+    merged = merge_new(shipped, extra, "a sample")
+    assert merged["ops"]["aten.neg.default"] == [
+        ["float32:in", "", "", "r2", "15", "ok", None, 1],
+        ["float32:in", "", "inside", "r2", "15", "crash", 0, 1],
+    ]
+    assert merged["messages"] == ["E: boom"] and merged["sweep"]["added"][0]["rows"] == 1
