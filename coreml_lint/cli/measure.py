@@ -26,6 +26,8 @@ def measure_programs(files: list[Path], config: LintConfig) -> list[str]:
     each). Nothing heavy is imported when every wanted key is cached."""
     from coreml_lint.sweep.ondemand import wanted
 
+    if not any(f.suffix in PROGRAM_SUFFIXES for f in files):
+        return []  # model sources: nothing to measure
     table = active_table()
     if table is None:
         return ["--measure: no op table ships with this install"]
