@@ -8,7 +8,6 @@ from pathlib import Path
 import click
 
 from coreml_lint.core.config import LintConfig
-from coreml_lint.core.errors import InputError
 from coreml_lint.program.behaviour import active_table, cache_folder, use_local_measurements
 from coreml_lint.program.canonical import canonicalize
 from coreml_lint.program.placement import predict_placement
@@ -36,12 +35,12 @@ def measure_programs(files: list[Path], config: LintConfig) -> list[str]:
         if file.suffix not in PROGRAM_SUFFIXES:
             continue
         try:
-            graphs = read_pt2(file)
-        except InputError:
-            continue  # the lint itself reports an unreadable file
-        for graph in graphs:
-            canonical = canonicalize(graph)
-            found += wanted(canonical, predict_placement(canonical, config.partitioner), table)
+            for graph in read_pt2(file):
+                canonical = canonicalize(graph)
+                placement = predict_placement(canonical, config.partitioner)
+                found += wanted(canonical, placement, table)
+        except Exception:  # an unreadable program: the lint itself reports it, in one line
+            continue
     use_local_measurements(True)
     return _measure(found)
 
