@@ -7,7 +7,8 @@ module, constants as buffers, an anchor input). Here each case the generator mak
 written again the way a user would write it (a plain module calling the op, constants as
 parameters, casts and comparisons in ``forward``), exported with ``torch.export`` (nothing
 is lowered), and the lint's key of its op node must be the key the sweep's own program of
-that case gets, which is the key its table entry carries.
+that case gets, which is the key its table entry carries. ``lower``'s refuse hook keys the
+``torch.fx`` node with its own function (``fx_keys``): its keys must include the lint's.
 """
 
 from __future__ import annotations
@@ -173,3 +174,28 @@ def test_lint_keys_are_the_tables_keys_for_500_entries():
             break
     assert wrong == [], "\n".join(wrong[:20])
     assert compared >= 500
+
+
+def _fx_keys_of_returned(case: dict[str, Any]) -> set[Key]:
+    """The keys ``lower``'s refuse hook computes (``fx_keys``) for the nodes that return the
+    model's outputs, on the decomposed ATen graph the partitioner is handed."""
+    from coreml_lint.rules.cml801_measured_op_behaviour import fx_keys
+
+    ep = torch.export.export(UserModel(case).eval(), _inputs(case), strict=False)
+    graph = ep.run_decompositions({}).graph
+    output = next(n for n in graph.nodes if n.op == "output")
+    returned = set(output.all_input_nodes)
+    found = set()
+    for node in graph.nodes:
+        getitems = [u for u in node.users if "getitem" in str(u.target)]
+        if node.op == "call_function" and (node in returned or returned & set(getitems)):
+            found |= {key for key, context in fx_keys(node) if not context}
+    return found
+
+
+@pytest.mark.parametrize("op", ["topk.default", "pow.Scalar"])
+def test_the_lowering_hooks_keys_include_the_lints(op):
+    cases = random.Random(op).sample(_cases(op), 4)
+    for case in cases:
+        mine = lint_keys(case)
+        assert mine and mine <= _fx_keys_of_returned(case), case["label"]
