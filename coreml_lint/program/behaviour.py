@@ -562,12 +562,13 @@ def value_dependent(entry: Entry) -> bool:
 BIG_CLASSES = frozenset({"big", "-big", "huge", "-huge", "tiny", "-tiny", "inf", "-inf"})
 
 
-def value_range(entry: Entry) -> str:
-    """The values a value-dependent outcome needs, in words."""
+def value_range(entry: Entry, names: list[str] | None = None) -> str:
+    """The values a value-dependent outcome needs, in words (``names``: the schema's)."""
     kind = entry.message.split()[1] if len(entry.message.split()) > 1 else ""
     found = VALUE_RANGES.get(kind, "values reach float16's limits")
     big = [p for p in entry.variant.split(";") if p.partition("=")[2] in BIG_CLASSES]
-    return found + (f" (measured with {', '.join(big)})" if big else "")
+    said = describe_variant(";".join(big), names)
+    return found + (f" (measured with {said})" if big else "")
 
 
 def load_table(path: Path) -> BehaviourTable:

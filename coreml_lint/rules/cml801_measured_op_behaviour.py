@@ -109,7 +109,7 @@ class MeasuredOpBehaviour(Rule):
             key, answer = found
             entry = answer.entry
             ranged = value_dependent(entry)
-            yield ctx.finding(
+            finding = ctx.finding(
                 node,
                 _message(key, answer, target, table, note),
                 fix=_fix(table, entry, target, key),
@@ -121,6 +121,8 @@ class MeasuredOpBehaviour(Rule):
                 predicted_from_base_call=answer.predicted,
                 measured_with=table.measured_with,
             )
+            finding.lower_fixes = entry.outcome != BOUNDARY_CRASH  # see ``unanswered``
+            yield finding
 
     def unanswered(self, finding: Finding, *, dequantize_on_cpu: bool = False) -> str | None:
         """A zero-stride output leaving the delegate (an expand, a meshgrid returned as it
@@ -237,7 +239,7 @@ def _message(key: Key, answer: Answer, target: int, table: BehaviourTable, note:
     elif entry.outcome == CRASH:
         what = "lowering crashes"
     elif value_dependent(entry):
-        what = f"Core ML computes other values where {value_range(entry)}"
+        what = f"Core ML computes other values where {value_range(entry, names)}"
     else:
         what = "Core ML computes other values"
     text = (
@@ -253,6 +255,11 @@ def _message(key: Key, answer: Answer, target: int, table: BehaviourTable, note:
 
 
 def _fix(table: BehaviourTable, entry: Entry, target: int, key: Key | None = None) -> str:
+    if entry.outcome == BOUNDARY_CRASH:  # the measured-meshgrid cases lower these two
+        return (
+            "return a value computed from the output inside the model, or `.contiguous()` "
+            "of it, not the output itself"
+        )
     found = table.workarounds(entry, target, key)
     cpu = "keep the node on the CPU (`coreml-lint lower` does)"
     return ("measured ok: " + "; ".join(found) + f"; or {cpu}") if found else cpu
