@@ -233,7 +233,8 @@ def test_the_generator_covers_every_axis_with_calls_torch_accepts():
     ops = {info.name: info for info in in_scope(load_optable())[0]}
     cases, why = op_cases(ops["pow.Tensor_Scalar"])
     assert why is None
-    assert {c["axis"] for c in cases} == {"base", "dtype", "variant", "shape", "origin", "context"}
+    axes = {"base", "dtype", "variant", "shape", "origin", "context", "inside"}
+    assert {c["axis"] for c in cases} == axes
     assert {c["target"] for c in cases} == {15, 18}
     dtypes = {c["tensors"][0]["dtype"] for c in cases if c["axis"] == "dtype"}
     assert {"int8", "uint8", "bfloat16", "float16", "int64", "int32"} <= dtypes

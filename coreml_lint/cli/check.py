@@ -76,6 +76,7 @@ class CheckRun:
     diff: bool = False
     unsafe: bool = False
     verbose: bool = False
+    measure: bool = False  # measure what the op table lacks first (``--measure``)
     files: list[Path] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     findings: list[Finding] = field(default_factory=list)
@@ -93,6 +94,10 @@ class CheckRun:
     def run(self, paths: tuple[str, ...]) -> None:
         self.files, self.errors = collect_paths(paths)
         self.roots = [project_root(), *(Path(p).resolve() for p in paths)]
+        if self.measure:
+            from coreml_lint.cli.measure import measure_programs
+
+            self.errors += measure_programs(self.files, self.config)
         program_findings = self._lint_programs(paths)
         sources = [f for f in self.files if f.suffix in SOURCE_SUFFIXES]
         if self.fixing:
@@ -439,6 +444,12 @@ def program_json(run: CheckRun, root: Path) -> list[dict[str, Any]]:
 )
 @click.option("-v", "--verbose", is_flag=True, help="Show tracebacks of internal errors.")
 @click.option(
+    "--measure",
+    is_flag=True,
+    help="Measure, as the sweep does, every Core ML node whose key the op table lacks (needs "
+    "torch, executorch, coremltools); cached per stack version in ~/.cache/coreml-lint.",
+)
+@click.option(
     "--export",
     is_flag=True,
     help="Export the programs declared in [tool.coreml-lint] (cached by content) and lint "
@@ -484,6 +495,7 @@ def check_command(paths: tuple[str, ...], **options: Any) -> None:
         diff=options["diff"],
         unsafe=options["unsafe_fixes"],
         verbose=options["verbose"],
+        measure=options["measure"],
         export=options["export"],
     )
     run.run(paths)

@@ -20,6 +20,15 @@ exactly where it was measured), and the reader of the table. A key is
   a model's, classes carry what decides a lowering (a float exponent, an eps given or not);
 - ``shape``: the rank of the first tensor operand and whether it has a size-1 or empty dim.
 
+A node's key is answered (``BehaviourTable.answer``, which says how): measured at the key;
+measured on this machine by ``check --measure`` (a table in the user's cache, per stack
+version); measured at another shape class where the op's base call behaves alike at every
+shape measured at that target; or predicted, from crashes only (the base call's, every
+variant's, or one changed argument's, measured alone). Wrong values seen only in the
+oracle's float16 pass depend on the operands' values (``value_dependent``); a crash seen
+only because the single-op program returned the op's output is the boundary's
+(``boundary-crash``).
+
 Tables for several releases ship side by side (``data/behaviour*.json``); the one whose
 coremltools and executorch versions match the installed (or declared) ones is used, and the
 linter says so when none matches.
@@ -29,9 +38,10 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import astuple, dataclass, field
 from functools import cache, cached_property
 from importlib import metadata
 from pathlib import Path
@@ -47,10 +57,25 @@ FORMAT = 1
 
 CRASH, WRONG, OK, UNVERIFIED, CPU, MIXED = "crash", "wrong", "ok", "unverified", "cpu", "mixed"
 BAD = frozenset({CRASH, WRONG})
+# A crash the single-op program meets only because it returns the op's output straight
+# from the delegate (ExecuTorch's emitter refuses a zero-stride output, as an expand or a
+# meshgrid makes): the node crashes a model only when its output leaves its partition too.
+BOUNDARY_CRASH = "boundary-crash"
+BOUNDARY_CRASH_MESSAGES = ("0 in strides is not supported",)
+# What range of values a float16-pass divergence needs, by the verify oracle's kind word.
+VALUE_RANGES = {
+    "inf": "results pass float16's largest value (|x| > 65504) and become inf",
+    "nan": "float16 intermediates overflow and the result becomes NaN",
+    "integer": "integers pass 2048 (not exact in float16)",
+    "values": "values are too small or too large for float16 (below 6e-8 or past 65504)",
+}
 ORIGIN_WORDS = {"in": "a partition input", "op": "made inside Core ML", "const": "a constant"}
 # Consumers whose dtype handling an op's output can break (measured as two-op contexts).
 CONTEXT_OPS = frozenset({"aten.linear.default", "aten.addmm.default", "aten.matmul.default"})
 FP16_MAX = 65504.0
+# The context of a case whose op output is consumed inside the partition (the sweep's
+# ``inside`` axis): what a node whose outputs stay in its partition meets.
+INSIDE = "inside"
 # The sweep returns every output of an op; a node with outputs nobody reads (layer norm's
 # saved mean and rstd) is another program, and keyed apart from what was measured.
 UNUSED_OUTPUTS = "outputs=partly-unused"
@@ -98,13 +123,14 @@ def _float_class(value: float) -> str:
     if value == 0.0:
         return "0.0"
     magnitude = abs(value)
+    sign = "-" if value < 0 else ""  # a negative slope or bound is another call
     if magnitude > FP16_MAX:
-        return "huge"
+        return sign + "huge"
     if magnitude < 1e-4:
-        return "tiny"
+        return sign + "tiny"
     if value.is_integer():
-        return "whole"
-    return "frac"
+        return sign + "whole"
+    return sign + "frac"
 
 
 def _list_class(items: list[Any]) -> str:
@@ -221,6 +247,15 @@ def variant_of(node: Node) -> str:
     return ";".join(parts)
 
 
+def _distance(a: dict[str, str], b: dict[str, str]) -> int:
+    return sum(a.get(f) != b.get(f) for f in a.keys() | b.keys())
+
+
+def factors(variant: str) -> dict[str, str]:
+    """A variant as argument -> value class (an argument left out is absent)."""
+    return dict(part.partition("=")[::2] for part in variant.split(";") if part)
+
+
 def _only_tensors(value: Any) -> bool:
     return (
         isinstance(value, (list, tuple))
@@ -269,6 +304,23 @@ class Entry:
         return f"iOS{format_targets(self.targets).replace(',', ', iOS')}"
 
 
+# How an answer was reached: measured at the key, at another shape class of a key whose
+# op behaves alike at every shape measured, or predicted (from the base call's crash, from
+# every measured variant crashing alike, from one changed argument's crash).
+MEASURED, SHAPE, BASE, EVERY, FACTOR = "measured", "shape", "base", "every", "factor"
+HERE = "here"  # measured on this machine by ``check --measure``
+
+
+@dataclass(frozen=True)
+class Answer:
+    entry: Entry
+    basis: str
+
+    @property
+    def predicted(self) -> bool:
+        return self.basis in (BASE, EVERY, FACTOR)
+
+
 @dataclass
 class BehaviourTable:
     measured_with: dict[str, str]
@@ -284,14 +336,32 @@ class BehaviourTable:
         """The measured outcome for a node key at a target, or None when unmeasured."""
         return self._lookup(key.op, key.operands, key.variant, key.shape, target, context)
 
+    def answer(self, key: Key, target: int, context: str = "") -> Answer | None:
+        """The measured outcome for a node key, else one measured on this machine
+        (``--measure``), else the predicted one, saying which."""
+        entry = self.lookup(key, target, context)
+        if entry is not None and entry.shape in ("*", key.shape):
+            return Answer(entry, MEASURED)
+        local = local_table()
+        here = local._lookup(*astuple(key), target, context) if local is not None else None
+        if here is not None:
+            return Answer(here, HERE)
+        if entry is not None:
+            return Answer(entry, SHAPE)
+        return self.predicted(key, target, context)
+
     def predict(self, key: Key, target: int, context: str = "") -> Entry | None:
+        found = self.predicted(key, target, context)
+        return None if found is None else found.entry
+
+    def predicted(self, key: Key, target: int, context: str = "") -> Answer | None:
         """:meth:`_predict`, once per key (a model repeats its blocks: few keys, many nodes)."""
         memo = ("predict", key, target, context)
         if memo not in self._free:
             self._free[memo] = self._predict(key, target, context)
         return self._free[memo]
 
-    def _predict(self, key: Key, target: int, context: str) -> Entry | None:
+    def _predict(self, key: Key, target: int, context: str) -> Answer | None:
         """For an unmeasured variant of an op whose arguments change nothing in float32
         (every float32 variant measured has the base call's outcome, for one reason), the
         crash measured on the base call with the same operands: a prediction, not a
@@ -302,8 +372,46 @@ class BehaviourTable:
         if base is not None and base != key.variant and self.variant_free(key.op):
             entry = self._lookup(key.op, key.operands, base, key.shape, target, context)
             if entry is not None and entry.outcome == "crash":
+                return Answer(entry, BASE)
+        found = self._every_variant_crashes(key, target, context)
+        if found is not None:
+            return Answer(found, EVERY)
+        found = self._factor_crashes(key, target, context)
+        return None if found is None else Answer(found, FACTOR)
+
+    def _factor_crashes(self, key: Key, target: int, context: str) -> Entry | None:
+        """The crash of a measured variant whose every change from the base call the key
+        makes too (``sorted=False`` measured with ``k=1`` crashes; the node's ``k=4,
+        sorted=False`` holds the same change): the sweep varies one argument at a time, so a
+        user's call changing two is never measured, but a crash one change causes is
+        caused by it whatever the other arguments. Only where the base call with the key's
+        operands, at the key's shape and target, was measured and does not crash (else the
+        change explains nothing)."""
+        base = self.bases.get(key.op)
+        if base is None or base == key.variant:
+            return None
+        mine, theirs = factors(key.variant), factors(base)
+        control = self._lookup(key.op, key.operands, base, key.shape, target, context)
+        if control is None or control.outcome in (CRASH, MIXED):
+            return None  # a base call that crashes is no control for what a change causes
+        for variant in sorted(self._variants(key.op, key.operands, context)):
+            measured = factors(variant)
+            changed = {
+                f for f in measured.keys() | theirs.keys() if measured.get(f) != theirs.get(f)
+            }
+            if not changed or any(mine.get(f) != measured.get(f) for f in changed):
+                continue
+            entry = self._lookup(key.op, key.operands, variant, key.shape, target, context)
+            if entry is not None and entry.outcome == CRASH:
                 return entry
-        return self._every_variant_crashes(key, target, context)
+        return None
+
+    def _variants(self, op: str, operands: str, context: str) -> set[str]:
+        return {
+            e.variant
+            for e in self.by_op.get(op, ())
+            if e.operands == operands and e.context == context
+        }
 
     def _every_variant_crashes(self, key: Key, target: int, context: str) -> Entry | None:
         """The crash every variant measured with the key's operands shows at the target,
@@ -365,21 +473,39 @@ class BehaviourTable:
             return (found.get(0) or found[1])[0]
         others = found.get(2, [])
         reasons = {(e.outcome, normalized(e.message)) for e in others}
-        if len(reasons) == 1 and self.shape_free(op):
+        if len(reasons) == 1 and (
+            self.shape_free(op) or reasons == self._everywhere(op, operands, target, context)
+        ):
             return others[0]
         return None
 
-    def workarounds(self, entry: Entry, target: int) -> list[str]:
+    def _everywhere(self, op: str, operands: str, target: int, context: str) -> set:
+        """The (outcome, reason) the base call with these operands (or in float32) shows at
+        every shape measured at the target (a ``*`` entry), or an empty set. A variant
+        measured at one shape with that same outcome and reason shows it at every shape:
+        the outcome is the op's at this target (no iOS15 version of ``pixel_unshuffle``),
+        not the shape's."""
+        base = self.bases.get(op)
+        for ops in (operands, ",".join("float32:in" for _ in operands.split(","))):
+            for entry in self.entries.get((op, ops, base, context), ()):
+                if entry.shape == "*" and target in entry.targets:
+                    return {(entry.outcome, normalized(entry.message))}
+        return set()
+
+    def workarounds(self, entry: Entry, target: int, key: Key | None = None) -> list[str]:
         """What the table measured *ok* near a bad entry: a higher target, other dtypes,
-        another variant of the same op (in that order of preference)."""
-        return list(_workarounds(self, entry, target))
+        another variant of the same op, the one closest to the node's ``key`` (in that
+        order of preference)."""
+        return list(_workarounds(self, entry, target, key))
 
     @property
     def versions(self) -> str:
         return ", ".join(f"{k} {v}" for k, v in self.measured_with.items())
 
 
-def _workarounds(table: BehaviourTable, bad: Entry, target: int) -> Iterator[str]:
+def _workarounds(
+    table: BehaviourTable, bad: Entry, target: int, key: Key | None = None
+) -> Iterator[str]:
     same = table.entries.get((bad.op, bad.operands, bad.variant, bad.context), ())
     higher = sorted(
         t
@@ -405,6 +531,8 @@ def _workarounds(table: BehaviourTable, bad: Entry, target: int) -> Iterator[str
             dtypes = ", ".join(o.partition(":")[0] for o in e.operands.split(","))
             yield f"operands of dtype {dtypes} (measured ok)"
             break
+    near = factors(key.variant if key is not None else bad.variant)
+    others.sort(key=lambda e: _distance(near, factors(e.variant)))
     for e in others:
         if e.operands == bad.operands and e.variant != bad.variant:
             variant = describe_variant(e.variant, table.arg_names.get(bad.op))
@@ -417,6 +545,30 @@ def _workarounds(table: BehaviourTable, bad: Entry, target: int) -> Iterator[str
         plain = table.entries.get((bad.op, bad.operands, bad.variant, ""), ())
         if any(e.outcome == OK and target in e.targets for e in plain):
             yield f"the same {bad.op.split('.')[1]} not feeding {bad.context} (measured ok)"
+
+
+def boundary_crash(message: str) -> bool:
+    """Whether a crash message is the program boundary's, not the op's."""
+    return any(m in message for m in BOUNDARY_CRASH_MESSAGES)
+
+
+def value_dependent(entry: Entry) -> bool:
+    """Wrong values the verify oracle saw only in its float16 pass (overflow, underflow,
+    integers past 2048): they depend on the values the operands hold, which the sweep
+    picked at their limits; a model's own values may never reach them."""
+    return entry.outcome == WRONG and entry.message.startswith("float16 ")
+
+
+BIG_CLASSES = frozenset({"big", "-big", "huge", "-huge", "tiny", "-tiny", "inf", "-inf"})
+
+
+def value_range(entry: Entry, names: list[str] | None = None) -> str:
+    """The values a value-dependent outcome needs, in words (``names``: the schema's)."""
+    kind = entry.message.split()[1] if len(entry.message.split()) > 1 else ""
+    found = VALUE_RANGES.get(kind, "values reach float16's limits")
+    big = [p for p in entry.variant.split(";") if p.partition("=")[2] in BIG_CLASSES]
+    said = describe_variant(";".join(big), names)
+    return found + (f" (measured with {said})" if big else "")
 
 
 def load_table(path: Path) -> BehaviourTable:
@@ -527,6 +679,47 @@ def version_note(table: BehaviourTable | None = None) -> str | None:
         f"of {table.versions} (tables shipped: {shipped}); re-measure with "
         "`python -m coreml_lint.sweep`"
     )
+
+
+# ---------------------------------------------------------------- measured here
+# ``check --measure`` measures the keys the shipped table lacks on this machine's stack and
+# keeps them per stack version in the user's cache: a second run reads them back, torch-free.
+_LOCAL: dict[str, Any] = {"on": False}
+STACK = ("torch", *VERSIONED_PACKAGES)
+
+
+def installed_versions() -> dict[str, str]:
+    found = {}
+    for package in STACK:
+        try:
+            found[package] = metadata.version(package)
+        except metadata.PackageNotFoundError:
+            continue
+    return found
+
+
+def cache_folder() -> Path:
+    """``$XDG_CACHE_HOME/coreml-lint/measured/<stack>`` (``~/.cache`` without it)."""
+    root = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    versions = installed_versions()
+    stack = "-".join(f"{p}{versions.get(p, 'none')}" for p in STACK)
+    return root / "coreml-lint" / "measured" / re.sub(r"[^\w.+-]", "_", stack)
+
+
+def use_local_measurements(on: bool) -> None:
+    """Whether CML801 also answers from what ``--measure`` measured on this machine."""
+    _LOCAL.clear()
+    _LOCAL["on"] = on
+
+
+def local_table() -> BehaviourTable | None:
+    """The table of this machine's measurements, when in use and present."""
+    if not _LOCAL.get("on"):
+        return None
+    if "table" not in _LOCAL:
+        path = cache_folder() / TABLE_PATH.name
+        _LOCAL["table"] = load_table(path) if path.exists() else None
+    return _LOCAL["table"]
 
 
 def normalized(message: str) -> str:

@@ -5,16 +5,25 @@ What it does
     the op, the dtypes in the graph's tensor metadata with where each operand comes from
     (a partition input, made inside Core ML, a constant), the class of every other argument
     (``eps`` given or not, a float or an int exponent, ``approximate="tanh"``), the rank of
-    the first operand, the consumer when it is ``linear``/``addmm``/``matmul``, and the
-    deployment target. It reports a node whose measured outcome is a crash (with the
-    measured error's first line) or wrong values (with the measured divergence), and what
-    the table measured *ok* nearby: a higher target, other dtypes, another variant.
-    An unmeasured variant is predicted to crash (the message says "predicted") when every
-    variant measured with the node's dtypes crashes for one reason, or when the op's base
-    call crashes with them and its arguments change nothing in float32; a shape class not
-    measured takes the measurement at another shape only where the op's base call is ok at
-    every shape measured. Other unmeasured combinations are not reported. A node a
-    hand-written rule reports is left to that rule.
+    the first operand, the consumer when it is ``linear``/``addmm``/``matmul`` (or any
+    consumer inside the partition, when that was measured), and the deployment target. It
+    reports a node whose measured outcome is a crash (with the measured error's first
+    line) or wrong values (with the measured divergence), and what the table measured *ok*
+    nearby: a higher target, other dtypes, the closest other variant.
+    Wrong values the oracle saw only in its float16 pass (overflow past 65504, integers
+    past 2048, underflow) depend on the values the model holds: they are warnings that say
+    which range fails. A crash the single-op program met only because it returned the op's
+    output from the delegate (zero strides) is reported only where the node's output
+    leaves its partition too.
+    What was not measured is predicted (the message says "predicted") only from crashes:
+    when every variant measured with the node's dtypes crashes for one reason; when the
+    op's base call crashes with them and its arguments change nothing in float32; or when
+    one argument change measured alone crashes and the node makes that change too
+    (``sorted=False`` with another ``k``). A shape class not measured takes the
+    measurement at another shape where the op's base call behaves alike at every shape
+    measured at that target. ``check --measure`` measures the rest on this machine. Other
+    unmeasured combinations are not reported. A node a hand-written rule reports is left
+    to that rule.
 
 Why it breaks
     The stock partitioner delegates by op name only, whatever the dtypes, arguments and
@@ -40,18 +49,31 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from coreml_lint.core.findings import Finding, Outcome
+from coreml_lint.core.findings import Finding, Outcome, Severity
 from coreml_lint.core.settings import PartitionerSettings
 from coreml_lint.program.behaviour import (
     BAD,
+    BASE,
+    BOUNDARY_CRASH,
     CONTEXT_OPS,
     CRASH,
+    EVERY,
+    FACTOR,
+    HERE,
+    INSIDE,
+    MEASURED,
     SAME_OP,
+    SHAPE,
+    Answer,
     BehaviourTable,
     Entry,
     Key,
     KeyMaker,
     active_table,
+    describe_variant,
+    factors,
+    value_dependent,
+    value_range,
     version_note,
 )
 from coreml_lint.program.graph import Node
@@ -59,6 +81,8 @@ from coreml_lint.program.optable import load_optable
 from coreml_lint.rulekit.context import ProgramContext
 from coreml_lint.rulekit.examples import F, case, module, returns, torch
 from coreml_lint.rulekit.rule import Rule
+
+CRASHES = (CRASH, BOUNDARY_CRASH)
 
 
 class MeasuredOpBehaviour(Rule):
@@ -82,17 +106,34 @@ class MeasuredOpBehaviour(Rule):
             found = measured(table, maker, node, ctx, target)
             if found is None:
                 continue
-            key, entry, predicted = found
-            yield ctx.finding(
+            key, answer = found
+            entry = answer.entry
+            ranged = value_dependent(entry)
+            finding = ctx.finding(
                 node,
-                _message(key, entry, target, table, note, predicted),
-                fix=_fix(table, entry, target),
-                outcome=Outcome.CRASH if entry.outcome == CRASH else Outcome.SILENT,
+                _message(key, answer, target, table, note),
+                fix=_fix(table, entry, target, key),
+                severity=Severity.WARNING if ranged else None,
+                outcome=Outcome.CRASH if entry.outcome in CRASHES else Outcome.SILENT,
                 partitioner=ctx.skip_advice(node),
                 measured=entry.outcome,
-                predicted_from_base_call=predicted,
+                basis=answer.basis,
+                predicted_from_base_call=answer.predicted,
                 measured_with=table.measured_with,
             )
+            finding.lower_fixes = entry.outcome != BOUNDARY_CRASH  # see ``unanswered``
+            yield finding
+
+    def unanswered(self, finding: Finding, *, dequantize_on_cpu: bool = False) -> str | None:
+        """A zero-stride output leaving the delegate (an expand, a meshgrid returned as it
+        is) crashes ExecuTorch's emitter wherever the op runs: keeping the node on the CPU
+        answers nothing, the model must consume or copy the output first."""
+        if finding.extra.get("measured") == BOUNDARY_CRASH:
+            return (
+                f"{finding.message} (coreml-lint lower has no answer: use the output inside "
+                "the model, or return `.contiguous()` of it)"
+            )
+        return super().unanswered(finding, dequantize_on_cpu=dequantize_on_cpu)
 
     def refuse(self, node: Any) -> str | None:
         """A core ATen node whose measured outcome at the target is a crash or wrong values
@@ -124,56 +165,102 @@ def _bad_entry(node: Any, target: int) -> Entry | None:
     if table is None:
         return None
     for key, context in fx_keys(node):
-        entry = table.lookup(key, target, context)
-        entry = entry if entry is not None else table.predict(key, target, context)
-        if entry is not None and entry.outcome in BAD:
-            return entry
+        answer = table.answer(key, target, context)
+        if answer is None or value_dependent(answer.entry):
+            continue  # values the model may never hold: not worth a CPU fallback
+        if answer.entry.outcome in BAD:  # a boundary crash is no op's: see ``unanswered``
+            return answer.entry
     return None
 
 
 def measured(
     table: BehaviourTable, maker: KeyMaker, node: Node, ctx: ProgramContext, target: int
-) -> tuple[Key, Entry, bool] | None:
-    """The node's key, its bad entry (alone, or feeding a context op) and whether the entry
-    is a prediction from the op's base call rather than a measurement of this variant."""
+) -> tuple[Key, Answer] | None:
+    """The node's key and its bad answer (alone, or feeding a context op): measured, or
+    predicted (``Answer.basis`` says how). A crash the sweep saw only because its program
+    returned the op's output straight from the delegate counts only when this node's
+    output leaves its partition too."""
     key = maker.key(node)
     part = ctx.placement.partition_of(node)
-    contexts = [""] + [
+    # measured consumed in the partition, as this node is: that answer, not the returned one
+    inside = not _leaves(node, part, ctx) and table.answer(key, target, INSIDE) is not None
+    contexts = [INSIDE if inside else ""]
+    contexts += [
         user.target
         for out in node.outputs
         for user in ctx.users.get(out, [])
         if user.target in CONTEXT_OPS and ctx.placement.partition_of(user) is part
     ]
     for context in dict.fromkeys(contexts):
-        entry = table.lookup(key, target, context)
-        predicted = entry is None
-        if predicted:
-            entry = table.predict(key, target, context)
-        if entry is not None and entry.outcome in BAD:
-            return key, entry, predicted
+        answer = table.answer(key, target, context)
+        if answer is None:
+            continue
+        if answer.entry.outcome in BAD:
+            return key, answer
+        if answer.entry.outcome == BOUNDARY_CRASH and _leaves(node, part, ctx):
+            return key, answer
     return None
 
 
-def _message(
-    key: Key, entry: Entry, target: int, table: BehaviourTable, note: str | None, predicted: bool
-) -> str:
+def _leaves(node: Node, part: Any, ctx: ProgramContext) -> bool:
+    """Whether an output of the node is returned by its partition (read on the CPU or
+    returned by the program)."""
+    outputs = set(part.outputs) if part is not None else set()
+    return any(out in outputs or out in ctx.user_outputs for out in node.outputs)
+
+
+BASIS_WORDS = {
+    MEASURED: "measured",
+    SHAPE: "measured at shape class {shape} (the op behaves alike at every shape measured "
+    "at this target)",
+    BASE: "predicted (these arguments were not measured; the op crashes alike with every "
+    "argument that was)",
+    EVERY: "predicted (these arguments were not measured; every variant measured with "
+    "these operands crashes alike)",
+    HERE: "measured on this machine (`--measure`, cached per stack version)",
+    FACTOR: "predicted (this combination of arguments was not measured; with {variant} "
+    "the op crashes, and the node has the same {changed})",
+}
+
+
+def _message(key: Key, answer: Answer, target: int, table: BehaviourTable, note: str | None) -> str:
+    entry = answer.entry
+    names = table.arg_names.get(key.op)
     feeding = f" feeding {entry.context}" if entry.context else ""
-    what = "lowering crashes" if entry.outcome == CRASH else "Core ML computes other values"
-    how = (
-        "predicted (these arguments were not measured; the op crashes alike with every "
-        "argument that was)"
-        if predicted
-        else "measured"
+    base = factors(table.bases.get(key.op, ""))
+    changed = ";".join(f"{f}={v}" for f, v in factors(entry.variant).items() if base.get(f) != v)
+    how = BASIS_WORDS[answer.basis].format(
+        shape=entry.shape,
+        variant=describe_variant(entry.variant, names) or "no other arguments",
+        changed=describe_variant(changed, names),
     )
+    if entry.outcome == BOUNDARY_CRASH:
+        what = "lowering crashes when the op's output leaves the delegate, as it does here"
+    elif entry.outcome == CRASH:
+        what = "lowering crashes"
+    elif value_dependent(entry):
+        what = f"Core ML computes other values where {value_range(entry, names)}"
+    else:
+        what = "Core ML computes other values"
     text = (
-        f"{key.describe(table.arg_names.get(key.op))}{feeding} at iOS{target}: {how}, "
+        f"{key.describe(names)}{feeding} at iOS{target}: {how}, "
         f"{what}: `{entry.message}` ({entry.cases} sweep case(s) on {table.versions})"
     )
+    if value_dependent(entry):
+        text += (
+            "; a model whose values stay in that range is unaffected (`coreml-lint verify` "
+            "checks the partition on the program's example inputs)"
+        )
     return f"{text}; {note}" if note else text
 
 
-def _fix(table: BehaviourTable, entry: Entry, target: int) -> str:
-    found = table.workarounds(entry, target)
+def _fix(table: BehaviourTable, entry: Entry, target: int, key: Key | None = None) -> str:
+    if entry.outcome == BOUNDARY_CRASH:  # the measured-meshgrid cases lower these two
+        return (
+            "return a value computed from the output inside the model, or `.contiguous()` "
+            "of it, not the output itself"
+        )
+    found = table.workarounds(entry, target, key)
     cpu = "keep the node on the CPU (`coreml-lint lower` does)"
     return ("measured ok: " + "; ".join(found) + f"; or {cpu}") if found else cpu
 
@@ -318,3 +405,75 @@ def _():
 @case("measured-parity-in-float", expect=set())
 def _():
     return module(lambda s, ids: (ids.float() % 2) * 2), (torch.randint(0, 100, (2, 7)),)
+
+
+# The keys users write: arguments changed together, a batch of one, outputs left unread.
+@case(
+    "measured-pixel-unshuffle-ios15",  # measured on (4,4,4,4) with factor 1 and 2
+    expect={"CML801"},
+    crash=r"No available version for pixel_unshuffle in the coremltools.target.iOS15",
+)
+def _():
+    return module(lambda s, x: F.pixel_unshuffle(x, 2) * 2.0), (torch.rand(1, 3, 16, 16),)
+
+
+@case("measured-pixel-unshuffle-ios16", expect=set(), settings={"ios": 16})
+def _():
+    return module(lambda s, x: F.pixel_unshuffle(x, 2) * 2.0), (torch.rand(1, 3, 16, 16),)
+
+
+@case(
+    "measured-topk-unsorted",  # sorted=False measured with k=1; here k=4, indices unread
+    expect={"CML801"},
+    crash=r"only sorted=True supported for the topk",
+)
+def _():
+    return module(lambda s, x: torch.topk(x * 2.0, 4, dim=-1, sorted=False)[0].sum(-1)), (
+        torch.rand(2, 16),
+    )
+
+
+@case("measured-topk-sorted", expect=set())
+def _():
+    return module(lambda s, x: torch.topk(x * 2.0, 4, dim=-1)[0].sum(-1)), (torch.rand(2, 16),)
+
+
+# A crash seen only at the single-op program's boundary: meshgrid's expanded outputs have
+# zero strides, which ExecuTorch refuses for a delegate's output, not inside the delegate.
+@case("measured-meshgrid-returned", expect={"CML801"}, crash=r"0 in strides is not supported")
+def _():
+    return module(lambda s, a, b: torch.meshgrid(a * 2.0, b * 2.0, indexing="ij")), (
+        torch.rand(4),
+        torch.rand(5),
+    )
+
+
+@case("measured-meshgrid-returned-contiguous", expect=set())  # what `unanswered` advises
+def _():
+    def grid(s, a, b):
+        ys, xs = torch.meshgrid(a * 2.0, b * 2.0, indexing="ij")
+        return ys.contiguous(), xs.contiguous()
+
+    return module(grid), (torch.rand(4), torch.rand(5))
+
+
+@case("measured-meshgrid-consumed", expect=set())
+def _():
+    def anchors(s, a, b):
+        ys, xs = torch.meshgrid(a * 2.0, b * 2.0, indexing="ij")
+        return torch.stack([xs, ys], dim=-1) + 0.5
+
+    return module(anchors), (torch.rand(4), torch.rand(5))
+
+
+# Wrong values measured only where float16 overflows (``10000 ** t`` at the sweep's values):
+# a sine position embedding's exponents stay in range, so a warning, not an error.
+@case("measured-pow-scalar-sine-embedding", expect=set(), warnings={"CML801"})
+def _():
+    def embed(s, x):
+        dim_t = torch.arange(16, dtype=torch.float32)
+        dim_t = 10000 ** (2 * torch.div(dim_t, 2, rounding_mode="floor") / 16)
+        pos = x[:, :, None] / dim_t
+        return torch.cat([pos[:, :, 0::2].sin(), pos[:, :, 1::2].cos()], dim=2)
+
+    return module(embed), (torch.rand(2, 8),)

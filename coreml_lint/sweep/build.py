@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from coreml_lint.program.behaviour import INSIDE as CONSUMED
 from coreml_lint.sweep.values import decode, flat_outputs, make_tensor, seed_of, torch_dtype
 
 # Where an operand made in the program comes from: the source dtype of its input.
@@ -141,7 +142,10 @@ def _make_case_class() -> Any:
                     self.consts.append(name)
             self.anchored = all(t.get("origin") == "const" for t in case["tensors"])
             self.context = None
-            if case.get("context"):
+            self.consumed = case.get("context") == CONSUMED
+            if self.consumed:  # a submodule: its nodes are told apart from the op's
+                self.consumer = _Consumer()
+            if case.get("context") and not self.consumed:
                 dtype = torch_dtype(_output_dtype(case))
                 self.context = context(case["context"], dtype)
 
@@ -165,11 +169,31 @@ def _make_case_class() -> Any:
             args = [decode(a, tensors) for a in self.case["args"]]
             kwargs = {k: decode(v, tensors) for k, v in self.case["kwargs"].items()}
             out = flat_outputs(self.op(*args, **kwargs))
+            if "returns" in self.case:  # the outputs a model reads (``check --measure``)
+                out = [out[i] for i in self.case["returns"]]
             if self.context is not None:
                 out = [self.context(out[0])]
+            if self.consumed:
+                out = [self.consumer(o) for o in out]
             return self.suffix(out, xs[0] if self.anchored else None)
 
     return CaseModule
+
+
+def _Consumer() -> Any:
+    import torch
+    from torch import nn
+
+    class Consumer(nn.Module):
+        """A use of an op's output inside the partition (the ``inside`` axis): the program
+        then returns the consumer's output, not the op's."""
+
+        def forward(self, value: Any) -> Any:
+            if value.dtype == torch.bool:
+                return torch.logical_not(value)
+            return value * 2 if value.is_floating_point() else value + 1
+
+    return Consumer()
 
 
 def _output_dtype(case: dict[str, Any]) -> str:

@@ -5,11 +5,16 @@ targets is millions of lowerings; this keeps every dimension, one factor at a ti
 crosses the factors the catalogue shows interacting):
 
 - *dtype*: the base call with its float operands in each of the nine dtypes;
-- *variant*: each non-tensor argument, and each optional tensor, at up to four other legal
-  values of distinct value classes (the classes the table keys on), in float32 and float16;
-  a dtype argument takes all nine dtypes;
+- *variant*: each non-tensor argument, and each optional tensor, at up to eight other legal
+  values of distinct value classes (the classes the table keys on), in float32 and float16:
+  special scalars (0, 1, -1, negative, non-integral, past float16's range, tiny, past 2048,
+  infinite), scale factors with fractional output sizes, equations with ellipsis and
+  repeated labels; a dtype, bool or string argument takes every value it has;
 - *shape*: ranks 0, 1, 3 (with a size-1 dim), 3 (with an empty dim) and 5 besides the
   base call's, in float32 (required arguments are searched again for each shape);
+- *rank*: each operand alone at rank 1 and rank 0 (a vector into ``matmul``);
+- *inside*: the base call per dtype with its outputs consumed inside the partition (keyed
+  with context ``inside``): a crash the returned output alone causes is the boundary's;
 - *origin*: the first operand made inside the program (a cast or comparison in Core ML)
   for every dtype but float32 and bfloat16 (which fails on any path), and the second
   operand a constant (a buffer Core ML owns);
@@ -25,6 +30,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from coreml_lint.program.behaviour import value_class
+from coreml_lint.sweep.build import CONSUMED
 from coreml_lint.sweep.legal import (
     SIDE,
     Call,
@@ -36,16 +42,28 @@ from coreml_lint.sweep.legal import (
     with_given,
     with_layout,
 )
-from coreml_lint.sweep.schema import Arg, OpInfo, string_options
+from coreml_lint.sweep.schema import EQUATIONS, Arg, OpInfo, string_options
 from coreml_lint.sweep.values import DTYPES, FLOATS, case_id, decode, encode_float
 
 SHAPES = ((), (5,), (3, 1, 4), (2, 0, 3), (2, 1, 3, 2, 2))
 CONTEXTS = ("linear", "addmm", "matmul")
 TARGETS = (15, 18)
-VARIANTS_PER_ARG = 4
-INT_VARIANTS = [0, 1, -1, 2, -2, SIDE, 3001]
-FLOAT_VARIANTS = [0.0, 1.0, 0.5, 1e-6, 3.0, float("inf"), float("-inf")]
-SCALAR_VARIANTS = [2, 0.5, 3.0, 3001, float("-inf"), 0]
+# Values of distinct classes per argument: every class the lists below reach (a bool, an
+# enum-like string and a dtype take every value they have).
+VARIANTS_PER_ARG = 8
+# Special scalars: 0, 1, -1, negative, non-integral (both signs), past float16's range,
+# below its smallest normal, past 2048 (not exact in float16), infinities.
+INT_VARIANTS = [0, 1, -1, 2, -2, SIDE, 3001, -3001]
+# float32's lowest (-3.4e38) is the masking sentinel models write (``finfo.min``): upstream
+# coremltools fixed it becoming NaN in float16 after 9.0 (docs/upstream-mined.md).
+F32_MIN = -3.4028234663852886e38
+FLOAT_VARIANTS = [0.0, 1.0, -1.0, 0.5, -0.5, 1e-6, 3.0, 7e4, F32_MIN, float("inf"), float("-inf")]
+SCALAR_VARIANTS = [2, 0.5, -0.5, 3.0, 1, -1, 3001, 7e4, F32_MIN, float("-inf"), 0]
+# Variants of these argument kinds are measured on integer operands too (a rounding mode
+# on int64 kept its dtype only after coremltools 9.0: docs/upstream-mined.md).
+INTEGER_VARIANTS = ("str", "bool")
+# Scale factors whose output size is not whole (4 * 1.3 = 5.2), above and below one.
+FLOATS_VARIANTS = (2.0, 1.3, 0.5, 1.5, 0.7)  # 1.3 first: its class's riskier value
 
 
 def op_cases(info: OpInfo) -> tuple[list[dict[str, Any]], str | None]:
@@ -65,8 +83,16 @@ def op_cases(info: OpInfo) -> tuple[list[dict[str, Any]], str | None]:
             half = _retyped(info, call, "float16", origin="op")
             if half is not None:
                 cases.append(_case(info, half, "variant", f"{label} float16"))
+        if _kind_of(info, label) in INTEGER_VARIANTS and "int64" in dtype_calls:
+            wide = _retyped(info, call, "int64")
+            if wide is not None:
+                cases.append(_case(info, wide, "variant", f"{label} int64"))
     cases += [_case(info, c, "shape", s) for s, c in _shapes(info, base, shape)]
+    cases += [_case(info, c, "rank", s) for s, c in _edge_ranks(info, base)]
     cases += [_case(info, c, "origin", s) for s, c in _origins(info, base, dtype_calls)]
+    for dtype, call in dtype_calls.items():  # the output consumed inside the partition
+        if dtype not in ("bfloat16", "int8", "uint8"):
+            cases.append(_case(info, call, CONSUMED, f"{dtype} consumed", CONSUMED))
     if float16:
         numeric = [(label, c) for label, c in variants if _numeric(info, label)]
         for label, call in [("base", base), *numeric]:
@@ -165,7 +191,7 @@ def _variants(info: OpInfo, base: Call) -> Iterator[tuple[str, Call]]:
             seen.add(_class(value))
             made += 1
             yield f"{arg.name}={_class(value)}", call
-            if made >= (len(DTYPES) if arg.kind == "dtype" else VARIANTS_PER_ARG):
+            if arg.kind not in ("dtype", "bool", "str") and made >= VARIANTS_PER_ARG:
                 break
 
 
@@ -215,7 +241,7 @@ def _variant_values(info: OpInfo, base: Call, arg: Arg, given: dict[str, Any]) -
         values = [encode_float(v) for v in FLOAT_VARIANTS]
     elif kind == "floats":
         n = max(len(shape) - 2, 1)
-        values = [[2.0] * n, [0.5] * n, [1.5] * n]
+        values = [[f] * n for f in FLOATS_VARIANTS]
     elif kind == "scalar":
         values = [encode_float(v) if isinstance(v, float) else v for v in SCALAR_VARIANTS]
     elif kind == "dtype":
@@ -230,6 +256,8 @@ def _variant_values(info: OpInfo, base: Call, arg: Arg, given: dict[str, Any]) -
 
 
 def _string_values(info: OpInfo, base: Call, arg: Arg, given: dict[str, Any]) -> list[str]:
+    if arg.name == "equation":
+        return [e for n in EQUATIONS.values() for e in n]
     from coreml_lint.sweep.values import make_tensor
 
     tensors = [make_tensor(t, i) for i, t in enumerate(base.tensors)]
@@ -265,6 +293,20 @@ def _optional_tensors(info: OpInfo, base: Call, arg: Arg) -> Iterator[tuple[str,
 
 
 # ---------------------------------------------------------------- shapes, origins, contexts
+def _edge_ranks(info: OpInfo, base: Call) -> Iterator[tuple[str, Call]]:
+    """Each operand alone at rank 1 (a vector into ``matmul``, a 1-D weight) and at rank 0,
+    the others as in the base call: the ranks an op accepts at its edges."""
+    typical = [i for i, t in enumerate(base.tensors) if t.get("values") == "typical"]
+    if len(typical) < 2:
+        return
+    for i in typical:
+        for shape in ((SIDE,), ()):
+            made = base.copy()
+            made.tensors[i]["shape"] = list(shape)
+            if list(shape) != base.tensors[i]["shape"] and is_legal(info, made):
+                yield f"operand {i} at rank {len(shape)}", made
+
+
 def _shapes(info: OpInfo, base: Call, cube: tuple[int, ...]) -> Iterator[tuple[str, Call]]:
     """The base call with every operand shaped like the first one reshaped (ranks 0-5, a
     size-1 dim, an empty dim); required arguments are searched again for the shape."""
@@ -302,6 +344,11 @@ def _origins(info: OpInfo, base: Call, dtype_calls: dict[str, Call]) -> Iterator
         made = base.copy()
         made.tensors[operands[1]]["origin"] = "const"
         yield "second operand constant", made
+
+
+def _kind_of(info: OpInfo, label: str) -> str | None:
+    name = label.split("=")[0]
+    return next((a.kind for a in info.args if a.name == name), None)
 
 
 def _numeric(info: OpInfo, label: str) -> bool:

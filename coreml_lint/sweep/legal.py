@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from coreml_lint.sweep.schema import (
+    EQUATIONS,
     FLOAT_CANDIDATES,
     SCALAR_CANDIDATES,
     Arg,
@@ -216,6 +217,8 @@ def candidates(arg: Arg, shape: tuple[int, ...], no_tensors: bool) -> list[Any]:
         found = [False, True]
     elif arg.kind == "dtype":
         found = [{"dtype": "float32"}]
+    elif arg.kind == "str" and arg.name == "equation":
+        found = [e for n in EQUATIONS.values() for e in n]
     elif arg.kind == "str":
         found = []
     else:

@@ -154,6 +154,7 @@ class Pool:
             worker.process.join(5)
             if worker.process.is_alive():
                 worker.process.kill()
+            worker.process.join()  # reaped: its CPU time counts in the sweep's cpu_seconds
         self.workers = []
 
 

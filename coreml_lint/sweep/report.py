@@ -61,12 +61,15 @@ def sweep_summary(store: Any, results: list[dict[str, Any]]) -> dict[str, Any]:
         "ops_left_out": meta.get("left_out", {}),
         "sampling": (
             "one factor at a time around a legal float32 call found from the schema: 9 "
-            "dtypes; each argument at up to 4 other legal values of distinct classes (in "
-            "float32 and float16 made in the program; a dtype argument at all 9); ranks "
-            "0-5 with size-1 and empty dims; the first operand made in the program, the "
-            "second a constant; float16 outputs feeding linear/addmm/matmul for the base "
-            "call and float/Scalar variants; iOS15 and iOS18, plus iOS16/17 where they "
-            "disagree"
+            "dtypes; each argument at up to 8 other legal values of distinct classes "
+            "(special, negative, non-integral and out-of-float16 scalars; fractional scale "
+            "factors; equations with ellipsis and repeated labels), every value of a bool, "
+            "string or dtype argument (in float32 and float16 made in the program, strings "
+            "and bools on int64 too); ranks 0-5 with size-1 and empty dims, and each "
+            "operand alone at rank 1 and 0; the first operand made in the program, the "
+            "second a constant; every dtype's output consumed inside the partition; "
+            "float16 outputs feeding linear/addmm/matmul for the base call and float/Scalar "
+            "variants; iOS15 and iOS18, plus iOS16/17 where they disagree"
         ),
     }
     if meta.get("note"):  # what a reader of the numbers must know (a run cut short)

@@ -69,7 +69,7 @@ class Store:
 
 
 # Measured first to last, so a sweep stopped early has the most telling cases.
-AXIS_ORDER = ("base", "dtype", "variant", "origin", "context", "shape")
+AXIS_ORDER = ("base", "dtype", "variant", "origin", "context", "shape", "inside", "rank")
 
 
 def bucket_of(case: dict[str, Any]) -> tuple[Any, ...]:

@@ -185,6 +185,15 @@ def _numel(shape: tuple[int, ...]) -> int:
     return total
 
 
+# Equations for an equation-string argument (einsum): matrix products, a batch, ellipsis,
+# a repeated label (a diagonal), a trace, an outer product, a transpose.
+EQUATIONS = {
+    1: ["ij->ji", "ii->i", "ii->", "...ij->...ji", "ij->"],
+    2: ["ij,jk->ik", "bij,bjk->bik", "...ij,...jk->...ik", "i,j->ij", "i,i->", "ii,ij->j"],
+    3: ["ij,jk,kl->il"],
+}
+
+
 FLOAT_CANDIDATES = [0.5, 1e-5, 0.0, 2.0]
 SCALAR_CANDIDATES = [2, 0.5]
 

@@ -15,7 +15,14 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from coreml_lint.program.behaviour import FORMAT, MIXED, format_targets, normalized
+from coreml_lint.program.behaviour import (
+    BOUNDARY_CRASH,
+    FORMAT,
+    MIXED,
+    boundary_crash,
+    format_targets,
+    normalized,
+)
 
 Cell = tuple[str, str, int]  # outcome, message, cases
 
@@ -38,8 +45,11 @@ BOUNDARY = ("interface output-is-input", "interface duplicate-output")
 
 
 def outcome_of(result: dict[str, Any]) -> str:
+    """The outcome as the table keys it: a boundary's failure is told from the op's."""
     if result["outcome"] == "wrong" and result["message"].startswith(BOUNDARY):
         return "boundary"
+    if result["outcome"] == "crash" and boundary_crash(result["message"]):
+        return BOUNDARY_CRASH  # the op's output returned from the delegate (zero strides)
     return result["outcome"]
 
 
@@ -155,6 +165,38 @@ def build_table(
         "messages": messages,
         "ops": dict(sorted(ops.items())),
     }
+
+
+def merge_new(shipped: dict[str, Any], extra: dict[str, Any], note: str) -> dict[str, Any]:
+    """``shipped`` with the rows of ``extra`` whose (operands, variant, context) the shipped
+    table has not measured: a later sample adds cells, and never changes a measured one
+    (a cell both measured would need both sweeps' cases to fold). Both on one stack."""
+    if extra["measured_with"] != shipped["measured_with"]:
+        raise ValueError("the two tables were measured on other versions")
+    messages = list(shipped["messages"])
+    index = {m: i for i, m in enumerate(messages)}
+    added = 0
+    for op, rows in extra["ops"].items():
+        mine = shipped["ops"].setdefault(op, [])
+        have = {tuple(r[:3]) for r in mine}
+        for row in rows:
+            if tuple(row[:3]) in have:
+                continue
+            message = extra["messages"][row[6]] if row[6] is not None else None
+            if message is not None and message not in index:
+                index[message] = len(messages)
+                messages.append(message)
+            mine.append([*row[:6], index.get(message) if message else None, row[7]])
+            added += 1
+    shipped["messages"] = messages
+    shipped["ops"] = dict(sorted(shipped["ops"].items()))
+    for key in ("bases", "arg_names"):  # what the shipped table lacks for the new ops
+        merged = {**extra.get(key, {}), **shipped.get(key, {})}
+        shipped[key] = dict(sorted(merged.items()))
+    kept = ("measured", "cases", "outcomes", "wall_seconds", "workers")
+    summary = {k: extra["sweep"][k] for k in kept if k in extra["sweep"]}
+    shipped["sweep"].setdefault("added", []).append(dict(summary, rows=added, note=note))
+    return shipped
 
 
 def measured_versions() -> dict[str, str]:

@@ -144,9 +144,29 @@ def decode(value: Any, tensors: list[Any]) -> Any:
             return torch_dtype(value["dtype"])
         if "float" in value:
             return float(value["float"])
+        if "opaque" in value:
+            return _opaque(value["opaque"], value.get("value"))
     if isinstance(value, list):
         return [decode(v, tensors) for v in value]
     return value
+
+
+# The export schema's memory formats (a node read from a .pt2 keeps only the number).
+MEMORY_FORMATS = {1: "contiguous_format", 2: "channels_last", 3: "channels_last_3d"}
+
+
+def _opaque(kind: str, value: Any) -> Any:
+    """A device, layout or memory format argument a program recorded: the CPU, strided,
+    the format it names (what an exported program on this stack holds)."""
+    import torch
+
+    if kind == "as_device":
+        return torch.device("cpu")
+    if kind == "as_layout":
+        return torch.strided
+    if kind == "as_memory_format":
+        return getattr(torch, MEMORY_FORMATS.get(value, "preserve_format"))
+    raise ValueError(f"an argument of kind {kind} cannot be rebuilt")
 
 
 def encode_float(value: float) -> Any:

@@ -1,0 +1,79 @@
+"""``coreml-lint check --measure``: the nodes whose key the op table lacks get their own
+single-op program, measured as the sweep measures, cached per stack version; a second run
+measures nothing."""
+
+from __future__ import annotations
+
+import io
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from coreml_lint.core.settings import PartitionerSettings  # noqa: E402
+from coreml_lint.program.behaviour import KeyMaker, active_table, cache_folder  # noqa: E402
+from coreml_lint.program.canonical import canonicalize  # noqa: E402
+from coreml_lint.program.placement import predict_placement  # noqa: E402
+from coreml_lint.program.pt2 import read_pt2_stream  # noqa: E402
+
+
+class Unsorted(torch.nn.Module):
+    """topk(sorted=False) with k=4 and its indices unread: a key the sweep never made."""
+
+    def forward(self, x):
+        return torch.topk(x * 2.0, 4, dim=-1, sorted=False)[0].sum(-1)
+
+
+def _save(model: torch.nn.Module, inputs: tuple, path: Path) -> Path:
+    torch.export.save(torch.export.export(model.eval(), inputs), path)
+    return path
+
+
+def test_a_nodes_case_is_its_own_call(tmp_path):
+    from coreml_lint.sweep.ondemand import node_case, wanted
+
+    buffer = io.BytesIO()
+    torch.export.save(torch.export.export(Unsorted(), (torch.rand(2, 16),)), buffer)
+    buffer.seek(0)
+    (graph,) = read_pt2_stream(buffer, "unsorted")
+    graph = canonicalize(graph)
+    placement = predict_placement(graph, PartitionerSettings(minimum_deployment_target=15))
+    found = {w.key.op: w for w in wanted(graph, placement, active_table())}
+    topk = found["aten.topk.default"]
+    assert topk.key.variant.endswith("outputs=partly-unused")
+    case = topk.case
+    assert case["op"] == "topk.default" and case["target"] == 15
+    assert case["tensors"] == [
+        {"shape": [2, 16], "dtype": "float32", "values": "typical", "origin": "in"}
+    ]
+    assert case["args"] == [{"t": 0}, 4, -1, True, False]
+    assert case["returns"] == [0]  # only the values are read
+    node = next(n for n in graph.nodes if n.target == "aten.topk.default")
+    assert node_case(graph, KeyMaker(graph, placement), node, 15)["id"] == case["id"]
+
+
+def _lint(path: Path, cache: Path, *extra: str) -> subprocess.CompletedProcess:
+    env = dict(os.environ, XDG_CACHE_HOME=str(cache))
+    command = [sys.executable, "-m", "coreml_lint", "check", str(path), "--measure", *extra]
+    return subprocess.run(command, capture_output=True, text=True, env=env, timeout=600)
+
+
+@pytest.mark.oracle
+def test_measure_answers_unmeasured_keys_and_caches_them(tmp_path):
+    program = _save(Unsorted(), (torch.rand(2, 16),), tmp_path / "unsorted.pt2")
+    cache = tmp_path / "cache"
+    first = _lint(program, cache, "--ios", "15", "--output-format", "concise")
+    assert first.returncode == 1, first.stderr
+    assert "measured on this machine" in first.stdout
+    assert "only sorted=True supported for the topk" in first.stdout
+    assert "measured now (" in first.stderr and "0 cached" in first.stderr
+    second = _lint(program, cache, "--ios", "15", "--output-format", "concise")
+    assert second.stdout == first.stdout
+    assert "0 measured now" in second.stderr and "cached in" in second.stderr
+    (folder,) = (cache / "coreml-lint" / "measured").iterdir()  # one stack version
+    assert folder.name == cache_folder().name
+    assert (folder / "behaviour.json").exists() and (folder / "results.jsonl").exists()

@@ -1,0 +1,174 @@
+"""How the op table answers keys users write that the sweep measured only one factor at a
+time: a crash one argument change causes, a shape class measured elsewhere, a crash of the
+program boundary, a value-dependent divergence, what was measured consumed inside the
+partition. Torch-free: a small table written in the shipped format."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from coreml_lint.program import behaviour
+from coreml_lint.program.behaviour import (
+    BASE,
+    BOUNDARY_CRASH,
+    FACTOR,
+    MEASURED,
+    SHAPE,
+    Key,
+    load_table,
+    value_class,
+    value_dependent,
+    value_range,
+)
+
+TOPK, UNSHUFFLE, POOL = (
+    "aten.topk.default",
+    "aten.pixel_unshuffle.default",
+    "aten.max_pool1d.default",
+)
+SORT = "Exception: For opset <= iOS16, only sorted=True supported for the topk"
+OPSET = "ValueError: No available version for pixel_unshuffle in the iOS15 opset"
+
+
+def _table(tmp_path, rows: dict[str, list[list]], bases: dict[str, str]):
+    messages = sorted({r[6] for op in rows.values() for r in op if r[6]})
+    ops = {
+        op: [[*r[:6], messages.index(r[6]) if r[6] else None, 1] for r in op_rows]
+        for op, op_rows in rows.items()
+    }
+    data = {
+        "format": 1,
+        "measured_with": {"coremltools": "9.0"},
+        "bases": bases,
+        "arg_names": {TOPK: ["self", "k", "dim", "largest", "sorted"]},
+        "messages": messages,
+        "ops": ops,
+    }
+    path = tmp_path / "behaviour.json"
+    path.write_text(json.dumps(data))
+    return load_table(path)
+
+
+@pytest.fixture
+def table(tmp_path):
+    f32 = "float32:in"
+    return _table(
+        tmp_path,
+        {
+            TOPK: [
+                [f32, "a1=1", "", "r2", "15,18", "ok", ""],
+                [f32, "a1=int", "", "r2", "15,18", "ok", ""],
+                [f32, "a1=1;a2=-1;a3=True;a4=False", "", "r2", "15", "crash", SORT],
+                [f32, "a1=1;a2=-1;a3=True;a4=False", "", "r2", "16-18", "ok", ""],
+            ],
+            UNSHUFFLE: [
+                [f32, "a1=1", "", "*", "15", "crash", OPSET],
+                [f32, "a1=1", "", "r4", "16-18", "ok", ""],
+                [f32, "a1=1", "", "r3u", "16-18", "crash", "ValueError: not enough values"],
+                [f32, "a1=int", "", "r4", "15", "crash", OPSET],
+                [f32, "a1=int", "", "r4", "16-18", "ok", ""],
+            ],
+            POOL: [  # the base call crashes everywhere: a variant is no sign of its cause
+                [f32, "", "", "*", "15", "crash", "E: 2 inputs"],
+                [f32, "a2=ints1", "", "r2", "15", "crash", "E: rank"],
+                [f32, "a2=ints1;a3=ints1", "", "r2", "15", "crash", "E: 2 inputs"],
+            ],
+        },
+        {TOPK: "a1=1", UNSHUFFLE: "a1=1", POOL: ""},
+    )
+
+
+def test_a_crash_one_changed_argument_causes_is_predicted_with_other_arguments(table):
+    users = Key(TOPK, "float32:in", "a1=int;a2=-1;a3=True;a4=False;outputs=partly-unused", "r2")
+    assert table.lookup(users, 15) is None
+    answer = table.answer(users, 15)
+    assert answer.basis == FACTOR and answer.entry.message == SORT and answer.predicted
+    assert table.answer(users, 16) is None  # measured ok at iOS16: nothing to predict
+    sorted_call = Key(TOPK, "float32:in", "a1=int;a2=-1;a3=True", "r2")
+    assert table.answer(sorted_call, 15) is None  # no change the crash needs
+
+
+def test_a_change_that_crashes_like_the_base_call_predicts_nothing(table):
+    # the pool's base call crashes "E: 2 inputs" everywhere, so a variant crashing the same
+    # way says nothing about its own change
+    key = Key(POOL, "float32:in", "a2=ints1;a3=ints1;a4=ints1", "r2")
+    found = table.answer(key, 15)
+    assert found is None or found.basis == BASE
+
+
+def test_a_shape_measured_elsewhere_answers_where_the_op_is_alike_at_every_shape(table):
+    batch_of_one = Key(UNSHUFFLE, "float32:in", "a1=int", "r4u")
+    answer = table.answer(batch_of_one, 15)
+    assert answer.basis == SHAPE and answer.entry.message == OPSET and not answer.predicted
+    # at iOS16 the op's base call differs by shape: the r4 measurement stays at r4
+    assert table.answer(batch_of_one, 16) is None
+    assert table.answer(Key(UNSHUFFLE, "float32:in", "a1=int", "r4"), 16).basis == MEASURED
+
+
+def test_workarounds_prefer_the_variant_closest_to_the_node(table):
+    users = Key(TOPK, "float32:in", "a1=int;a2=-1;a3=True;a4=False", "r2")
+    entry = table.answer(users, 15).entry
+    found = table.workarounds(entry, 15, users)
+    assert found[0].startswith("minimum_deployment_target iOS16")
+    assert "k=int" in found[-1] or "k=1" in found[-1]
+
+
+def test_float_classes_keep_the_sign():
+    assert value_class(-0.5) == "-frac" and value_class(0.5) == "frac"
+    assert value_class(-3.4e38) == "-huge" and value_class(-2.0) == "-whole"
+
+
+def test_value_dependent_outcomes_say_what_range_fails(tmp_path):
+    table = _table(
+        tmp_path,
+        {
+            "aten.pow.Scalar": [
+                ["float32:in", "a0=big", "", "r2", "15", "wrong", "float16 inf (pow): 2 inf"],
+                ["float32:in", "a0=frac", "", "r2", "15", "wrong", "semantic values (pow): x"],
+            ]
+        },
+        {"aten.pow.Scalar": "a0=int"},
+    )
+    big = table.lookup(Key("aten.pow.Scalar", "float32:in", "a0=big", "r2"), 15)
+    assert value_dependent(big)
+    assert "65504" in value_range(big) and "a0=big" in value_range(big)
+    frac = table.lookup(Key("aten.pow.Scalar", "float32:in", "a0=frac", "r2"), 15)
+    assert not value_dependent(frac)  # wrong in the float32 pass: the op's semantics
+
+
+def test_zero_stride_crashes_are_the_boundarys():
+    assert behaviour.boundary_crash("RuntimeError: 0 in strides is not supported for ExecuTorch.")
+    shipped = load_table(behaviour.TABLE_PATH)
+    mesh = shipped.entries[("aten.meshgrid.indexing", "float32:in,float32:in", "indexing=ij", "")]
+    assert {e.outcome for e in mesh} == {BOUNDARY_CRASH}
+
+
+def test_a_later_sample_adds_cells_and_never_changes_a_measured_one():
+    from coreml_lint.sweep.table import merge_new
+
+    def table(rows, messages):
+        return {
+            "measured_with": {"coremltools": "9.0"},
+            "sweep": {"cases": 1},
+            "bases": {},
+            "arg_names": {},
+            "messages": messages,
+            "ops": {"aten.neg.default": rows},
+        }
+
+    shipped = table([["float32:in", "", "", "r2", "15", "ok", None, 1]], [])
+    extra = table(
+        [
+            ["float32:in", "", "", "r3", "15", "crash", 0, 1],  # a cell the shipped one has
+            ["float32:in", "", "inside", "r2", "15", "crash", 0, 1],  # a new one
+        ],
+        ["E: boom"],
+    )
+    merged = merge_new(shipped, extra, "a sample")
+    assert merged["ops"]["aten.neg.default"] == [
+        ["float32:in", "", "", "r2", "15", "ok", None, 1],
+        ["float32:in", "", "inside", "r2", "15", "crash", 0, 1],
+    ]
+    assert merged["messages"] == ["E: boom"] and merged["sweep"]["added"][0]["rows"] == 1

@@ -1,0 +1,201 @@
+"""The op table's keys are the lint's keys: a model a user writes for the call a table entry
+describes gets, from the linter, exactly that entry's key.
+
+The sweep keys its own programs with the linter's ``KeyMaker`` (``sweep/measure.py``), but
+its programs are scaffolding (cases grouped as submodules, operands made by a ``prefix``
+module, constants as buffers, an anchor input). Here each case the generator makes is
+written again the way a user would write it (a plain module calling the op, constants as
+parameters, casts and comparisons in ``forward``), exported with ``torch.export`` (nothing
+is lowered), and the lint's key of its op node must be the key the sweep's own program of
+that case gets, which is the key its table entry carries. ``lower``'s refuse hook keys the
+``torch.fx`` node with its own function (``fx_keys``): its keys must include the lint's.
+"""
+
+from __future__ import annotations
+
+import random
+from functools import cache
+from typing import Any
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from coreml_lint.core.settings import PartitionerSettings  # noqa: E402
+from coreml_lint.program.behaviour import Key, KeyMaker, active_table  # noqa: E402
+
+TARGET = 15
+
+
+class UserModel(torch.nn.Module):
+    """The call a case describes, as a model's author writes it."""
+
+    def __init__(self, case: dict[str, Any]) -> None:
+        from coreml_lint.sweep.build import _op
+        from coreml_lint.sweep.values import make_tensor, seed_of
+
+        super().__init__()
+        self.case = case
+        self.op = _op(case["op"])
+        for j, spec in enumerate(case["tensors"]):
+            if spec.get("origin") != "const":
+                continue
+            value = make_tensor(spec, seed_of(case, j))
+            if value.is_floating_point():  # a weight: a parameter, not a buffer
+                setattr(self, f"k{j}", torch.nn.Parameter(value, requires_grad=False))
+            else:
+                self.register_buffer(f"k{j}", value)
+
+    def forward(self, *xs: Any) -> tuple[Any, ...]:
+        from coreml_lint.sweep.values import decode, flat_outputs, torch_dtype
+
+        given = iter(xs)
+        tensors = []
+        for j, spec in enumerate(self.case["tensors"]):
+            origin = spec.get("origin")
+            if origin == "const":
+                tensors.append(getattr(self, f"k{j}"))
+            elif origin == "op":
+                x, dtype = next(given), torch_dtype(spec["dtype"])
+                tensors.append(x > 0 if dtype == torch.bool else x.to(dtype))
+            else:
+                tensors.append(next(given))
+        args = [decode(a, tensors) for a in self.case["args"]]
+        kwargs = {k: decode(v, tensors) for k, v in self.case["kwargs"].items()}
+        out = flat_outputs(self.op(*args, **kwargs))
+        return (*out, *([xs[0] * 2.0] if not tensors and xs else []))
+
+
+def _inputs(case: dict[str, Any]) -> tuple[Any, ...]:
+    from coreml_lint.sweep.build import _source_spec
+    from coreml_lint.sweep.values import make_tensor, seed_of
+
+    found = []
+    for j, spec in enumerate(case["tensors"]):
+        if spec.get("origin") == "const":
+            continue
+        source = _source_spec(spec) if spec.get("origin") == "op" else spec
+        found.append(make_tensor(source, seed_of(case, j)))
+    return tuple(found) or (torch.randn(2),)
+
+
+def lint_keys(case: dict[str, Any]) -> set[Key]:
+    """The lint's keys of the case's op nodes in the user's model."""
+    from coreml_lint.engine.exported import graph_of
+    from coreml_lint.program.canonical import canonicalize
+    from coreml_lint.program.placement import predict_placement
+
+    ep = torch.export.export(UserModel(case).eval(), _inputs(case), strict=False)
+    graph = canonicalize(graph_of(ep))
+    settings = PartitionerSettings(minimum_deployment_target=case["target"])
+    maker = KeyMaker(graph, predict_placement(graph, settings))
+    # The op's own nodes return the model's outputs (a cast making an operand is also a
+    # ``_to_copy`` when the op is one; export may call the op another: reshape_as -> view).
+    returned = {o.name for o in graph.outputs[: len(graph.outputs) - (not case["tensors"])]}
+    return {maker.key(n) for n in graph.nodes if returned & set(n.outputs)}
+
+
+def sweep_keys(case: dict[str, Any]) -> set[Key]:
+    """The keys the sweep's own program of the case gets (what its table entry carries)."""
+    from coreml_lint.sweep.build import build
+    from coreml_lint.sweep.measure import case_keys
+
+    built = build([case])
+    ep = torch.export.export(built.module, tuple(built.inputs), strict=False)
+    return {Key(k["op"], k["operands"], k["variant"], k["shape"]) for k in case_keys(ep, [case])[0]}
+
+
+@cache
+def _ops() -> dict[str, Any]:
+    from coreml_lint.program.optable import load_optable
+    from coreml_lint.sweep.schema import in_scope
+
+    return {info.name: info for info in in_scope(load_optable())[0]}
+
+
+def _info(op: str) -> Any:
+    """One op's schema (without listing every op in scope, which takes seconds)."""
+    from coreml_lint.sweep.build import _op
+    from coreml_lint.sweep.schema import OpInfo, schema_args
+
+    packet = _op(op)
+    return OpInfo(op, packet, tuple(schema_args(packet)))
+
+
+def _cases(op: str) -> list[dict[str, Any]]:
+    from coreml_lint.sweep.generate import op_cases
+
+    cases, _ = op_cases(_info(op))
+    return [c for c in cases if c["target"] == TARGET and not c["context"]]
+
+
+def compare(cases: list[dict[str, Any]]) -> tuple[int, list[str]]:
+    """(entries compared, mismatches): a case counts when the table holds its key."""
+    table = active_table()
+    compared, wrong = 0, []
+    for case in cases:
+        try:
+            theirs = sweep_keys(case)
+        except Exception:  # the sweep's export fails too: an "export" result, no entry
+            continue
+        if not any(table.lookup(k, TARGET) is not None for k in theirs):
+            continue  # not measured (the sweep stopped early on some axes)
+        compared += 1
+        mine = lint_keys(case)
+        if mine != theirs:
+            wrong.append(f"{case['op']} {case['label']}: lint {mine} != table {theirs}")
+    return compared, wrong
+
+
+@pytest.mark.parametrize(
+    "op", ["topk.default", "pixel_unshuffle.default", "pow.Scalar", "amax.default"]
+)
+def test_a_users_model_of_a_measured_call_has_the_entrys_key(op):
+    cases = _cases(op)
+    picked = random.Random(op).sample(cases, min(4, len(cases)))
+    compared, wrong = compare(picked)
+    assert compared >= 1 and wrong == []
+
+
+@pytest.mark.oracle  # the slow tier: about a thousand exports
+def test_lint_keys_are_the_tables_keys_for_500_entries():
+    names = sorted(_ops())
+    random.Random(22).shuffle(names)
+    compared, wrong = 0, []
+    for op in names:
+        try:
+            cases = _cases(op)
+        except Exception:  # an op the generator cannot call: nothing to compare
+            continue
+        done, bad = compare(cases[:40])
+        compared += done
+        wrong += bad
+        if compared >= 500:
+            break
+    assert wrong == [], "\n".join(wrong[:20])
+    assert compared >= 500
+
+
+def _fx_keys_of_returned(case: dict[str, Any]) -> set[Key]:
+    """The keys ``lower``'s refuse hook computes (``fx_keys``) for the nodes that return the
+    model's outputs, on the decomposed ATen graph the partitioner is handed."""
+    from coreml_lint.rules.cml801_measured_op_behaviour import fx_keys
+
+    ep = torch.export.export(UserModel(case).eval(), _inputs(case), strict=False)
+    graph = ep.run_decompositions({}).graph
+    output = next(n for n in graph.nodes if n.op == "output")
+    returned = set(output.all_input_nodes)
+    found = set()
+    for node in graph.nodes:
+        getitems = [u for u in node.users if "getitem" in str(u.target)]
+        if node.op == "call_function" and (node in returned or returned & set(getitems)):
+            found |= {key for key, context in fx_keys(node) if not context}
+    return found
+
+
+@pytest.mark.parametrize("op", ["topk.default", "pow.Scalar"])
+def test_the_lowering_hooks_keys_include_the_lints(op):
+    cases = random.Random(op).sample(_cases(op), 4)
+    for case in cases:
+        mine = lint_keys(case)
+        assert mine and mine <= _fx_keys_of_returned(case), case["label"]
