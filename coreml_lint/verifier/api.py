@@ -32,7 +32,8 @@ def verify(
 
     ``inputs``: a tuple of tensors (the program's user inputs, flat, in order), a path to a
     ``torch.save``-d tuple (loaded with ``weights_only=True``), or None for the program's own
-    example inputs (seeded random ones when it has none). ``explain(node_name)`` may name a lint rule that explains a diverging node.
+    example inputs (seeded random ones when it has none). ``explain(node_name)`` may name a
+    lint rule that explains a diverging node.
     Note that lowering consumes ``exported_program`` (pass a fresh copy if you reuse it).
     """
     from coreml_lint.verifier.lowering import lower_stock

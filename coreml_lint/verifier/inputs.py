@@ -120,8 +120,10 @@ def default_inputs(ep: ExportedProgram, seed: int = 0) -> tuple[list[Any], list[
     seeded random ones (integer inputs still from the examples when there are any)."""
     examples = _example_inputs(ep)
     nodes = user_input_nodes(ep)
-    if examples is not None and len(examples) == len(nodes) and all(
-        _fits(example, node) for example, node in zip(examples, nodes, strict=True)
+    if (
+        examples is not None
+        and len(examples) == len(nodes)
+        and all(_fits(example, node) for example, node in zip(examples, nodes, strict=True))
     ):
         return [e.clone() for e in examples], ["example"] * len(examples)
     made = random_inputs(ep, seed)

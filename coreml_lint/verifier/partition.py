@@ -254,7 +254,8 @@ def _judge(p, plan, values, states, targets, mode, result, explain) -> list[Dive
         if numbers.kind == "integer" and var_name is not None:
             flip = rounding_flip(plan, values, p.run.values, var_name, mode, numbers)
             if flip is not None:
-                result.outputs[label]["excused"] = f"rounding flips {flip}"
+                how = "fp16" if mode == FLOAT16 else "float32"
+                result.outputs[label]["excused"] = f"{how} rounding flips {flip}"
                 continue
         if not numbers.ok:
             found.append(_divergence(p, plan, values, mode, label, var_name, numbers, explain))
