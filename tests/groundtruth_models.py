@@ -209,3 +209,82 @@ CLEAN: dict[str, Builder] = {
     "gqa_attention": gqa_attention,
     "detr_mask": detr_mask,
 }
+
+
+# ------------------------------------------- silent wrong values, each with a clean twin
+
+
+def _fn(fn: Callable[..., Any], *inputs: Any) -> Builder:
+    return lambda: (Fn(fn), inputs)
+
+
+def _unit_rows(scale: float) -> Callable[[torch.Tensor], torch.Tensor]:
+    """Rows scaled to unit length after a scaling the model does itself."""
+
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        y = x * scale
+        return y / (y * y).sum(-1, keepdim=True).sqrt()
+
+    return fn
+
+
+def _peak_normalised(scale: float) -> Callable[[torch.Tensor], torch.Tensor]:
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        y = x * scale
+        return y / y.abs().amax(-1, keepdim=True)
+
+    return fn
+
+
+class HalfPositions(nn.Module):
+    """Rows looked up at positions computed as floats (``pos * 0.5``) and cast to int."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.table = nn.Embedding(4096, 8)
+
+    def forward(self, positions: torch.Tensor) -> torch.Tensor:
+        return self.table((positions.float() * 0.5).long())
+
+
+def _positions(low: int, high: int) -> Builder:
+    return lambda: (HalfPositions(), (torch.randint(low, high, (1, 16)),))
+
+
+_X = torch.Generator().manual_seed(1)
+_FLOATS = torch.randn(2, 16, generator=_X) * 2
+_IDS = torch.randint(0, 10000, (2, 8), generator=_X)
+
+# name -> (the model with a silent wrong value, its clean twin)
+HELDOUT: dict[str, tuple[Builder, Builder]] = {
+    # |x * 300|^2 passes 65504 inside the norm: fp16 inf, the rows come back 0
+    "fp16-overflow-inside": (_fn(_unit_rows(300.0), _FLOATS), _fn(_unit_rows(0.3), _FLOATS)),
+    # x * 1e-7 is a float16 subnormal with 1-3 significant bits: the ratios are coarse
+    "fp16-underflow-inside": (
+        _fn(_peak_normalised(1e-7), _FLOATS),
+        _fn(_peak_normalised(1e-3), _FLOATS),
+    ),
+    # int64 ids * 1000003 leave int32 (Core ML has no int64 arithmetic): wrapped
+    "int32-wrap": (
+        _fn(lambda i: (i * 1000003) % 1000, _IDS),
+        _fn(lambda i: (i * 31) % 1000, _IDS),
+    ),
+    # the same wrap where the output hides it (2**32 is a multiple of 65536): the wrapped
+    # integer intermediate is the finding
+    "int32-wrap-hidden": (
+        _fn(lambda i: (i * 1000003) % 65536, _IDS),
+        _fn(lambda i: (i * 31) % 65536, _IDS),
+    ),
+    # positions above 2048 held as fp16 floats before the cast back to an index
+    "float-rounded-index": (_positions(2049, 8000), _positions(0, 2000)),
+    # softplus' threshold argument is never read by the converter
+    "unread-argument": (
+        _fn(lambda x: F.softplus(x, threshold=2.0), _FLOATS),
+        _fn(lambda x: F.softplus(x), _FLOATS),
+    ),
+    # floor division by 1 is removed as a no-op by a conversion pass: the floor is lost
+    "no-op-removed": (
+        _fn(lambda x: x // 1.0 + x, _FLOATS),
+        _fn(lambda x: torch.floor(x) + x, _FLOATS),
+    ),
+}

@@ -193,10 +193,9 @@ def test_transformers_architectures(name):
     from test_transformers import _export as export_architecture
 
     report = verify(export_architecture(name))
-    if name == "gemma":  # tanh GELU run as exact GELU: a true positive
-        assert report.status == "diverge", report.summary()
-        assert {d.mil_op for d in report.divergences} == {"gelu"}
-        return
+    # gemma's tanh GELU runs as exact GELU (CML305 flags it), but with these small random
+    # activations its effect on the outputs (2e-7 of their scale) is float32 noise, and an
+    # intermediate alone is never a finding: the outputs agree
     assert report.status == "agree", report.summary()
     assert report.partitions and all(p.status == "agree" for p in report.partitions)
 
