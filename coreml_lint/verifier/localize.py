@@ -25,10 +25,11 @@ from typing import Any
 
 import numpy as np
 
-from coreml_lint.verifier.compare import Numbers, as_numpy, compare, value_scale
+from coreml_lint.verifier.compare import FLOAT16, Numbers, as_numpy, compare, value_scale
 
 MAX_ARRANGEMENTS = 24  # axis arrangements tried on a var with equal-sized axes
-FLIP_FRACTION = 0.01  # an fp16 rounding flip changes few elements; a lost integer, many
+EXACT_INTEGERS_FP16 = 2048.0  # every integer up to here is exact in float16
+EXACT_INTEGERS_FP32 = 2.0**24
 
 SUFFIXES = ("_cast_fp16", "_cast_fp32", "_to_fp16", "_to_fp32")
 _FRAME = re.compile(r'File "([^"]+)", line (\d+), in [^\n]*\n\s*([^\n]*)')
@@ -172,26 +173,50 @@ def float_to_int_boundary(op: Any) -> bool:
     return op.op_type in COMPARISONS or op.op_type in ARG_OPS
 
 
-def rounding_flip(
-    plan: Any, values: dict, eager: dict, var_name: str, mode: str, numbers: Numbers
-) -> str | None:
+def rounding_flip(plan: Any, values: dict, eager: dict, var_name: str, mode: str) -> str | None:
     """The op type, when an integer value's first departure from eager is a float-to-int
-    boundary whose float inputs still agree within tolerance and at most ``FLIP_FRACTION``
-    of its elements changed: a rounding flip (``argmax`` of near-ties, ``(x * 10).long()``
-    at x = 1.7998), not a wrong op. Positions held as floats past 2048 lose integers in
-    fp16 wholesale (every other one from 2048 to 4096): that is a divergence."""
-    if numbers.mismatched > max(2, FLIP_FRACTION * numbers.size):
-        return None
+    boundary whose float inputs still agree within tolerance: a rounding flip (``argmax`` of
+    near-ties, ``(x * 10).long()`` at x = 1.7998, ``x * 255`` at 226.97 rounded to 227 in
+    fp16), not a wrong op. Not when the cast's float input is past the last integer its
+    precision holds exactly (2048 in fp16): positions held as floats there lose integers
+    wholesale, whatever the inputs, and that is a divergence."""
     culprit = first_departure(plan, values, eager, var_name, mode)
-    if culprit is not None:
-        op = culprit[0]
-    else:
-        op = next(
-            (o for o in plan.function.operations if var_name in {v.name for v in o.outputs}), None
-        )
+    op = _origin(plan.function, culprit[1] if culprit is not None else var_name)
     if op is None or not float_to_int_boundary(op):
         return None
+    if op.op_type == "cast" and value_scale([values.get(op.inputs["x"].name, 0.0)]) > (
+        EXACT_INTEGERS_FP16 if mode == FLOAT16 else EXACT_INTEGERS_FP32
+    ):
+        return None
     return op.op_type
+
+
+# ops that move integers without computing: a flip is the boundary's that made them
+MOVES = {
+    "transpose",
+    "reshape",
+    "squeeze",
+    "expand_dims",
+    "slice_by_index",
+    "slice_by_size",
+    "identity",
+    "tile",
+}
+
+
+def _origin(function: Any, var_name: str) -> Any:
+    """The op that computed the values of ``var_name``, looking through ops that only move
+    them (a permute after the cast that rounded)."""
+    producers = {v.name: op for op in function.operations for v in op.outputs}
+    op = producers.get(var_name)
+    while op is not None and op.op_type in MOVES:
+        x = op.inputs.get("x")
+        if x is None or isinstance(x, (list, tuple)):
+            break
+        op = producers.get(x.name, op)
+        if op.outputs[0].name != x.name:
+            break
+    return op
 
 
 def input_scale(step: Any, values: dict[str, Any]) -> float:

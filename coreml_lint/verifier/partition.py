@@ -252,7 +252,7 @@ def _judge(p, plan, values, states, targets, mode, result, explain) -> list[Dive
         numbers = compare(actual, expected, mode, floor)
         result.outputs[label] = asdict(numbers)
         if numbers.kind == "integer" and var_name is not None:
-            flip = rounding_flip(plan, values, p.run.values, var_name, mode, numbers)
+            flip = rounding_flip(plan, values, p.run.values, var_name, mode)
             if flip is not None:
                 how = "fp16" if mode == FLOAT16 else "float32"
                 result.outputs[label]["excused"] = f"{how} rounding flips {flip}"
