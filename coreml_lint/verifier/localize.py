@@ -11,9 +11,9 @@ from its node's eager value (judged as the pass judges outputs) is the culprit.
 A name is not proof: MIL passes move transposes across elementwise ops and keep the var's
 name, so a var may hold its node's value in another layout (ConvNeXt's residual ``add``
 with 16 channels at 16x16 has the same shape either way). A var is matched *certainly* only
-when its shape equals the node's, its dtype kind (float or integer) is the node's, and no
-other arrangement of its equal-sized axes agrees with eager better than the one it has.
-An uncertain var is skipped, never blamed.
+when its shape equals the node's, its dtype kind (float or integer) is the node's, and, when
+it departs, no other arrangement of its equal-sized axes agrees with eager. An uncertain var
+is skipped, never blamed.
 """
 
 from __future__ import annotations
