@@ -8,7 +8,7 @@ group):
 
 Groups: ``transformers`` (every architecture tests/test_transformers.py builds), ``models``
 (tests/groundtruth_models.py: ConvNeXt, MobileViT, torchvision-style conv nets, GQA, DETR's
-mask), ``heldout`` (tests/groundtruth_models.py's silent-value models and their twins),
+mask, DETR), ``heldout`` (tests/groundtruth_models.py's silent-value models and their twins),
 ``silent`` (every ``silent=`` rule case of tests/cases.py) and ``clean`` (every clean rule
 case). Without arguments: all of them. Each model is verified with its own example inputs
 (verify's default), no lint rule consulted. It prints one line per model and the rates; a
@@ -51,9 +51,10 @@ def _export(builder: Any) -> Any:
 
 
 def _models() -> list[tuple[str, Any, dict, bool]]:
-    from groundtruth_models import CLEAN
+    from groundtruth_models import CLEAN, SLOW_CLEAN
 
-    return [(f"model:{n}", (lambda b=b: _export(b)), {}, False) for n, b in CLEAN.items()]
+    chosen = {**CLEAN, **SLOW_CLEAN}
+    return [(f"model:{n}", (lambda b=b: _export(b)), {}, False) for n, b in chosen.items()]
 
 
 def _heldout() -> list[tuple[str, Any, dict, bool]]:

@@ -200,6 +200,42 @@ def detr_mask() -> tuple[nn.Module, tuple[Any, ...]]:
     return MaskDownsample(), (torch.randn(1, 3, 64, 64), torch.ones(1, 64, 64))
 
 
+class DetrOutputs(nn.Module):
+    def __init__(self, model: nn.Module) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, pixels: torch.Tensor, pixel_mask: torch.Tensor) -> Any:
+        out = self.model(pixel_values=pixels, pixel_mask=pixel_mask)
+        return out.logits, out.pred_boxes
+
+
+def detr() -> tuple[nn.Module, tuple[Any, ...]]:
+    """transformers' DETR with a tiny ResNet backbone (a minute to verify: benchmark only)."""
+    import transformers
+
+    backbone = transformers.ResNetConfig(
+        embedding_size=16, hidden_sizes=[16, 32, 32, 64], depths=[1, 1, 1, 1],
+        out_features=["stage4"],
+    )  # fmt: skip
+    config = transformers.DetrConfig(
+        use_timm_backbone=False,
+        backbone_config=backbone,
+        use_pretrained_backbone=False,
+        d_model=32,
+        encoder_layers=1,
+        decoder_layers=1,
+        encoder_attention_heads=2,
+        decoder_attention_heads=2,
+        encoder_ffn_dim=64,
+        decoder_ffn_dim=64,
+        num_queries=4,
+        num_labels=5,
+    )
+    model = DetrOutputs(transformers.DetrForObjectDetection(config))
+    return model, (torch.randn(1, 3, 64, 64), torch.ones(1, 64, 64, dtype=torch.long))
+
+
 CLEAN: dict[str, Builder] = {
     "convnext": convnext,
     "mobilevit": mobilevit,
@@ -209,6 +245,7 @@ CLEAN: dict[str, Builder] = {
     "gqa_attention": gqa_attention,
     "detr_mask": detr_mask,
 }
+SLOW_CLEAN: dict[str, Builder] = {"detr": detr}  # measured by the benchmark, not tested
 
 
 # ------------------------------------------- silent wrong values, each with a clean twin
