@@ -20,8 +20,8 @@ an overflowed intermediate or a lost mask does. The comparison is relative to wh
 can hold: an error no larger than float16's smallest normal number (``FLOAT16_TINY``,
 6.1e-5) is not a divergence, because a value that small is subnormal or zero in fp16 (the
 classifier logits of a randomly initialised conv net, 7.8e-9 in eager, are 0 in Core ML).
-A value pushed out of fp16's range *inside* the model (``x * 1e-6 * 1e6``) still shows,
-at the output's scale.
+A value pushed out of fp16's range *inside* the model (a row scaled by 1e-7, then normalised)
+still shows, at the output's scale.
 
 A partition whose eager module itself computes in float16 (a ``.half()`` model) cannot be
 held to float32 agreement: torch's half kernels round where MIL rounds differently (a fused
