@@ -36,7 +36,8 @@ FORMATS = ("full", "concise", "json", "github", "sarif", "html")
     "inputs_path",
     type=click.Path(dir_okay=False, exists=True, path_type=Path),
     help="torch.save of a tuple of the program's inputs (loaded with weights_only=True); "
-    "default: seeded random inputs shaped like the program's.",
+    "default: the program's own example inputs saved in the .pt2, else seeded random "
+    "inputs shaped like the program's.",
 )
 @click.option("--output-format", type=click.Choice(FORMATS), default="full", show_default=True)
 @click.option(

@@ -31,8 +31,9 @@ def verify(
     [...]``, ...; None means the default), as :func:`coreml_lint.lower` takes them.
 
     ``inputs``: a tuple of tensors (the program's user inputs, flat, in order), a path to a
-    ``torch.save``-d tuple (loaded with ``weights_only=True``), or None for seeded random
-    inputs. ``explain(node_name)`` may name a lint rule that explains a diverging node.
+    ``torch.save``-d tuple (loaded with ``weights_only=True``), or None for the program's own
+    example inputs (seeded random ones when it has none). ``explain(node_name)`` may name a
+    lint rule that explains a diverging node.
     Note that lowering consumes ``exported_program`` (pass a fresh copy if you reuse it).
     """
     from coreml_lint.stack import lower_stock
@@ -170,11 +171,11 @@ def _suffix(name: str) -> int:
 
 
 def _resolve_inputs(ep: Any, inputs: Any) -> tuple[list[Any], list[str]]:
-    from coreml_lint.verifier.inputs import load_inputs, random_inputs
+    from coreml_lint.verifier.inputs import default_inputs, load_inputs
 
     if inputs is None:
-        made = random_inputs(ep)
-        return made, [_describe(v, "random") for v in made]
+        made, how = default_inputs(ep)
+        return made, [_describe(v, h) for v, h in zip(made, how, strict=True)]
     if isinstance(inputs, (str, Path)):
         inputs = load_inputs(inputs)
     made = list(inputs)

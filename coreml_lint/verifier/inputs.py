@@ -1,5 +1,10 @@
-"""Inputs for verification: seeded random tensors shaped like the program's user inputs, or
-the user's own tensors.
+"""Inputs for verification: the user's own tensors, else the program's own example inputs
+(saved in the ``.pt2`` by ``torch.export.save``), else seeded random tensors shaped like the
+program's user inputs.
+
+The example inputs come first because value-range pitfalls only show on realistic values:
+an image normalised to [0, 255], token ids, a padding mask. Random inputs are the fallback
+for a program saved without them.
 
 Float inputs are standard normal with two small-magnitude entries (+-1e-3), where an op
 that is only approximately a division or a logarithm shows. Integer inputs stay within the
@@ -107,6 +112,37 @@ def random_inputs(ep: ExportedProgram, seed: int = 0, *, use_examples: bool = Tr
             continue
         inputs.append(_tensor(val.dtype, [int(d) for d in shape], index_bound(node), generator))
     return inputs
+
+
+def default_inputs(ep: ExportedProgram, seed: int = 0) -> tuple[list[Any], list[str]]:
+    """(inputs, how each was made: "example" or "random") for a program verified without
+    the user's inputs: its own example inputs when it saved one per user input, else
+    seeded random ones (integer inputs still from the examples when there are any)."""
+    examples = _example_inputs(ep)
+    nodes = user_input_nodes(ep)
+    if (
+        examples is not None
+        and len(examples) == len(nodes)
+        and all(_fits(example, node) for example, node in zip(examples, nodes, strict=True))
+    ):
+        return [e.clone() for e in examples], ["example"] * len(examples)
+    made = random_inputs(ep, seed)
+    how = []
+    for position, value in enumerate(made):
+        own = examples is not None and position < len(examples) and value is examples[position]
+        how.append("example" if own else "random")
+    return made, how
+
+
+def _fits(example: Any, node: torch.fx.Node) -> bool:
+    """Whether an example tensor can feed the placeholder (same dtype and rank)."""
+    val = node.meta.get("val")
+    return (
+        isinstance(example, torch.Tensor)
+        and isinstance(val, torch.Tensor)
+        and example.dtype == val.dtype
+        and example.dim() == val.dim()
+    )
 
 
 def _example_inputs(ep: ExportedProgram) -> list[Any] | None:

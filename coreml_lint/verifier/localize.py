@@ -7,15 +7,29 @@ the op run in fp16, ``x_to_fp16`` for a cast of ``x``). Ops coremltools adds hav
 their own (``mul_0``, ``transpose_3``) and match no node; they are not compared. Among the
 diverging output's ancestors, in program order, the first matched var whose value departs
 from its node's eager value (judged as the pass judges outputs) is the culprit.
+
+A name is not proof: MIL passes move transposes across elementwise ops and keep the var's
+name, so a var may hold its node's value in another layout (ConvNeXt's residual ``add``
+with 16 channels at 16x16 has the same shape either way). A var is matched *certainly* only
+when its shape equals the node's, its dtype kind (float or integer) is the node's, and, when
+it departs, no other arrangement of its equal-sized axes agrees with eager. An uncertain var
+is skipped, never blamed.
 """
 
 from __future__ import annotations
 
+import itertools
 import re
 from dataclasses import dataclass
 from typing import Any
 
-from coreml_lint.verifier.compare import compare, value_scale
+import numpy as np
+
+from coreml_lint.verifier.compare import FLOAT16, Numbers, as_numpy, compare, value_scale
+
+MAX_ARRANGEMENTS = 24  # axis arrangements tried on a var with equal-sized axes
+EXACT_INTEGERS_FP16 = 2048.0  # every integer up to here is exact in float16
+EXACT_INTEGERS_FP32 = 2.0**24
 
 SUFFIXES = ("_cast_fp16", "_cast_fp32", "_to_fp16", "_to_fp32")
 _FRAME = re.compile(r'File "([^"]+)", line (\d+), in [^\n]*\n\s*([^\n]*)')
@@ -95,12 +109,50 @@ def first_departure(
             expected = eager.get(node) if node and node not in skip else None
             if not isinstance(expected, torch.Tensor):
                 continue
-            if tuple(expected.shape) != tuple(getattr(values[name], "shape", ())):
-                continue
-            numbers = compare(values[name], expected, mode, input_scale(step, values))
-            if not numbers.ok:
+            numbers = judge_certain(values[name], expected, mode, input_scale(step, values))
+            if numbers is not None and not numbers.ok:
                 return step.op, name, node, numbers
     return None
+
+
+def judge_certain(actual: Any, expected: Any, mode: str, floor: float = 0.0) -> Numbers | None:
+    """``compare`` of a MIL var with the eager value of the node it is named after, or None
+    when the match is not certain (other shape, other dtype kind, or the values agree in
+    another arrangement of equal-sized axes: a layout a MIL pass chose)."""
+    a, e = np.asarray(actual), as_numpy(expected)
+    if a.shape != e.shape or _is_float(a) != _is_float(e):
+        return None
+    numbers = compare(a, e, mode, floor)
+    if numbers.ok:
+        return numbers
+    for order in _arrangements(e.shape):
+        if compare(np.transpose(a, order), e, mode, floor).ok:
+            return None
+    return numbers
+
+
+def _is_float(array: np.ndarray) -> bool:
+    return bool(np.issubdtype(array.dtype, np.floating))
+
+
+def _arrangements(shape: tuple[int, ...]) -> list[tuple[int, ...]]:
+    """Axis orders other than the identity that keep the shape (swap equal-sized axes)."""
+    identity = tuple(range(len(shape)))
+    groups: dict[int, list[int]] = {}
+    for axis, size in enumerate(shape):
+        if size > 1:
+            groups.setdefault(size, []).append(axis)
+    found = []
+    for axes in groups.values():
+        for perm in itertools.permutations(axes):
+            order = list(identity)
+            for source, target in zip(axes, perm, strict=True):
+                order[source] = target
+            if tuple(order) != identity:
+                found.append(tuple(order))
+            if len(found) >= MAX_ARRANGEMENTS:
+                return found
+    return found
 
 
 COMPARISONS = {"greater", "greater_equal", "less", "less_equal", "equal", "not_equal"}
@@ -122,19 +174,49 @@ def float_to_int_boundary(op: Any) -> bool:
 
 
 def rounding_flip(plan: Any, values: dict, eager: dict, var_name: str, mode: str) -> str | None:
-    """The op type, when an integer output's first departure from eager is a float-to-int
-    boundary whose float inputs still agree within fp16 tolerance: an fp16 rounding flip
-    (``argmax`` of near-ties, ``(x * 10).long()`` at x = 1.7998), not a wrong op."""
+    """The op type, when an integer value's first departure from eager is a float-to-int
+    boundary whose float inputs still agree within tolerance: a rounding flip (``argmax`` of
+    near-ties, ``(x * 10).long()`` at x = 1.7998, ``x * 255`` at 226.97 rounded to 227 in
+    fp16), not a wrong op. Not when the cast's float input is past the last integer its
+    precision holds exactly (2048 in fp16): positions held as floats there lose integers
+    wholesale, whatever the inputs, and that is a divergence."""
     culprit = first_departure(plan, values, eager, var_name, mode)
-    if culprit is not None:
-        op = culprit[0]
-    else:
-        op = next(
-            (o for o in plan.function.operations if var_name in {v.name for v in o.outputs}), None
-        )
+    op = _origin(plan.function, culprit[1] if culprit is not None else var_name)
     if op is None or not float_to_int_boundary(op):
         return None
+    if op.op_type == "cast" and value_scale([values.get(op.inputs["x"].name, 0.0)]) > (
+        EXACT_INTEGERS_FP16 if mode == FLOAT16 else EXACT_INTEGERS_FP32
+    ):
+        return None
     return op.op_type
+
+
+# ops that move integers without computing: a flip is the boundary's that made them
+MOVES = {
+    "transpose",
+    "reshape",
+    "squeeze",
+    "expand_dims",
+    "slice_by_index",
+    "slice_by_size",
+    "identity",
+    "tile",
+}
+
+
+def _origin(function: Any, var_name: str) -> Any:
+    """The op that computed the values of ``var_name``, looking through ops that only move
+    them (a permute after the cast that rounded)."""
+    producers = {v.name: op for op in function.operations for v in op.outputs}
+    op = producers.get(var_name)
+    while op is not None and op.op_type in MOVES:
+        x = op.inputs.get("x")
+        if x is None or isinstance(x, (list, tuple)):
+            break
+        op = producers.get(x.name, op)
+        if op.outputs[0].name != x.name:
+            break
+    return op
 
 
 def input_scale(step: Any, values: dict[str, Any]) -> float:

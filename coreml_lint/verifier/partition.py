@@ -194,7 +194,7 @@ def run_pass(
     except (ExecutionError, KeyError) as exc:
         result.status, result.message = ERROR, f"could not execute: {exc}"
         return result, []
-    if mode == SEMANTIC and computes_in_half(p.run):
+    if mode == SEMANTIC and computes_in_half(p.run, ep.graph_module):
         mode = SEMANTIC_HALF
     divergences = _judge(p, plan, values, states, targets, mode, result, explain)
     result.status = DIVERGE if divergences else AGREE
@@ -202,12 +202,34 @@ def run_pass(
     return result, divergences
 
 
-def computes_in_half(run: PartitionRun) -> bool:
-    """Whether the partition's eager module computes anything in float16/bfloat16."""
+# edge ops that only convert or move a value: a model that rounds through float16 with them
+# (``x.half().float()``) does not compute in float16, and is held to float32 agreement
+_CONVERSIONS = ("_to_copy", "to_dim_order_copy", "clone", "view", "alias", "copy", "permute")
+
+
+def computes_in_half(run: PartitionRun, graph_module: Any = None) -> bool:
+    """Whether the partition's eager module computes anything in float16/bfloat16: an op
+    other than a conversion or a move produces a half value (any half value, without the
+    graph)."""
     import torch
 
     half = (torch.float16, torch.bfloat16)
-    return any(isinstance(v, torch.Tensor) and v.dtype in half for v in run.values.values())
+    targets = {}
+    if graph_module is not None:
+        targets = {
+            n.name: str(getattr(n.target, "__name__", n.target))
+            for n in graph_module.graph.nodes
+            if n.op == "call_function"
+        }
+    for name, value in run.values.items():
+        if not (isinstance(value, torch.Tensor) and value.dtype in half):
+            continue
+        if graph_module is None:
+            return True
+        target = targets.get(name)  # None: an input or a weight, not a computation
+        if target is not None and not any(word in target for word in _CONVERSIONS):
+            return True
+    return False
 
 
 def _judge(p, plan, values, states, targets, mode, result, explain) -> list[Divergence]:
@@ -229,35 +251,33 @@ def _judge(p, plan, values, states, targets, mode, result, explain) -> list[Dive
         floor = input_scale(step, values) if step is not None else 0.0
         numbers = compare(actual, expected, mode, floor)
         result.outputs[label] = asdict(numbers)
-        if numbers.kind == "integer" and mode == FLOAT16 and var_name is not None:
+        if numbers.kind == "integer" and var_name is not None:
             flip = rounding_flip(plan, values, p.run.values, var_name, mode)
             if flip is not None:
-                result.outputs[label]["excused"] = f"fp16 rounding flips {flip}"
+                how = "fp16" if mode == FLOAT16 else "float32"
+                result.outputs[label]["excused"] = f"{how} rounding flips {flip}"
                 continue
         if not numbers.ok:
             found.append(_divergence(p, plan, values, mode, label, var_name, numbers, explain))
-    if not found and mode in (SEMANTIC, SEMANTIC_HALF):
-        found += _intermediate(p, plan, values, mode, explain)
+    if not found:
+        found += _integer_intermediate(p, plan, values, mode, explain)
     return found
 
 
-def _intermediate(p, plan, values, mode, explain) -> list[Divergence]:
-    """The semantic pass also holds every intermediate to eager: a wrong op whose effect the
-    outputs dilute on these inputs (tanh GELU fed small activations) is still wrong. The
-    float16 pass does not: fp16 legitimately turns a finfo.min mask into -inf inside. Nor is
-    a partition with activation quantization: coremltools moves scales between the
-    dequantize, add and quantize ops around it (``dq(a, s1) + dq(b, s2)`` becomes
-    ``dq(a, s1/s2) + dq(b, 1)`` quantized with ``s_out/s2``), so its intermediates are
-    rescaled by design and only the outputs are comparable."""
-    if any(op.op_type == "quantize" for op in plan.function.operations):
-        return []
+def _integer_intermediate(p, plan, values, mode, explain) -> list[Divergence]:
+    """Every output agrees, but an integer the partition computes on the way does not
+    (:mod:`coreml_lint.verifier.intermediates`): a divergence at that node. A float
+    intermediate alone never is: the outputs are the verdict."""
+    from coreml_lint.verifier.intermediates import first_integer_departure
+
     skip = uninitialised(p.lowered.original_module.graph_module)
-    culprit = first_departure(plan, values, p.run.values, None, mode, skip)
+    culprit = first_integer_departure(plan, values, p.run.values, mode, skip)
     if culprit is None:
         return []
     op, var, node, numbers = culprit
     check = SEMANTIC if mode == SEMANTIC_HALF else mode
-    div = _div(p, check, numbers.kind or "values", f"intermediate {node}", numbers.describe())
+    label = f"integer intermediate {node}"
+    div = _div(p, check, numbers.kind or "integer", label, numbers.describe())
     div.numbers, div.mil_op, div.mil_var, div.node = asdict(numbers), op.op_type, var, node
     div.target, div.source, div.code = describe_node(p.lowered.original_module.graph_module, node)
     if explain is not None:

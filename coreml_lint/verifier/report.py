@@ -110,6 +110,8 @@ class VerifyReport:
 
     def summary(self) -> str:
         lines = [f"verify: {self.status} ({len(self.partitions)} Core ML partition(s))"]
+        if self.inputs:
+            lines.append(f"  inputs: {', '.join(self.inputs)}")
         lines += [f"  {d.summary()}" for d in self.divergences]
         lines += [f"  not verified: {item}" for item in self.not_verified]
         lines += [f"  note: {note}" for note in self.notes]

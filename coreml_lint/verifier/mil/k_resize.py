@@ -3,8 +3,11 @@
 Bilinear sampling grids follow the op documentation (``align_corners`` /
 ``half_pixel_centers`` for ``upsample_bilinear``, ``sampling_mode`` for
 ``resize_bilinear``). Nearest neighbour is defined only for whole scale factors
-(``out[i] = in[i // scale]``); for a fractional ratio the device's choice of source pixel
-is undocumented (mil-oracle.md), so the kernel raises :class:`Unsupported`.
+(``out[i] = in[i // scale]``); for any other ratio (a downsample too) the device's choice
+of source pixel is undocumented. The kernel then computes every convention in use
+(torch's ``floor(i * in / out)``, half-pixel centres, aligned corners) and answers only
+when they agree on these values (a padding mask that is all ones, a map constant over each
+block); otherwise it raises :class:`Unsupported` rather than guess.
 """
 
 from __future__ import annotations
@@ -18,11 +21,31 @@ from coreml_lint.verifier.mil.registry import OWN, Unsupported, kernel
 
 def _nearest(x: np.ndarray, out_h: int, out_w: int) -> np.ndarray:
     h, w = x.shape[-2:]
-    if out_h % h or out_w % w:
-        raise Unsupported(f"nearest resize {h}x{w} -> {out_h}x{out_w} (fractional scale)")
-    rows = np.arange(out_h) // (out_h // h)
-    cols = np.arange(out_w) // (out_w // w)
-    return x[..., rows, :][..., cols]
+    if out_h % h == 0 and out_w % w == 0:
+        rows = np.arange(out_h) // (out_h // h)
+        cols = np.arange(out_w) // (out_w // w)
+        return x[..., rows, :][..., cols]
+    results = [
+        x[..., _sources(h, out_h, mode), :][..., _sources(w, out_w, mode)] for mode in _CONVENTIONS
+    ]
+    if all(np.array_equal(results[0], r, equal_nan=True) for r in results[1:]):
+        return results[0]
+    raise Unsupported(f"nearest resize {h}x{w} -> {out_h}x{out_w} (fractional scale)")
+
+
+_CONVENTIONS = ("asymmetric", "half_pixel", "align_corners")
+
+
+def _sources(size_in: int, size_out: int, mode: str) -> np.ndarray:
+    """The source index of each output sample along one axis under one convention."""
+    i = np.arange(size_out, dtype=np.float64)
+    if mode == "asymmetric":
+        g = np.floor(i * size_in / size_out)
+    elif mode == "half_pixel":
+        g = np.floor((i + 0.5) * size_in / size_out)
+    else:
+        g = np.round(i * (size_in - 1) / max(size_out - 1, 1))
+    return np.clip(g, 0, size_in - 1).astype(np.int64)
 
 
 @kernel("upsample_nearest_neighbor", how=OWN)
