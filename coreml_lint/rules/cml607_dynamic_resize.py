@@ -186,8 +186,8 @@ def _short(size: int | str) -> str:
 def _fx_base(node: Any) -> str | None:
     if getattr(node, "op", None) != "call_function":
         return None
-    name = getattr(node.target, "__name__", str(node.target)).split(".")[0]
-    name = name.removeprefix("aten_")
+    name = getattr(node.target, "__name__", str(node.target)).removeprefix("aten.")
+    name = name.split(".")[0].removeprefix("aten_")
     for base in (*UPSAMPLE, *ADAPTIVE):
         if name == base:
             return base

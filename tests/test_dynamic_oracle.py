@@ -1,0 +1,86 @@
+"""Dynamic-shape programs: the stock lowering really does what the rules say, and
+``coreml-lint lower`` turns each failing one into a ``.pte``.
+
+The cases are declared beside their rules with ``@dynamic_case`` (exported with
+``torch.export.Dim``s, saved and loaded back as a user's ``.pt2`` would be).
+"""
+
+from __future__ import annotations
+
+import io
+import re
+from functools import cache
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from coreml_lint.rulekit.examples import dynamic_cases  # noqa: E402
+from coreml_lint.rules import all_rules  # noqa: E402
+
+all_rules()  # imports every rule module, which registers its cases
+CASES = {c.id: c for c in dynamic_cases()}
+pytestmark = pytest.mark.oracle
+
+
+@cache
+def _archive(case_id: str) -> bytes:
+    model, inputs, dynamic_shapes = CASES[case_id].make()
+    buffer = io.BytesIO()
+    ep = torch.export.export(model, inputs, dynamic_shapes=dynamic_shapes)
+    torch.export.save(ep, buffer)
+    return buffer.getvalue()
+
+
+def loaded(case_id: str):
+    return torch.export.load(io.BytesIO(_archive(case_id)))
+
+
+def _errors(case_id: str) -> set[str]:
+    from coreml_lint.engine.program import lint_graph
+    from coreml_lint.program.pt2 import read_pt2_stream
+
+    (graph,) = read_pt2_stream(io.BytesIO(_archive(case_id)), case_id)
+    report = lint_graph(graph)
+    return {f.code for f in report.findings if f.severity.value == "error"}
+
+
+@pytest.mark.parametrize("case_id", sorted(CASES))
+def test_stock_lowering_behaves_as_predicted(case_id):
+    from oracle import lower
+
+    case = CASES[case_id]
+    assert _errors(case_id) == set(case.expect)
+    lowered = lower(loaded(case_id), **case.settings)
+    if case.crash:
+        assert not lowered.ok, "predicted a crash, but the stock partitioner lowered it"
+        assert re.search(case.crash, lowered.message, re.S), lowered.message
+    else:
+        assert lowered.ok, f"{lowered.stage}: {lowered.message}"
+
+
+def _answered(case_id: str) -> bool:
+    from coreml_lint.rules import rule_by_code
+
+    return all(rule_by_code(code).lowers() for code in CASES[case_id].expect)  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("case_id", sorted(c for c in CASES if CASES[c].crash and _answered(c)))
+def test_lower_writes_a_pte(case_id):
+    import coreml_lint
+
+    case = CASES[case_id]
+    ios = case.settings.get("ios")
+    result = coreml_lint.lower(loaded(case_id), minimum_deployment_target=ios)
+    assert result.buffer[4:8] == b"ET12"
+    assert result.report.placement.delegates >= 1, "nothing was left on Core ML"
+
+
+@pytest.mark.parametrize("case_id", sorted(c for c in CASES if not _answered(c)))
+def test_lower_stops_before_lowering_with_the_reason(case_id):
+    import coreml_lint
+    from coreml_lint.lowering.run import LoweringError
+
+    with pytest.raises(LoweringError) as raised:
+        coreml_lint.lower(loaded(case_id))
+    assert any(code in str(raised.value) for code in CASES[case_id].expect)
