@@ -3,52 +3,22 @@
 This is the ground truth every rule is tested against: the exception lowering raises, or,
 when it succeeds, the MIL program coremltools produced for each delegate (inspected on
 Linux with ``skip_model_load=True``), the delegate's Core ML input/output names and
-dtypes, and the ops left outside the delegates.
+dtypes, and the ops left outside the delegates. The lowering itself is
+``coreml_lint.stack``'s, the one place that runs the real stack; this module only adapts
+its answer to what the tests read.
 """
 
 from __future__ import annotations
 
-import logging
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-import coremltools as ct
-import torch
-from executorch.backends.apple.coreml.compiler import CoreMLBackend
-from executorch.backends.apple.coreml.partition import CoreMLPartitioner
-from executorch.exir import to_edge_transform_and_lower
+from coreml_lint.core.settings import PartitionerSettings
+from coreml_lint.stack import DelegateView, capture_mlmodels, describe_mlmodel, lower_stock
 
-IOS = {15: ct.target.iOS15, 16: ct.target.iOS16, 17: ct.target.iOS17, 18: ct.target.iOS18}
-
-
-@dataclass
-class Delegate:
-    mil: str
-    inputs: list[tuple[str, str]]
-    outputs: list[tuple[str, str]]
-    consts: dict[str, Any] = field(default_factory=dict)  # small MIL constants by name
-
-    @property
-    def returns_an_input(self) -> bool:
-        names = {name for name, _ in self.inputs}
-        return any(name in names for name, _ in self.outputs)
-
-    @property
-    def duplicate_outputs(self) -> bool:
-        return len({name for name, _ in self.outputs}) < len(self.outputs)
-
-
-def _small_consts(program: Any, limit: int = 4096) -> dict[str, Any]:
-    consts = {}
-    for function in program.functions.values():
-        for op in function.operations:
-            if op.op_type != "const":
-                continue
-            value = op.outputs[0].val
-            if getattr(value, "size", limit + 1) <= limit:
-                consts[op.outputs[0].name] = value
-    return consts
+Delegate = DelegateView
 
 
 @dataclass
@@ -74,92 +44,46 @@ class Lowered:
         return "\n".join(d.mil for d in self.delegates)
 
 
-def _feature_dtype(feature: Any) -> str:
-    kind = feature.type.WhichOneof("Type")
-    if kind == "multiArrayType":
-        return ct.proto.FeatureTypes_pb2.ArrayFeatureType.ArrayDataType.Name(
-            feature.type.multiArrayType.dataType
-        )
-    return kind or "?"
-
-
 @contextmanager
-def _capture(into: list[Delegate]):
-    original = CoreMLBackend._convert_to_mlmodel
-
-    def wrapped(edge_program, compile_specs, skip_model_load=True):
-        mlmodel = original(edge_program, compile_specs, skip_model_load=True)
-        spec = mlmodel.get_spec()
-        into.append(
-            Delegate(
-                mil=str(mlmodel._mil_program),
-                inputs=[(f.name, _feature_dtype(f)) for f in spec.description.input],
-                outputs=[(f.name, _feature_dtype(f)) for f in spec.description.output],
-                consts=_small_consts(mlmodel._mil_program),
-            )
-        )
-        return mlmodel
-
-    CoreMLBackend._convert_to_mlmodel = staticmethod(wrapped)
+def _capture(into: list[Delegate]) -> Iterator[None]:
+    """Append a view of every Core ML model converted inside the block to ``into``."""
+    models: list[Any] = []
     try:
-        yield
+        with capture_mlmodels(models):
+            yield
     finally:
-        CoreMLBackend._convert_to_mlmodel = staticmethod(original)
+        into.extend(describe_mlmodel(m) for m in models)
 
 
-def partitioner(
+def settings(
     ios: int | None = None,
     skip: list[str] | None = None,
     take_over_mutable_buffer: bool = True,
     take_over_constant_data: bool = True,
     lower_full_graph: bool = False,
-) -> CoreMLPartitioner:
-    specs = (
-        CoreMLBackend.generate_compile_specs(minimum_deployment_target=IOS[ios]) if ios else None
-    )
-    return CoreMLPartitioner(
-        skip_ops_for_coreml_delegation=skip,
-        compile_specs=specs,
+) -> PartitionerSettings:
+    """A case's settings (its ``ios``/``skip`` shorthand) as ``PartitionerSettings``."""
+    return PartitionerSettings().changed(
+        minimum_deployment_target=ios or 15,
+        skip_ops_for_coreml_delegation=list(skip or ()),
         take_over_mutable_buffer=take_over_mutable_buffer,
         take_over_constant_data=take_over_constant_data,
         lower_full_graph=lower_full_graph,
     )
 
 
-def lower(ep: torch.export.ExportedProgram, **settings: Any) -> Lowered:
+def lower(ep: Any, **case_settings: Any) -> Lowered:
     """``to_edge_transform_and_lower`` + ``to_executorch`` with the stock partitioner."""
-    result = Lowered()
-    logging.disable(logging.WARNING)
-    try:
-        with _capture(result.delegates):
-            try:
-                edge = to_edge_transform_and_lower(ep, partitioner=[partitioner(**settings)])
-            except Exception as exc:
-                result.error, result.stage = exc, "lower"
-                return result
-            for node in edge.exported_program().graph.nodes:
-                if node.op != "call_function" or "getitem" in str(node.target):
-                    continue
-                if "executorch_call_delegate" in str(node.target):
-                    result.delegate_calls += 1
-                else:
-                    result.edge_cpu_ops.append(getattr(node.target, "__name__", str(node.target)))
-            try:
-                program = edge.to_executorch()
-            except Exception as exc:
-                result.error, result.stage = exc, "to_executorch"
-                return result
-        result.program = program
-        result.cpu_ops = [
-            str(node.target)
-            for node in program.exported_program().graph.nodes
-            if node.op == "call_function"
-            and "executorch_call_delegate" not in str(node.target)
-            and "getitem" not in str(node.target)
-        ]
-        return result
-    finally:
-        logging.disable(logging.NOTSET)
+    lowering = lower_stock(ep, settings(**case_settings))
+    return Lowered(
+        error=lowering.error,
+        stage=lowering.stage,
+        delegates=[describe_mlmodel(m) for m in lowering.mlmodels],
+        cpu_ops=lowering.cpu_ops,
+        edge_cpu_ops=lowering.edge_cpu_ops,
+        delegate_calls=lowering.delegate_calls,
+        program=lowering.program,
+    )
 
 
 def run_with_portable_runtime(lowered: Lowered, inputs: tuple[Any, ...]) -> None:

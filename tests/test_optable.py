@@ -9,21 +9,21 @@ import torch
 from executorch.backends.apple.coreml.partition import coreml_partitioner
 
 from coreml_lint.program.optable import load_optable, sanitize_op_kind
-from coreml_lint.program.optable_gen import TABLE_PATH
 from coreml_lint.program.placement import REFUSED_OPS
+from coreml_lint.stack.optable_gen import TABLE_PATH
 
 
 def test_table_has_no_drift():
     """Built in a fresh interpreter, as the generator runs: ops that other tests register
     in this process (torchao's codebook ops, once a quantized case is built) would show up
     in ExecuTorch's default decomposition table here."""
-    script = "from coreml_lint.program.optable_gen import build_table, render\n"
+    script = "from coreml_lint.stack.optable_gen import build_table, render\n"
     script += "import sys; sys.stdout.write(render(build_table()))"
     fresh = subprocess.run(
         [sys.executable, "-c", script], capture_output=True, text=True, check=True
     )
     assert TABLE_PATH.read_text() == fresh.stdout, (
-        "data/optable.json is stale: run python -m coreml_lint.program.optable_gen"
+        "data/optable.json is stale: run python -m coreml_lint.stack.optable_gen"
     )
 
 

@@ -204,7 +204,7 @@ def test_verify_lowered_user_inputs_and_explain(tmp_path):
     MlModels; inputs from a file; a rule named by the ``explain`` hook; JSON output."""
     from executorch.exir import to_edge_transform_and_lower
 
-    from coreml_lint.verifier.lowering import partitioner
+    from coreml_lint.stack import stock_partitioner as partitioner
 
     torch.manual_seed(0)
     ep = _export(Reciprocal(), (torch.randn(2, 8),))

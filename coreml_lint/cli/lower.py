@@ -12,6 +12,13 @@ from typing import Any
 import click
 
 from coreml_lint.cli.check import fail
+from coreml_lint.cli.heavy import (
+    HEAVY,
+    INSTALL_HINT,
+    heavy_modules_missing,
+    partition_status,
+    quiet_libraries,
+)
 from coreml_lint.cli.options import (
     build_config,
     import_option,
@@ -19,28 +26,6 @@ from coreml_lint.cli.options import (
     settings_options,
 )
 from coreml_lint.core.errors import InputError
-
-HEAVY = "torch, executorch and coremltools"
-INSTALL_HINT = 'pip install "coreml-lint[lower]"'
-
-
-def quiet_libraries() -> None:
-    """The libraries below log warnings (some with tracebacks) and progress bars of their
-    own; this command reports in its own words."""
-    import logging
-    import os
-    import warnings
-
-    os.environ.setdefault("TQDM_DISABLE", "1")
-    logging.disable(logging.CRITICAL)
-    warnings.filterwarnings("ignore")
-
-
-def heavy_modules_missing() -> str | None:
-    import importlib.util
-
-    missing = [m for m in ("torch", "executorch", "coremltools") if not importlib.util.find_spec(m)]
-    return ", ".join(missing) or None
 
 
 def unwritable(path: Path) -> str | None:
@@ -137,7 +122,6 @@ def lower_command(program: Path, output: Path, **options: Any) -> None:
 
 def _write_html(program: Path, config: Any, report: Any, path: Path) -> None:
     """The delegation page of the program as linted, with what lower did to it."""
-    from coreml_lint.cli.verify import partition_status
     from coreml_lint.core.files import write_atomically
     from coreml_lint.engine.program import lint_pt2
     from coreml_lint.reports.html import HtmlProgram, render_html

@@ -10,7 +10,13 @@ from typing import Any
 import click
 
 from coreml_lint.cli.check import echo, fail
-from coreml_lint.cli.lower import HEAVY, INSTALL_HINT, heavy_modules_missing, quiet_libraries
+from coreml_lint.cli.heavy import (
+    HEAVY,
+    INSTALL_HINT,
+    heavy_modules_missing,
+    partition_status,
+    quiet_libraries,
+)
 from coreml_lint.cli.options import (
     build_config,
     import_option,
@@ -85,11 +91,7 @@ def _run(program: Path, config: Any, options: dict[str, Any], progress: Any) -> 
     settings = config.partitioner
     report = verify(
         exported,
-        minimum_deployment_target=settings.minimum_deployment_target,
-        skip_ops_for_coreml_delegation=list(settings.skip_ops_for_coreml_delegation),
-        take_over_mutable_buffer=settings.take_over_mutable_buffer,
-        take_over_constant_data=settings.take_over_constant_data,
-        lower_full_graph=settings.lower_full_graph,
+        settings=settings,
         inputs=options["inputs_path"],
         progress=progress,
         explain=explain,
@@ -161,20 +163,3 @@ def _render(program: Path, report: Any, lint: Any, options: dict[str, Any]) -> N
         write_atomically(options["output"], body + "\n", keep_mode=False)
     else:
         echo(body)
-
-
-def partition_status(report: Any) -> dict[int, dict[str, str]]:
-    """Per partition: agrees / diverges / not verified, for the HTML page."""
-    words = {"agree": "agrees", "diverge": "diverges"}
-    status = {}
-    for part in report.partitions:
-        detail = "; ".join(
-            f"{name}: {result.status}"
-            for name, result in (
-                ("float32", part.semantic),
-                ("float16", part.float16),
-                ("interface", part.interface),
-            )
-        )
-        status[part.index] = {"status": words.get(part.status, "not verified"), "detail": detail}
-    return status

@@ -11,7 +11,6 @@ on what to do instead: the stock lowering would only fail the way the finding sa
 from __future__ import annotations
 
 import io
-import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -25,7 +24,7 @@ from coreml_lint.core.settings import PartitionerSettings
 from coreml_lint.engine.exported import lint_exported_program
 from coreml_lint.engine.program import ProgramReport
 from coreml_lint.lowering.eager import outputs_match, random_inputs
-from coreml_lint.lowering.mil import capture_models, mil_problems
+from coreml_lint.lowering.mil import mil_problems
 from coreml_lint.lowering.partitioner import LoweringPlan, SafeCoreMLPartitioner
 from coreml_lint.lowering.report import Delegation, LowerReport
 from coreml_lint.rulekit.rule import Rule
@@ -289,18 +288,6 @@ def _apply_rewrites(
     return ep
 
 
-def _compile_specs(settings: PartitionerSettings, precision: str, units: str) -> Any:
-    import coremltools as ct
-    from executorch.backends.apple.coreml.compiler import CoreMLBackend
-
-    ios = settings.minimum_deployment_target
-    return CoreMLBackend.generate_compile_specs(
-        minimum_deployment_target=getattr(ct.target, f"iOS{ios}") if ios != 15 else None,
-        compute_precision=getattr(ct.precision, precision.upper()),
-        compute_unit=getattr(ct.ComputeUnit, units.upper()),
-    )
-
-
 def _lower_with(
     ep: ExportedProgram,
     plan: LoweringPlan,
@@ -312,26 +299,24 @@ def _lower_with(
 ) -> tuple[Any, Delegation, Any]:
     """The real ``to_edge_transform_and_lower`` + ``to_executorch`` with the plan's
     partitioner; a failure names its stage and what the lint knew about it."""
-    from executorch.exir import to_edge_transform_and_lower
+    from coreml_lint.stack import compile_specs, lower_program
 
-    partitioner = SafeCoreMLPartitioner(
-        plan, compile_specs=_compile_specs(plan.settings, precision, units)
-    )
-    level = logging.root.manager.disable
-    logging.disable(logging.WARNING)
-    stage = "to_edge_transform_and_lower"
-    try:
-        say("lowering (to_edge_transform_and_lower)")
-        with capture_models(models):
-            edge = to_edge_transform_and_lower(ep, partitioner=[partitioner])
-        placed = Delegation.of(edge.exported_program())  # before to_executorch changes it
-        stage = "to_executorch"
+    specs = compile_specs(plan.settings, precision=precision, units=units)
+    partitioner = SafeCoreMLPartitioner(plan, compile_specs=specs)
+    placed: list[Delegation] = []
+
+    def seen(edge: Any) -> None:
+        placed.append(Delegation.of(edge.exported_program()))  # before to_executorch
         say("building the ExecuTorch program (to_executorch)")
-        return edge.to_executorch(), placed, edge
-    except Exception as exc:
-        raise LoweringError(describe_failure(stage, exc, second.findings, plan)) from exc
-    finally:
-        logging.disable(level)
+
+    say("lowering (to_edge_transform_and_lower)")
+    lowering = lower_program(ep, partitioner, after_edge=seen)
+    models.extend(lowering.mlmodels)
+    if lowering.error is not None:
+        raise LoweringError(
+            describe_failure(lowering.stage, lowering.error, second.findings, plan)
+        ) from lowering.error
+    return lowering.program, placed[0], lowering.edge
 
 
 def describe_failure(

@@ -1,6 +1,6 @@
 """Static facts about ops, read from the generated ``data/optable.json``.
 
-See ``optable_gen.py`` for why the table exists and how it is made.
+See ``coreml_lint/stack/optable_gen.py`` for why the table exists and how it is made.
 """
 
 from __future__ import annotations

@@ -53,11 +53,12 @@ def measure(cases: list[dict[str, Any]]) -> list[dict[str, Any]] | str:
 
 
 def _lower_and_judge(ep, cases, built, keys, single) -> list[dict[str, Any]] | str:
+    from coreml_lint.core.settings import PartitionerSettings
+    from coreml_lint.stack import lower_stock
     from coreml_lint.verifier.api import verify_lowered
-    from coreml_lint.verifier.lowering import lower_stock
 
     target = cases[0]["target"]
-    lowering = lower_stock(ep, minimum_deployment_target=target)
+    lowering = lower_stock(ep, PartitionerSettings(minimum_deployment_target=target))
     if lowering.error is not None:
         if not single:
             return SPLIT

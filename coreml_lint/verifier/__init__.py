@@ -9,8 +9,8 @@ captured by :func:`capture_mlmodels` during its lowering.
 
 from __future__ import annotations
 
+from coreml_lint.stack import capture_mlmodels
 from coreml_lint.verifier.api import verify, verify_lowered
-from coreml_lint.verifier.lowering import capture_mlmodels
 from coreml_lint.verifier.report import Divergence, PartitionResult, PassResult, VerifyReport
 
 __all__ = [

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from coreml_lint.core.settings import PartitionerSettings
 from coreml_lint.verifier.report import ERROR, VerifyReport
 
 Progress = Callable[[str], None] | None
@@ -18,34 +19,29 @@ Explain = Callable[[str], str | None] | None
 def verify(
     exported_program: Any,
     *,
-    minimum_deployment_target: int | None = None,
-    skip_ops_for_coreml_delegation: list[str] | None = None,
-    take_over_mutable_buffer: bool = True,
-    take_over_constant_data: bool = True,
-    lower_full_graph: bool = False,
+    settings: PartitionerSettings | None = None,
     inputs: Any = None,
     progress: Progress = None,
     explain: Explain = None,
+    **partitioner: Any,
 ) -> VerifyReport:
-    """Lower ``exported_program`` with the stock ``CoreMLPartitioner`` (these are its
-    settings) and verify every Core ML partition against its eager module.
+    """Lower ``exported_program`` with the stock ``CoreMLPartitioner`` and verify every Core
+    ML partition against its eager module. Pass the partitioner's settings as ``settings`` or
+    as keyword arguments (``minimum_deployment_target=17``, ``skip_ops_for_coreml_delegation=
+    [...]``, ...; None means the default), as :func:`coreml_lint.lower` takes them.
 
     ``inputs``: a tuple of tensors (the program's user inputs, flat, in order), a path to a
     ``torch.save``-d tuple (loaded with ``weights_only=True``), or None for seeded random
     inputs. ``explain(node_name)`` may name a lint rule that explains a diverging node.
     Note that lowering consumes ``exported_program`` (pass a fresh copy if you reuse it).
     """
-    from coreml_lint.verifier.lowering import lower_stock
+    from coreml_lint.stack import lower_stock
 
     say = progress or (lambda message: None)
-    settings = {
-        "minimum_deployment_target": minimum_deployment_target,
-        "skip_ops_for_coreml_delegation": list(skip_ops_for_coreml_delegation or []),
-        "take_over_mutable_buffer": take_over_mutable_buffer,
-        "take_over_constant_data": take_over_constant_data,
-        "lower_full_graph": lower_full_graph,
-    }
-    report = VerifyReport(settings=settings)
+    settings = (settings or PartitionerSettings()).changed(
+        **{k: v for k, v in partitioner.items() if v is not None}
+    )
+    report = VerifyReport(settings=settings.to_json())
     start = time.perf_counter()
     try:
         user_inputs, described = _resolve_inputs(exported_program, inputs)
@@ -54,7 +50,7 @@ def verify(
         return report.finish()
     report.inputs = described
     say("lowering with the stock CoreMLPartitioner")
-    lowering = lower_stock(exported_program, **settings)
+    lowering = lower_stock(exported_program, settings)
     report.timings.update(lowering.timings)
     if lowering.error is not None:
         report.lowering_error, report.lowering_stage = lowering.message, lowering.stage
@@ -84,7 +80,7 @@ def verify_lowered(
     """Verify an already-lowered program: ``edge_program`` is the ``EdgeProgramManager``
     ``to_edge_transform_and_lower`` returned (or its ``exported_program()``), ``mlmodels``
     the MlModels ``CoreMLBackend._convert_to_mlmodel`` produced, in order (see
-    :func:`coreml_lint.verifier.lowering.capture_mlmodels`)."""
+    :func:`coreml_lint.stack.capture_mlmodels`)."""
     from coreml_lint.verifier.eager import run_lowered
 
     say = progress or (lambda message: None)
@@ -125,7 +121,7 @@ def verify_lowered(
 
 
 def _verify_one(index, name, lowered, mlmodel, run, report, say, explain) -> None:
-    from coreml_lint.verifier.lowering import convert_float32
+    from coreml_lint.stack import convert_float32
     from coreml_lint.verifier.partition import Partition, verify_partition
 
     partition = Partition(index, name, lowered, mlmodel, run)

@@ -1,0 +1,45 @@
+"""What the commands that need the heavy install (``lower``, ``verify``) share: the check that
+it is there, quieting its libraries, and ``verify``'s verdict per partition for the page."""
+
+from __future__ import annotations
+
+from typing import Any
+
+HEAVY = "torch, executorch and coremltools"
+INSTALL_HINT = 'pip install "coreml-lint[lower]"'
+
+
+def quiet_libraries() -> None:
+    """The libraries below log warnings (some with tracebacks) and progress bars of their
+    own; this command reports in its own words."""
+    import logging
+    import os
+    import warnings
+
+    os.environ.setdefault("TQDM_DISABLE", "1")
+    logging.disable(logging.CRITICAL)
+    warnings.filterwarnings("ignore")
+
+
+def heavy_modules_missing() -> str | None:
+    import importlib.util
+
+    missing = [m for m in ("torch", "executorch", "coremltools") if not importlib.util.find_spec(m)]
+    return ", ".join(missing) or None
+
+
+def partition_status(report: Any) -> dict[int, dict[str, str]]:
+    """Per partition: agrees / diverges / not verified, for the HTML page."""
+    words = {"agree": "agrees", "diverge": "diverges"}
+    status = {}
+    for part in report.partitions:
+        detail = "; ".join(
+            f"{name}: {result.status}"
+            for name, result in (
+                ("float32", part.semantic),
+                ("float16", part.float16),
+                ("interface", part.interface),
+            )
+        )
+        status[part.index] = {"status": words.get(part.status, "not verified"), "detail": detail}
+    return status
