@@ -39,7 +39,29 @@ class ProgramReport:
 
 
 def lint_pt2(path: str | Path, config: LintConfig | None = None) -> list[ProgramReport]:
-    return [lint_graph(graph, config) for graph in read_pt2(path)]
+    """Every method of the archive; several methods are linted as one program's."""
+    return lint_methods(read_pt2(path), config)
+
+
+def lint_methods(graphs: list[Graph], config: LintConfig | None = None) -> list[ProgramReport]:
+    """Lint each method, then, when there are several, what they do together (the rules'
+    ``check_methods``: one multifunction Core ML model per partition position). A finding
+    about the methods together is reported with the method it names (else the first)."""
+    config = config or LintConfig()
+    reports = [lint_graph(graph, config) for graph in graphs]
+    if len(reports) < 2:
+        return reports
+    contexts = {r.graph.method: ProgramContext(r.graph, r.placement) for r in reports}
+    by_method = {r.graph.method: r for r in reports}
+    for rule in all_rules():
+        if not config.is_selected(rule.code, reports[0].graph.source):
+            continue
+        for ctx in contexts.values():
+            ctx.rule = rule
+        for finding in rule().check_methods(contexts):
+            method = finding.extra.get("method")
+            by_method.get(method, reports[0]).findings.append(finding)
+    return reports
 
 
 def lint_graph(
