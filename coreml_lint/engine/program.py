@@ -49,19 +49,25 @@ def lint_methods(graphs: list[Graph], config: LintConfig | None = None) -> list[
     about the methods together is reported with the method it names (else the first)."""
     config = config or LintConfig()
     reports = [lint_graph(graph, config) for graph in graphs]
-    if len(reports) < 2:
-        return reports
-    contexts = {r.graph.method: ProgramContext(r.graph, r.placement) for r in reports}
     by_method = {r.graph.method: r for r in reports}
+    for finding in method_findings(reports, config):
+        by_method.get(finding.extra.get("method"), reports[0]).findings.append(finding)
+    return reports
+
+
+def method_findings(reports: list[ProgramReport], config: LintConfig) -> list[Finding]:
+    """The rules' findings on several linted methods together (none for one method)."""
+    if len(reports) < 2:
+        return []
+    contexts = {r.graph.method: ProgramContext(r.graph, r.placement) for r in reports}
+    found: list[Finding] = []
     for rule in all_rules():
         if not config.is_selected(rule.code, reports[0].graph.source):
             continue
         for ctx in contexts.values():
             ctx.rule = rule
-        for finding in rule().check_methods(contexts):
-            method = finding.extra.get("method")
-            by_method.get(method, reports[0]).findings.append(finding)
-    return reports
+        found.extend(rule().check_methods(contexts))
+    return found
 
 
 def lint_graph(
