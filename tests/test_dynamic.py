@@ -123,3 +123,28 @@ def test_resize_with_only_dynamic_batch_is_not_flagged():
 
     ep = torch.export.export(Up(), (torch.randn(2, 3, 8, 8),), dynamic_shapes=({0: Dim("b")},))
     assert not [f for f in coreml_lint.lint_program(ep).findings if f.code == "CML607"]
+
+
+def test_verify_sizes_are_the_edges_of_the_constraints():
+    from coreml_lint.verifier.sizes import edge_inputs, is_dynamic
+
+    model, inputs, shapes = CASES["scale-factor-dynamic"].make()
+    ep = torch.export.export(model, inputs, dynamic_shapes=shapes)
+    assert is_dynamic(ep)
+    sizes, notes = edge_inputs(ep)
+    assert [tuple(t.shape) for t in sizes["smallest"]] == [(1, 3, 16, 16)]
+    assert "largest" not in sizes and "over" in notes[0]  # 8x3x512x512 is too large to run
+    static = torch.export.export(model, inputs)
+    assert not is_dynamic(static)
+
+
+def test_verify_sizes_of_derived_dims_and_unbounded_dims():
+    from coreml_lint.verifier.sizes import edge_inputs
+
+    model, inputs, shapes = CASES["derived-dims-saved"].make()
+    sizes, _ = edge_inputs(torch.export.export(model, inputs, dynamic_shapes=shapes))
+    assert [tuple(t.shape) for t in sizes["smallest"]] == [(2, 3, 32, 32)]  # 16 * 2
+    assert [tuple(t.shape) for t in sizes["largest"]] == [(2, 3, 512, 512)]  # 16 * 32
+    unbounded = {"x": {0: Dim("b")}}
+    sizes, notes = edge_inputs(torch.export.export(model, inputs, dynamic_shapes=unbounded))
+    assert "largest" not in sizes and "no upper bound" in notes[0]

@@ -84,3 +84,17 @@ def test_lower_stops_before_lowering_with_the_reason(case_id):
     with pytest.raises(LoweringError) as raised:
         coreml_lint.lower(loaded(case_id))
     assert any(code in str(raised.value) for code in CASES[case_id].expect)
+
+
+def test_verify_runs_a_dynamic_program_at_the_edges_of_its_sizes(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    path = tmp_path / "resize.pt2"
+    path.write_bytes(_archive("resize-by-two-dynamic"))
+    cli = str(Path(sys.executable).with_name("coreml-lint"))
+    run = subprocess.run([cli, "verify", str(path), "-q"], capture_output=True, text=True)
+    assert run.returncode == 0, run.stdout + run.stderr[-2000:]
+    assert "at the smallest sizes (1x3x16x16): verify: agree" in run.stdout
+    assert "largest sizes not run" in run.stdout  # 8x3x512x512: over the element budget

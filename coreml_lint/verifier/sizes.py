@@ -30,9 +30,15 @@ def symbol_ranges(ep: Any) -> dict[Any, tuple[int, int | None]]:
     for symbol, bounds in ep.range_constraints.items():
         if not isinstance(symbol, sympy.Symbol):
             continue  # a derived dim's expression: its symbol has its own entry
-        upper = bounds.upper
-        found[symbol] = (int(bounds.lower), int(upper) if upper.is_finite else None)
+        found[symbol] = (int(bounds.lower), _finite(bounds.upper))
     return found
+
+
+def _finite(bound: Any) -> int | None:
+    try:
+        return int(bound)
+    except (OverflowError, TypeError, ValueError, AttributeError):
+        return None  # torch's int_oo
 
 
 def is_dynamic(ep: Any) -> bool:
