@@ -71,9 +71,10 @@ def test_lower_writes_a_pte(case_id):
 
     case = CASES[case_id]
     ios = case.settings.get("ios")
-    result = coreml_lint.lower(loaded(case_id), minimum_deployment_target=ios)
+    result = coreml_lint.lower(loaded(case_id), minimum_deployment_target=ios, verify=True)
     assert result.buffer[4:8] == b"ET12"
     assert result.report.placement.delegates >= 1, "nothing was left on Core ML"
+    assert result.report.verify.status == "agree", result.report.verify.summary()
 
 
 @pytest.mark.parametrize("case_id", sorted(c for c in CASES if not _answered(c)))
