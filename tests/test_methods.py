@@ -154,9 +154,12 @@ def test_lower_writes_one_pte_with_both_methods_sharing_one_core_ml_model(tmp_pa
     paths = [str(p) for p in saved(tmp_path, methods())]
     out = tmp_path / "llm.pte"
     run = subprocess.run(
-        [CLI, "lower", *paths, "-o", str(out), "--ios", "18", "-q"], capture_output=True, text=True
+        [CLI, "lower", *paths, "-o", str(out), "--ios", "18", "--verify", "-q"],
+        capture_output=True,
+        text=True,
     )
     assert run.returncode == 0, run.stderr[-2000:]
+    assert "verify: agree (2 Core ML partition(s))" in run.stdout  # each method's delegate
     assert "prefill: index_copy" in run.stdout  # CML401's rewrite, applied in prefill only
     pte = deserialize_pte_binary(out.read_bytes())
     plans = {plan.name: plan for plan in pte.program.execution_plan}

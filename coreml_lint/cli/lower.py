@@ -117,7 +117,7 @@ def lower_command(programs: tuple[Path, ...], output: Path, **options: Any) -> N
             click.echo(f"[{time.perf_counter() - start:6.1f}s] {message}", err=True)
 
     if several:
-        for flag in ("verify_result", "report_path", "dequantize_on_cpu"):
+        for flag in ("inputs_path", "report_path", "dequantize_on_cpu"):
             if options[flag]:
                 fail(
                     f"--{flag.replace('_result', '').replace('_path', '').replace('_', '-')} "
@@ -167,6 +167,7 @@ def _lower_methods(
             compute_precision=options["compute_precision"],
             compute_units=options["compute_units"],
             progress=progress,
+            verify=options["verify_result"],
         )
         progress(f"writing {output}")
         write_pte(output, result.buffer)

@@ -41,10 +41,13 @@ def lower_methods(
     compute_precision: str = "float16",
     compute_units: str = "all",
     progress: Progress | None = None,
+    verify: bool = False,
     **partitioner: Any,
 ) -> LowerResult:
     """Lower ``{method: ExportedProgram}`` into one ``.pte`` with every rule's answer
-    applied in each method (see :func:`coreml_lint.lower` for the settings)."""
+    applied in each method (see :func:`coreml_lint.lower` for the settings). With
+    ``verify``, each method's Core ML delegates are run on Linux against their eager
+    modules, on random inputs shaped like the method's."""
     say = progress or (lambda message: None)
     settings = (settings or PartitionerSettings()).changed(
         **{k: v for k, v in partitioner.items() if v is not None}
@@ -62,12 +65,14 @@ def lower_methods(
     stop_if_unanswered(together)
     fired = {rule.code: rule for second in linted for rule in _fired(second)}
     plan = LoweringPlan.for_rules([rule() for rule in fired.values()], config.partitioner)
-    program, placed, models = _lower_together(
+    program, placed, models, edge = _lower_together(
         ready, plan, compute_precision, compute_units, [*together, *report.findings_before], say
     )
     problems = [p for name in ready for p in mil_problems(models.get(name, []), programs[name])]
     second_findings = [f for second in linted for f in second.findings]
     report.finish(_Findings(second_findings), plan, placed, problems)
+    if verify:
+        report.verify = _verify_methods(edge, models, list(ready), say)
     say("done")
     return LowerResult(program, report)
 
@@ -127,7 +132,7 @@ def _lower_together(
     units: str,
     findings: list[Any],
     say: Progress,
-) -> tuple[Any, Delegation, dict[str, list[Any]]]:
+) -> tuple[Any, Delegation, dict[str, list[Any]], Any]:
     """One ``to_edge_transform_and_lower({method: program})`` + ``to_executorch`` with the
     plan's partitioner. The backend converts method by method, partition by partition, so
     the captured models are split by each method's delegate count."""
@@ -156,4 +161,26 @@ def _lower_together(
         total.coreml_ops += one.coreml_ops
         total.cpu_ops.extend(one.cpu_ops)
         models[name], remaining = remaining[: one.delegates], remaining[one.delegates :]
-    return lowering.program, total, models
+    return lowering.program, total, models, lowering.edge
+
+
+def _verify_methods(
+    edge: Any, models: dict[str, list[Any]], names: list[str], say: Progress
+) -> Any:
+    """One verify report for all methods: each method's delegates against its eager run,
+    partitions named ``method/partition``."""
+    from coreml_lint.verifier import verify_lowered
+    from coreml_lint.verifier.report import VerifyReport
+
+    merged = VerifyReport()
+    for name in names:
+        say(f"{name}: verifying every Core ML delegate against eager")
+        one = verify_lowered(edge.exported_program(name), models.get(name, []), progress=say)
+        for part in one.partitions:
+            part.name = f"{name}/{part.name}"
+        merged.partitions.extend(one.partitions)
+        merged.divergences.extend(one.divergences)
+        merged.not_verified.extend(f"{name}: {item}" for item in one.not_verified)
+        merged.notes.extend(f"{name}: {note}" for note in one.notes)
+        merged.inputs.extend(f"{name}: {item}" for item in one.inputs)
+    return merged.finish()
