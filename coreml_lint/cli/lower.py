@@ -95,10 +95,10 @@ def lower_command(programs: tuple[Path, ...], output: Path, **options: Any) -> N
     of one program: they are lowered together into one .pte (one method per file, named
     after it), the Core ML delegates sharing their weights."""
     program = programs[0]
-    several = _several_methods(programs)
     missing = heavy_modules_missing()
     if missing:
         fail(f"`coreml-lint lower` needs {HEAVY} ({missing} not installed): {INSTALL_HINT}")
+    several = _several_methods(programs)
     settings = settings_changes(options)
     try:
         config = build_config(options["config_path"], options["isolated"], settings=settings)
