@@ -75,6 +75,8 @@ def test_unknown_expressions_are_unknown_not_guessed():
     assert symbolic.evaluate("Symbol('s0')", {}) is None
     assert symbolic.evaluate("__import__('os').getcwd()", {}) is None
     assert symbolic.evaluate("Foo(s0)", {"s0": 1}) is None
+    assert symbolic.evaluate("Pow(Pow(Pow(Integer(10), 64), 64), 64)", {}) is None
+    assert symbolic.evaluate("s0 ** 64 ** 64", {"s0": 3}) is None
     assert symbolic.pretty("Mul(Integer(2), Symbol('s9', positive=True))") == "(2*s9)"
 
 

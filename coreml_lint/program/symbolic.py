@@ -53,16 +53,29 @@ def _mod(a: Number, b: Number) -> Number:
     return a - b * math.floor(a / b)
 
 
+# Sizes are far below this; a value beyond it comes from a hostile or damaged archive (nested
+# powers could otherwise build numbers of any size).
+LIMIT = 1 << 64
+
+
+def _bounded(value: Number) -> Number:
+    if abs(value) > LIMIT or value.denominator > LIMIT:
+        raise Unknown("value out of range")
+    return value
+
+
 def _pow(a: Number, b: Number) -> Number:
     if b.denominator != 1 or abs(b) > 64:
         raise Unknown("non-integer power")
-    return a ** int(b)
+    if a != 0 and abs(a) != 1 and abs(a.numerator).bit_length() * abs(int(b)) > 128:
+        raise Unknown("value out of range")
+    return _bounded(a ** int(b))
 
 
 def _product(*values: Number) -> Number:
     out = Number(1)
     for value in values:
-        out *= value
+        out = _bounded(out * value)
     return out
 
 
@@ -117,7 +130,7 @@ def _eval(node: ast.expr, env: Env) -> Number:
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
         return -_eval(node.operand, env)
     if isinstance(node, ast.BinOp) and type(node.op) in BINARY:
-        return BINARY[type(node.op)](_eval(node.left, env), _eval(node.right, env))
+        return _bounded(BINARY[type(node.op)](_eval(node.left, env), _eval(node.right, env)))
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
         name = node.func.id
         if name == "Symbol" and node.args and isinstance(node.args[0], ast.Constant):
