@@ -99,3 +99,32 @@ def test_verify_runs_a_dynamic_program_at_the_edges_of_its_sizes(tmp_path):
     assert run.returncode == 0, run.stdout + run.stderr[-2000:]
     assert "at the smallest sizes (1x3x16x16): verify: agree" in run.stdout
     assert "largest sizes not run" in run.stdout  # 8x3x512x512: over the element budget
+
+
+def _unet_skip():
+    """A U-Net step resized to its skip's size, with derived dims (H = 32 * _h): the ratio
+    is exactly 2, yet the size is read off another tensor, not computed as size * 2."""
+    import torch.nn.functional as F
+
+    class Up(torch.nn.Module):
+        def forward(self, x):
+            y = F.max_pool2d(x, 2, 2) * 2
+            return F.interpolate(y, size=x.shape[-2:], mode="bilinear") + x
+
+    _h = torch.export.Dim("_h", min=1, max=16)
+    shapes = ({2: 32 * _h, 3: 32 * _h},)
+    return torch.export.export(Up(), (torch.randn(1, 3, 64, 64),), dynamic_shapes=shapes)
+
+
+def test_resize_to_a_skip_size_crashes_even_at_a_fixed_ratio_and_lower_answers_it():
+    import coreml_lint
+    from coreml_lint.core.settings import PartitionerSettings
+    from coreml_lint.stack import lower_program, stock_partitioner
+
+    codes = {f.code for f in coreml_lint.lint_program(_unet_skip()).findings}
+    assert codes == {"CML607"}
+    lowering = lower_program(_unet_skip(), stock_partitioner(PartitionerSettings()))
+    assert "Unable to map torch_upsample_bilinear" in str(lowering.error)
+    result = coreml_lint.lower(_unet_skip(), verify=True)
+    assert result.report.verify.status == "agree", result.report.verify.summary()
+    assert any("upsample" in op for op in result.report.placement.cpu_ops)

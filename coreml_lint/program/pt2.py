@@ -151,6 +151,8 @@ class _GraphBuilder:
         self.doc = document
         self.label = label
         self.method = method
+        # symbolic int -> (op, arguments) of the node that computes it (sym_size, a mul)
+        self.sym_producers: dict[str, tuple[str, list[Any]]] = {}
 
     def build(self) -> Graph:
         version = self.doc.get("schema_version") or {}
@@ -184,6 +186,7 @@ class _GraphBuilder:
                 "verifiers": self.doc.get("verifiers"),
                 "range_constraints": _range_constraints(self.doc.get("range_constraints")),
                 "sym_values": _sym_values(graph.get("sym_int_values")),
+                "sym_producers": self.sym_producers,
             },
         )
 
@@ -229,6 +232,9 @@ class _GraphBuilder:
         outputs: list[str] = []
         for out in raw["outputs"]:
             self._output_names(out, outputs)
+            sym = out.get("as_sym_int") if isinstance(out, dict) else None
+            if isinstance(sym, dict) and isinstance(sym.get("as_name"), str):
+                self.sym_producers[sym["as_name"]] = (target, args)
         metadata = raw.get("metadata") or {}
         if not isinstance(metadata, dict):
             metadata = {}

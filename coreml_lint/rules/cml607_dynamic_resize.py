@@ -46,7 +46,7 @@ from typing import Any
 
 from coreml_lint.core.findings import Finding, Outcome
 from coreml_lint.program import symbolic
-from coreml_lint.program.graph import Node, TensorRef
+from coreml_lint.program.graph import Node, SymRef, TensorRef
 from coreml_lint.rulekit.context import ProgramContext
 from coreml_lint.rulekit.examples import F, dynamic_case, nn, torch
 from coreml_lint.rulekit.rule import Rule
@@ -79,6 +79,15 @@ def problem(kind: str, ratios: list[Fraction | None], scales: Any) -> str | None
     if all(r is not None and r.denominator == 1 and r >= 2 for r in ratios):
         return None
     return f"ValueError: Unable to map torch_upsample_{kind} to core upsample"
+
+
+def multiplier(target: str, args: list[Any]) -> int | None:
+    """``k`` when a symbolic size is computed as ``size * k`` (``_operator.mul`` of a
+    symbolic int and an int): the one form coremltools turns into a fixed scale."""
+    if target.rsplit(".", 1)[-1] != "mul" or len(args) != 2:
+        return None
+    ints = [a for a in args if isinstance(a, int) and not isinstance(a, bool)]
+    return ints[0] if len(ints) == 1 else None
 
 
 class DynamicResize(Rule):
@@ -144,6 +153,8 @@ def _light_problem(
         ratios = [_sampled_ratio(a, b, points) for a, b in dynamic]
         if any(r is _UNKNOWN for r in ratios):
             return None  # an expression we cannot evaluate: say nothing rather than guess
+        if _scales(node) is None:
+            ratios = _as_computed(ctx, node, spatial, ratios)
     error = problem(kind, ratios, _scales(node))
     if error is None:
         return None
@@ -151,6 +162,28 @@ def _light_problem(
 
 
 _UNKNOWN: Any = object()
+
+
+def _as_computed(
+    ctx: ProgramContext, node: Node, spatial: list[Any], ratios: list[Any]
+) -> list[Any]:
+    """A fixed ratio counts only where the graph computes that output size as a size times
+    the same factor: ``size=x.shape[-2:]`` of a tensor twice as large crashes even when
+    derived dims make the ratio exactly 2 (measured)."""
+    sizes = node.arg(1, "output_size")
+    if not isinstance(sizes, list) or len(sizes) != 2:
+        return ratios
+    producers = ctx.graph.meta.get("sym_producers") or {}
+    dynamic = [
+        i for i, (a, b) in enumerate(spatial) if symbolic.is_symbolic(a) or symbolic.is_symbolic(b)
+    ]
+    checked = []
+    for index, ratio in zip(dynamic, ratios, strict=True):
+        size = sizes[index]
+        made = producers.get(size.name) if isinstance(size, SymRef) else None
+        k = multiplier(*made) if made else None
+        checked.append(ratio if k is not None and ratio == k else None)
+    return checked
 
 
 def _sampled_ratio(a: int | str, b: int | str, points: list[dict[str, int]]) -> Any:
@@ -216,10 +249,28 @@ def _fx_problem(node: Any, base: str) -> str | None:
         ratio = sympy.simplify(b / a)
         ratios.append(Fraction(int(ratio.p), int(ratio.q)) if ratio.is_Rational else None)
     scales = None
-    if str(node.target).endswith(".vec") and node.args[1] is None:
+    if len(node.args) > 1 and node.args[1] is None:
         scales = node.args[-1] if isinstance(node.args[-1], list | tuple) else [1.0]
+    elif len(node.args) > 1 and isinstance(node.args[1], list | tuple):
+        ratios = _fx_as_computed(node.args[1], source.shape[-2:], out.shape[-2:], ratios)
     assert kind is not None
     return problem(kind, ratios, scales)
+
+
+def _fx_as_computed(sizes: Any, source: Any, out: Any, ratios: list[Any]) -> list[Any]:
+    """:func:`_as_computed` on the fx graph: each dynamic output size must be an
+    ``operator.mul`` node of a size and the ratio's integer."""
+    checked, position = [], 0
+    for size, a, b in zip(sizes, source, out, strict=False):
+        if isinstance(a, int) and isinstance(b, int):
+            continue
+        ratio = ratios[position]
+        position += 1
+        target = getattr(size, "target", None)
+        args = list(getattr(size, "args", ()))
+        k = multiplier(getattr(target, "__name__", str(target)), args) if target else None
+        checked.append(ratio if k is not None and ratio == k else None)
+    return checked
 
 
 def _expr(size: Any) -> Any:
