@@ -14,7 +14,8 @@ Why it breaks
     Core ML's upsample ops take constant scale factors. coremltools converts an upsample
     with a computed output size to a temporary op and then looks, in the MIL, for the
     pattern ``shape(x)[i] * k`` (or ``floor(size * scale)``) to recover ``k``; when it is
-    not there, the stock lowering fails at every target:
+    not there, the stock lowering fails at every target (also when derived dims make the
+    ratio exactly 2 but the size is read off another tensor, a U-Net's skip connection):
     ``ValueError: Unable to map torch_upsample_bilinear to core upsample`` (and
     ``torch_upsample_nearest_neighbor``). A fixed output size with a dynamic input fails
     on its scale, ``input_size / output_size``: ``TypeError: Cannot convert expression to
