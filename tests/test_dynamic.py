@@ -150,3 +150,14 @@ def test_verify_sizes_of_derived_dims_and_unbounded_dims():
     unbounded = {"x": {0: Dim("b")}}
     sizes, notes = edge_inputs(torch.export.export(model, inputs, dynamic_shapes=unbounded))
     assert "largest" not in sizes and "no upper bound" in notes[0]
+
+
+def test_adaptive_pool_needs_a_1x1_output_when_any_input_size_is_dynamic():
+    class Pool(torch.nn.Module):
+        def forward(self, x):
+            return torch.nn.functional.adaptive_avg_pool2d(x * 2, (1, 4))
+
+    ep = torch.export.export(
+        Pool(), (torch.randn(1, 3, 16, 16),), dynamic_shapes=({2: Dim("h", min=8, max=64)},)
+    )
+    assert [f.code for f in coreml_lint.lint_program(ep).findings] == ["CML607"]

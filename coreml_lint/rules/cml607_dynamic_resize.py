@@ -146,8 +146,8 @@ def _light_problem(
     dynamic = [(a, b) for a, b in spatial if symbolic.is_symbolic(a) or symbolic.is_symbolic(b)]
     if not dynamic:
         return None
-    if kind == "adaptive":
-        if all(b == 1 for _a, b in dynamic):
+    if kind == "adaptive":  # coremltools needs the input size known, or a 1x1 output
+        if all(b == 1 for _a, b in spatial):
             return None
         ratios: list[Fraction | None] = [None]
     else:
@@ -244,7 +244,8 @@ def _fx_problem(node: Any, base: str) -> str | None:
     if not dims:
         return None
     if kind == "adaptive":
-        return None if all(b == 1 for _a, b in dims) else problem(kind, [None], None)
+        ones = all(b == 1 for b in out.shape[-2:])
+        return None if ones else problem(kind, [None], None)
     ratios: list[Fraction | None] = []
     for a, b in dims:
         ratio = sympy.simplify(b / a)
