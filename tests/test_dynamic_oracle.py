@@ -71,6 +71,13 @@ def test_lower_writes_a_pte(case_id):
 
     case = CASES[case_id]
     ios = case.settings.get("ios")
+    if case.lowered_fails:
+        from coreml_lint.lowering.run import LoweringError
+
+        with pytest.raises(LoweringError) as raised:
+            coreml_lint.lower(loaded(case_id), minimum_deployment_target=ios)
+        assert re.search(case.lowered_fails, str(raised.value)) and "\n" not in str(raised.value)
+        return
     result = coreml_lint.lower(loaded(case_id), minimum_deployment_target=ios, verify=True)
     assert result.buffer[4:8] == b"ET12"
     assert result.report.placement.delegates >= 1, "nothing was left on Core ML"

@@ -216,6 +216,32 @@ def _pretty(node: ast.expr) -> str:
     return ast.unparse(node)
 
 
+def is_plain_symbol(size: int | str) -> bool:
+    """Whether a size is one symbol (``Symbol('s0', ...)`` or ``s0``), not an expression."""
+    if isinstance(size, int):
+        return False
+    tree = _parse(size)
+    if isinstance(tree, ast.Name):
+        return True
+    return (
+        isinstance(tree, ast.Call)
+        and isinstance(tree.func, ast.Name)
+        and tree.func.id == "Symbol"
+        and len(tree.args) == 1
+    )
+
+
+def same_size(a: int | str, b: int | str, points: list[dict[str, int]]) -> bool:
+    """Whether two sizes agree at every sample point (and can be evaluated there)."""
+    if not points:
+        return False
+    for env in points:
+        x, y = evaluate(a, env), evaluate(b, env)
+        if x is None or y is None or x != y:
+            return False
+    return True
+
+
 def is_symbolic(size: int | str) -> bool:
     return not isinstance(size, int)
 

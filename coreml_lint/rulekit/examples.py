@@ -70,6 +70,8 @@ class ProgramCase:
     clean: Callable[[Any], bool] | None = None  # extra evidence that the fixed form is right
     runs_on_portable: bool | None = None  # load+run the .pte on the pip portable runtime
     warnings: frozenset[str] | None = None  # warning codes, when the case is about one
+    # `coreml-lint lower` cannot make a .pte: its one-line error must match this regex
+    lowered_fails: str | None = None
     module: str = ""  # the module that declared it (a rule module, or tests/cases.py)
 
 

@@ -365,3 +365,36 @@ def _():
 @dynamic_case("global-pool-dynamic", expect=set())
 def _():
     return _resize(lambda x: F.adaptive_avg_pool2d(x * 2, 1)), (torch.randn(*IMAGE),), _hw()
+
+
+def aspp() -> Any:
+    """DeepLab's ASPP: a global-pooling branch resized back to the feature map's size."""
+
+    class ASPP(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.stem = nn.Conv2d(3, 8, 3, stride=4, padding=1)
+            self.b0, self.gp = nn.Conv2d(8, 8, 1), nn.Conv2d(8, 8, 1)
+            self.b1 = nn.Conv2d(8, 8, 3, padding=2, dilation=2)
+            self.proj = nn.Conv2d(24, 4, 1)
+
+        def forward(self, x: Any) -> Any:
+            f = torch.relu(self.stem(x))
+            g = self.gp(F.adaptive_avg_pool2d(f, 1))
+            g = F.interpolate(g, size=f.shape[-2:], mode="bilinear", align_corners=False)
+            y = self.proj(torch.cat([self.b0(f), self.b1(f), g], 1))
+            return F.interpolate(y, scale_factor=4, mode="bilinear", align_corners=False)
+
+    return ASPP().eval()
+
+
+# `lower` keeps the resize on the CPU, which splits the graph where the feature map's size
+# is an expression of H and W: Core ML then refuses the second partition (CML610).
+@dynamic_case(
+    "aspp-pooling-branch",
+    expect={"CML607"},
+    crash=r"Unable to map torch_upsample",
+    lowered_fails=r"expressions of symbolic variables",
+)
+def _():
+    return aspp(), (torch.randn(1, 3, 64, 64),), _hw(batch=False)
