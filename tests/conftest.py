@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import importlib.util
 import io
 import logging
 import os
@@ -14,16 +15,88 @@ sys.path.insert(0, str(Path(__file__).parent))
 os.environ.setdefault("TQDM_DISABLE", "1")
 logging.getLogger("coremltools").setLevel(logging.ERROR)
 
-from cases import BY_ID  # noqa: E402
-
 from coreml_lint.program.placement import PartitionerSettings  # noqa: E402
+
+# The packages of the heavy install. In the light install (no torch) a test that needs one
+# is skipped, saying which; everything else runs.
+HEAVY = ("torch", "executorch", "coremltools", "torchao", "transformers", "numpy")
+INSTALL = 'pip install "coreml-lint[lower]" "torch==2.13.0"'
+
+
+def _missing(error: BaseException) -> str | None:
+    """The heavy package ``error`` failed to import, when it really is not installed."""
+    from importlib.metadata import PackageNotFoundError
+
+    while error is not None:
+        if isinstance(error, ModuleNotFoundError):
+            name = error.name or ""
+        elif isinstance(error, PackageNotFoundError):
+            name = str(error.args[0]) if error.args else ""
+        else:
+            name = ""
+        top = name.split(".")[0]
+        if top in HEAVY and importlib.util.find_spec(top) is None:
+            return top
+        error = error.__cause__ or error.__context__
+    return None
+
+
+class _NeedsHeavyModule(pytest.Module):
+    """A test module whose imports need a package the light install lacks: one skip."""
+
+    def _getobj(self):
+        try:
+            return super()._getobj()
+        except self.CollectError as error:
+            cause = _missing(error.__cause__ or error.__context__)
+            if cause is None:
+                raise
+            pytest.skip(f"needs {cause}: {INSTALL}", allow_module_level=True)
+
+
+def pytest_pycollect_makemodule(module_path: Path, parent: Any) -> Any:
+    if module_path.name == "conftest.py":
+        return None
+    return _NeedsHeavyModule.from_parent(parent, path=module_path)
+
+
+def _skip_when_heavy_missing(error: BaseException) -> None:
+    cause = _missing(error)
+    if cause is not None:
+        pytest.skip(f"needs {cause}: {INSTALL}")
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item: Any) -> Any:
+    try:
+        return (yield)
+    except Exception as error:
+        _skip_when_heavy_missing(error)
+        raise
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: Any) -> Any:
+    try:
+        return (yield)
+    except Exception as error:
+        _skip_when_heavy_missing(error)
+        raise
+
+
+@cache
+def _cases() -> dict[str, Any]:
+    """Every program case by id (tests/cases.py defines torch modules: imported on use)."""
+    from cases import BY_ID
+
+    return BY_ID
 
 
 @cache
 def _archive(case_id: str) -> bytes:
     import torch
 
-    model, inputs = BY_ID[case_id].make()
+    model, inputs = _cases()[case_id].make()
     buffer = io.BytesIO()
     torch.export.save(torch.export.export(model, inputs), buffer)
     return buffer.getvalue()
@@ -38,7 +111,7 @@ def exported(case_id: str) -> Any:
 
 
 def settings_of(case_id: str) -> PartitionerSettings:
-    s = BY_ID[case_id].settings
+    s = _cases()[case_id].settings
     return PartitionerSettings(
         minimum_deployment_target=s.get("ios") or 15,
         skip_ops_for_coreml_delegation=tuple(s.get("skip") or ()),

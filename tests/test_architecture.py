@@ -25,6 +25,7 @@ LAYERS = {
     "coreml_lint.engine": 4,
     "coreml_lint.fixers": 5,
     "coreml_lint.lowering": 5,
+    "coreml_lint.exporting": 5,
     "coreml_lint.reports": 5,
     "coreml_lint.verifier": 5,
     "coreml_lint.sweep": 5,

@@ -94,11 +94,10 @@ BAD = {
     "undefined-value": (_rewrite("gelu-tanh", _edit_json(_undefined_reference)), "never_defined"),
     "missing-field": (_rewrite("gelu-tanh", _edit_json(_drop_graph)), "malformed exported program"),
     "zip-version": (_zip_version_too_new(_archive("gelu-tanh")), "damaged .pt2 archive"),
-    "shifted-arguments": (
-        _rewrite("index-put-slice-multi", _edit_json(_shift_index_put_arguments)),
-        "malformed exported program: CML401 cannot read it",
-    ),
 }
+# Arguments moved off where the op's schema puts them: the reader accepts the archive, one
+# rule cannot read its node. That rule is named; every other rule still reports.
+SHIFTED = _rewrite("index-put-slice-multi", _edit_json(_shift_index_put_arguments))
 
 
 @pytest.mark.parametrize("name", sorted(BAD))
@@ -124,6 +123,42 @@ def test_cli_exits_two_without_traceback(name, tmp_path, capsys):
     assert code == 2
     assert "CML305" in out  # the readable file is still linted
     assert err.count("\n") == 1 and expected in err and "Traceback" not in err
+
+
+def test_a_rule_that_cannot_read_its_node_is_named_and_the_rest_still_report(tmp_path):
+    path = tmp_path / "shifted.pt2"
+    path.write_bytes(SHIFTED)
+    (report,) = lint_pt2(path)
+    (failure,) = report.internal_errors
+    assert failure.code == "CML401" and "Traceback" in failure.traceback
+    message = failure.describe(str(path))
+    assert message.startswith(f"{path}: internal error in CML401 (") and "\n" not in message
+
+
+def test_a_rule_that_raises_is_an_internal_error_naming_it(tmp_path, capsys, monkeypatch):
+    """A bug in one rule: exit 2, one line naming the rule, every other finding kept;
+    ``--verbose`` shows the traceback."""
+    import coreml_lint.engine.program as engine_program
+    from coreml_lint.rules import all_rules
+
+    class Broken(all_rules()[0]):
+        code, name = "CML999", "broken-on-purpose"
+
+        def check(self, ctx):
+            raise KeyError("meta['val']")
+
+    chosen = (*all_rules(), Broken)
+    monkeypatch.setattr(engine_program, "all_rules", lambda: chosen)
+    path = tmp_path / "gelu.pt2"
+    path.write_bytes(_archive("gelu-tanh"))
+    code = main([str(path), "--output-format", "concise"])
+    out, err = capsys.readouterr()
+    assert code == 2
+    assert "CML305" in out  # the other rules' findings are still reported
+    assert err.count("\n") == 1 and "internal error in CML999 (broken-on-purpose)" in err
+    assert "KeyError" in err and "Traceback" not in err
+    assert main([str(path), "--output-format", "concise", "--verbose"]) == 2
+    assert "Traceback" in capsys.readouterr().err
 
 
 def test_missing_file(capsys, tmp_path):

@@ -6,9 +6,9 @@ from __future__ import annotations
 import io
 import json
 import random
-import time
 import zipfile
 from pathlib import Path
+from unittest import mock
 
 import pytest
 from conftest import _archive
@@ -154,24 +154,23 @@ def test_damaged_archives_are_linted_or_refused(case_id, monkeypatch):
     monkeypatch.setattr(pickle, "loads", lambda *a, **k: pytest.fail("unpickled"))
     monkeypatch.setattr(pickle, "load", lambda *a, **k: pytest.fail("unpickled"))
     outcomes: dict[str, int] = {}
-    slowest = 0.0
     for index, (kind, data) in enumerate(
         mutants(case_id, MUTANTS_PER_SEED, seed=index_seed(case_id))
     ):
-        start = time.perf_counter()
         try:
-            for graph in read_pt2_stream(io.BytesIO(data), f"mutant{index}.pt2"):
-                lint_graph(graph)
             outcome = "linted"
+            for graph in read_pt2_stream(io.BytesIO(data), f"mutant{index}.pt2"):
+                for failure in lint_graph(graph).internal_errors:  # named, the rest linted
+                    message = failure.describe(graph.source)
+                    assert message.startswith(f"mutant{index}.pt2") and "\n" not in message
+                    outcome = "linted, a rule named"
         except InputError as exc:
             message = str(exc)
             assert message.startswith(f"mutant{index}.pt2") and "\n" not in message, message
             outcome = "refused"
-        slowest = max(slowest, time.perf_counter() - start)
         outcomes[f"{kind}:{outcome}"] = outcomes.get(f"{kind}:{outcome}", 0) + 1
-    print(case_id, dict(sorted(outcomes.items())), f"slowest {slowest:.2f}s")
+    print(case_id, dict(sorted(outcomes.items())))
     assert sum(outcomes.values()) >= MUTANTS_PER_SEED * 0.9
-    assert slowest < 30
 
 
 def index_seed(case_id: str) -> int:
@@ -189,7 +188,17 @@ def test_zip_bomb_is_refused_without_inflating(tmp_path):
         for _ in range(520):
             member.write(chunk)
     assert path.stat().st_size < 5 * (1 << 20)
-    start = time.perf_counter()
-    with pytest.raises(InputError, match="refusing graphs over"):
+    inflated = []
+    real_read = zipfile.ZipExtFile.read
+
+    def counting_read(self, n=-1):
+        data = real_read(self, n)
+        inflated.append(len(data))
+        return data
+
+    with (
+        mock.patch.object(zipfile.ZipExtFile, "read", counting_read),
+        pytest.raises(InputError, match="refusing graphs over"),
+    ):
         read_pt2_stream(io.BytesIO(path.read_bytes()), str(path))
-    assert time.perf_counter() - start < 2
+    assert sum(inflated) < (1 << 20), f"inflated {sum(inflated)} bytes before refusing"

@@ -37,11 +37,18 @@ from coreml_lint.reports.html import HtmlProgram, render_html
 from coreml_lint.reports.model_explorer import model_explorer_data
 
 ROOT = Path(__file__).resolve().parents[1]
-needs_chromium = pytest.mark.skipif(
+_chromium_installed = pytest.mark.skipif(
     not CHROMIUM.exists(),
     reason="headless Chromium is not installed at /usr/bin/chromium "
     "(bash scripts/setup_browser.sh installs Debian's chromium)",
 )
+
+
+def needs_chromium(test):
+    """A test that drives the browser: the slow tier, skipped where Chromium is missing."""
+    return pytest.mark.oracle(_chromium_installed(test))
+
+
 # What may not appear anywhere in the page: ``scheme://`` or a protocol-relative ``//``.
 URL_LIKE = re.compile(r"[a-z][a-z0-9+.-]*://|//", re.I)
 TAG = re.compile(r"<[a-z][^>]*>", re.I)
@@ -295,6 +302,27 @@ def test_model_explorer_overlay_uses_the_program_node_names(
         assert entry["value"] == (0 if where.where == CPU else where.partition + 1)
     flagged = {name for name, entry in data["results"].items() if "textColor" in entry}
     assert flagged == {f.node for f in skip.findings}
+
+
+def test_model_explorer_format_from_the_cli(tmp_path: Path, capsys) -> None:
+    """``--output-format model-explorer -o FILE`` writes the overlay of one program; two
+    programs are refused in one line (the format holds one graph)."""
+    import json
+
+    from conftest import _archive
+
+    from coreml_lint.cli.main import main
+
+    program = tmp_path / "gelu.pt2"
+    program.write_bytes(_archive("gelu-tanh"))
+    out = tmp_path / "overlay.json"
+    assert main([str(program), "--output-format", "model-explorer", "-o", str(out)]) == 1
+    data = json.loads(out.read_text())
+    assert data["results"] and all("value" in entry for entry in data["results"].values())
+    assert any("textColor" in entry for entry in data["results"].values())  # the finding
+    capsys.readouterr()
+    assert main([str(program), str(program), "--output-format", "model-explorer"]) == 2
+    assert "overlays one program" in capsys.readouterr().err
 
 
 def synthetic_program(blocks: int = 768, per_block: int = 31) -> HtmlProgram:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
 import torch
 from executorch.backends.apple.coreml.partition import coreml_partitioner
 
@@ -13,6 +14,7 @@ from coreml_lint.program.placement import REFUSED_OPS
 from coreml_lint.stack.optable_gen import TABLE_PATH
 
 
+@pytest.mark.oracle  # imports coremltools and executorch: the slow tier regenerates the artifact
 def test_table_has_no_drift():
     """Built in a fresh interpreter, as the generator runs: ops that other tests register
     in this process (torchao's codebook ops, once a quantized case is built) would show up

@@ -25,6 +25,7 @@ def _git(cwd: Path, *args: str) -> None:
     subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True)
 
 
+@pytest.mark.oracle  # pre-commit builds a venv of its own: the slow tier
 @pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
 def test_hooks_flag_and_fix_from_another_repository(tmp_path):
     executable = Path(sys.executable).with_name("pre-commit")

@@ -79,11 +79,11 @@ def test_unreadable_file(tmp_path, capsys):
 
 
 def test_interrupted_fix_stops_at_once_and_leaves_every_file_old_or_new(tmp_path):
-    """SIGINT in the middle of a large --fix run: exit 130 promptly, each file whole.
+    """SIGINT in the middle of a large --fix run: exit 130 at once, each file whole.
 
     The interrupt is sent once the run has visibly started writing, not after a fixed
-    sleep, so the test means the same on a fast machine and on a loaded one; the bound on
-    the time to stop is generous (the benchmark reports the real figure)."""
+    sleep, and "at once" is measured in files written after it, not in seconds, so the
+    test means the same on a fast machine and on a loaded one."""
     folder = tmp_path / "models"
     folder.mkdir()
     original = GOOD + "".join(
@@ -103,10 +103,9 @@ def test_interrupted_fix_stops_at_once_and_leaves_every_file_old_or_new(tmp_path
             break
         time.sleep(0.05)
     interrupted = process.poll() is None
-    sent = time.monotonic()
+    fixed_when_sent = sum(path.read_text() != original for path in folder.glob("m*.py"))
     process.send_signal(signal.SIGINT)
-    _, err = process.communicate(timeout=120)
-    stopped_after = time.monotonic() - sent
+    _, err = process.communicate(timeout=600)  # a guard against a hang, not a speed bound
     states = {"old": 0, "new": 0}
     for path in folder.iterdir():
         assert path.suffix == ".py", f"left a temporary file: {path.name}"
@@ -121,7 +120,10 @@ def test_interrupted_fix_stops_at_once_and_leaves_every_file_old_or_new(tmp_path
         return
     assert process.returncode == 130, err
     assert b"interrupted" in err
-    assert stopped_after < 30, f"took {stopped_after:.1f} s to stop"
+    # Stopping at once is work not done: after the interrupt, at most the chunks the workers
+    # held (8 files each, a worker per core) are finished, never the rest of the queue.
+    in_flight = 2 * 8 * min(os.cpu_count() or 1, 8)
+    assert states["new"] - fixed_when_sent <= in_flight, (fixed_when_sent, states)
 
 
 def test_cleanup_after_an_interrupt_leaves_other_running_runs_temporary_files(tmp_path):

@@ -40,6 +40,7 @@ EXCLUDED_DIRS = {
     ".mypy_cache",
     ".ruff_cache",
     ".pytest_cache",
+    ".coreml-lint-cache",  # --export's saved programs (coreml_lint/exporting/cache.py)
 }
 
 
@@ -82,6 +83,9 @@ class CheckRun:
     reports: list[tuple[Path, ProgramReport]] = field(default_factory=list)
     fix_results: list[Any] = field(default_factory=list)
     roots: list[Path] = field(default_factory=list)  # where fixes may write
+    export: bool = False  # --export: lint the declared programs too (cli/export.py)
+    export_summary: str | None = None
+    exported_programs: int = 0
 
     @property
     def fixing(self) -> bool:
@@ -90,7 +94,7 @@ class CheckRun:
     def run(self, paths: tuple[str, ...]) -> None:
         self.files, self.errors = collect_paths(paths)
         self.roots = [project_root(), *(Path(p).resolve() for p in paths)]
-        program_findings = self._lint_programs()
+        program_findings = self._lint_programs(paths)
         sources = [f for f in self.files if f.suffix in SOURCE_SUFFIXES]
         if self.fixing:
             self._fix_sources(sources, program_findings)
@@ -99,12 +103,21 @@ class CheckRun:
                 self.findings.extend(found)
                 if error:
                     self.errors.append(error)
-            self.findings.extend(program_findings)
+            if self.export:
+                from coreml_lint.cli.export import merged
 
-    def _lint_programs(self) -> list[Finding]:
+                self.findings = merged(self.findings, program_findings)
+            else:
+                self.findings.extend(program_findings)
+
+    def _lint_programs(self, paths: tuple[str, ...] = ()) -> list[Finding]:
         if self.methods:
             return self._lint_methods()
         found: list[Finding] = []
+        if self.export:
+            from coreml_lint.cli.export import export_programs
+
+            found.extend(export_programs(self, paths))
         for file in self.files:
             if file.suffix not in PROGRAM_SUFFIXES:
                 continue
@@ -123,6 +136,10 @@ class CheckRun:
             for report in reports:
                 self.reports.append((file, report))
                 found.extend(report.findings)
+                for failure in report.internal_errors:
+                    if self.verbose:
+                        click.echo(failure.traceback, err=True)
+                    self.errors.append(failure.describe(str(file)))
         return found
 
     def _lint_methods(self) -> list[Finding]:
@@ -140,8 +157,13 @@ class CheckRun:
         found: list[Finding] = []
         owner = {graph.source: Path(graph.source) for graph in graphs}
         for report in lint_methods(graphs, self.config):
-            self.reports.append((owner[report.graph.source], report))
+            file = owner[report.graph.source]
+            self.reports.append((file, report))
             found.extend(report.findings)
+            for failure in report.internal_errors:
+                if self.verbose:
+                    click.echo(failure.traceback, err=True)
+                self.errors.append(failure.describe(str(file)))
         return found
 
     def _fix_sources(self, sources: list[Path], program_findings: list[Finding]) -> None:
@@ -162,9 +184,15 @@ class CheckRun:
         session = FixSession(self.config, unsafe=self.unsafe, write=not self.diff)
         fixed: set[int] = set()
         at_line: set[tuple[Path, str, int]] = set()
+        unsafe_at: set[tuple[Path, str, int]] = set()  # a source fix there needs --unsafe-fixes
         for (path, lines, guided), outcome in zip(jobs, session.fix_files(jobs), strict=True):
             if outcome.error:
                 self.errors.append(outcome.error)
+            unsafe_at.update(
+                (path.resolve(), f.code, f.location.line)
+                for f in outcome.findings
+                if f.edit is not None and not f.edit.safe and f.location is not None
+            )
             if outcome.result is not None:
                 self.fix_results.append(outcome.result)
                 resolved = path.resolve()
@@ -181,6 +209,8 @@ class CheckRun:
             done = id(finding) in fixed or (
                 loc is not None and (Path(loc.path).resolve(), finding.code, loc.line) in at_line
             )
+            if not done and not finding.extra.get("not_fixed"):
+                finding.extra["not_fixed"] = unfixed_reason(finding, unsafe_at, self.unsafe)
             if self.diff or not done:
                 self.findings.append(finding)
 
@@ -211,6 +241,26 @@ class CheckRun:
         return 0
 
 
+def unfixed_reason(finding: Finding, unsafe_at: set[tuple[Path, str, int]], unsafe: bool) -> str:
+    """Why a program finding that no fix placed is left (every one gets a reason)."""
+    from coreml_lint.rules import rule_by_code
+
+    loc = finding.location
+    if loc is None:
+        return "it points to no model source line"
+    if not loc.path.endswith(".py") or not Path(loc.path).is_file():
+        return f"its model source {loc.path} is not a Python file on disk"
+    if (Path(loc.path).resolve(), finding.code, loc.line) in unsafe_at and not unsafe:
+        return "the fix may change numerics: --unsafe-fixes"
+    rule = rule_by_code(finding.code)
+    if rule is None or rule.source_pattern is None:
+        return f"{finding.code} has no source fix: change the model as its fix says"
+    return (
+        f"the source at line {loc.line} is not the pattern {finding.code}'s source fix "
+        "rewrites: change it as the finding's fix says"
+    )
+
+
 def summary_lines(run: CheckRun) -> list[str]:
     """What happened, in one or two lines: fixes made, findings left and why."""
     lines = []
@@ -219,9 +269,10 @@ def summary_lines(run: CheckRun) -> list[str]:
         lines.append(f"Fixed {fixed} finding(s) in {len(run.fix_results)} file(s).")
     if run.findings:
         errors = sum(1 for f in run.findings if f.severity is Severity.ERROR)
-        line = (
-            f"Found {len(run.findings)} finding(s) ({errors} error(s)) in {len(run.files)} file(s)"
-        )
+        where = f"{len(run.files)} file(s)"
+        if run.export:
+            where += f" and {run.exported_programs} exported program(s)"
+        line = f"Found {len(run.findings)} finding(s) ({errors} error(s)) in {where}"
         safe = sum(1 for f in run.findings if f.edit is not None and f.edit.safe)
         unsafe = sum(1 for f in run.findings if f.edit is not None and not f.edit.safe)
         if not run.fixing and (safe or unsafe):
@@ -253,7 +304,7 @@ def fail(message: str) -> None:
     sys.exit(2)
 
 
-FORMATS = ("full", "concise", "json", "github", "sarif", "html")
+FORMATS = ("full", "concise", "json", "github", "sarif", "html", "model-explorer")
 
 
 def show_diffs(run: CheckRun) -> None:
@@ -286,9 +337,16 @@ def rendered(run: CheckRun, output_format: str, statistics: bool, show_placement
         return machine.render_sarif(findings, all_rules())
     if output_format == "html":
         return html_page(run)
+    if output_format == "model-explorer":
+        return model_explorer_overlay(run)
     parts = []
     if output_format == "concise":
         parts.append(text.render_concise(findings))
+        parts += [
+            text.render_checked_advice(str(file), report.advice)
+            for file, report in run.reports
+            if report.advice is not None and report.advice.checked is not None
+        ]
     else:
         if show_placement:
             parts += [report.placement.describe(str(file)) for file, report in run.reports]
@@ -331,6 +389,21 @@ def html_page(run: CheckRun) -> str:
     return render_html([HtmlProgram.from_report(r, source=str(f)) for f, r in run.reports])
 
 
+def model_explorer_overlay(run: CheckRun) -> str:
+    """Model Explorer's node-data overlay of one program (its format holds one graph)."""
+    from coreml_lint.reports.html import HtmlProgram
+    from coreml_lint.reports.model_explorer import render_model_explorer
+
+    if len(run.reports) != 1:
+        run.errors.append(
+            "--output-format model-explorer overlays one program: give exactly one .pt2 "
+            f"(got {len(run.reports)} linted methods)"
+        )
+        return ""
+    file, report = run.reports[0]
+    return render_model_explorer(HtmlProgram.from_report(report, source=str(file)))
+
+
 def program_json(run: CheckRun, root: Path) -> list[dict[str, Any]]:
     """Per linted method: its placement summary and its combined advice."""
     from coreml_lint.core.files import display_path
@@ -345,7 +418,7 @@ def program_json(run: CheckRun, root: Path) -> list[dict[str, Any]]:
 
 
 @click.command("check")
-@click.argument("paths", nargs=-1, required=True)
+@click.argument("paths", nargs=-1)
 @click.option("--output-format", type=click.Choice(FORMATS), default="full", show_default=True)
 @click.option(
     "-o",
@@ -386,6 +459,12 @@ def program_json(run: CheckRun, root: Path) -> list[dict[str, Any]]:
 )
 @click.option("-v", "--verbose", is_flag=True, help="Show tracebacks of internal errors.")
 @click.option(
+    "--export",
+    is_flag=True,
+    help="Export the programs declared in [tool.coreml-lint] (cached by content) and lint "
+    "them too; with PATHS, only those built from the files given (needs torch).",
+)
+@click.option(
     "--target-coremltools",
     metavar="VERSION",
     help="The coremltools version you lower with, when not the installed one (CML801 uses "
@@ -398,11 +477,15 @@ def program_json(run: CheckRun, root: Path) -> list[dict[str, Any]]:
 )
 def check_command(paths: tuple[str, ...], **options: Any) -> None:
     """Lint exported programs (.pt2) and model sources (.py), files or folders."""
+    if not paths and not options["export"]:
+        fail("give a file or folder to lint (or --export for the declared programs)")
     from coreml_lint.program.behaviour import declare_versions
 
     declare_versions(
         coremltools=options.pop("target_coremltools"), executorch=options.pop("target_executorch")
     )
+    if options["check_advice"]:
+        _refuse_silent_check(options)
     settings = settings_changes(options)
     try:
         config = build_config(
@@ -422,6 +505,7 @@ def check_command(paths: tuple[str, ...], **options: Any) -> None:
         unsafe=options["unsafe_fixes"],
         verbose=options["verbose"],
         methods=options["methods"],
+        export=options["export"],
     )
     run.run(paths)
     if options["check_advice"]:
@@ -440,8 +524,26 @@ def check_command(paths: tuple[str, ...], **options: Any) -> None:
             echo(body)
     for message in run.errors:
         click.echo(f"error: {message}", err=True)
+    if run.export_summary:
+        click.echo(run.export_summary, err=True)
     _version_note(run)
     sys.exit(run.exit_code(options["exit_non_zero_on_fix"]))
+
+
+def _refuse_silent_check(options: dict[str, Any]) -> None:
+    """``--check-advice`` pays for a lowering: refuse, before paying, an output that would
+    not show what it found."""
+    silent = (
+        "--statistics"
+        if options["statistics"]
+        else "--diff"
+        if options["diff"]
+        else options["output_format"]
+        if options["output_format"] in ("github", "sarif")
+        else None
+    )
+    if silent:
+        fail(f"--check-advice reports in the full, concise, json and html formats, not {silent}")
 
 
 def _version_note(run: CheckRun) -> None:
@@ -464,3 +566,5 @@ def check_advice(run: CheckRun) -> None:
     for file, report in run.reports:
         if report.advice is not None:
             report.advice.checked = lower_with_stock_partitioner(file, report.advice.settings)
+        else:
+            click.echo(f"note: {file}: no partitioner advice to check (nothing lowered)", err=True)

@@ -41,7 +41,8 @@ def rule_command(code: str) -> None:
     if rule is None:
         fail(f"unknown rule {code!r} (see `coreml-lint rules`)")
     assert rule is not None
-    click.echo(f"# {rule.code} {rule.name} [{rule.severity.value}, {rule.outcome.value}]\n")
+    severity = " or ".join(s.value for s in rule.severities())
+    click.echo(f"# {rule.code} {rule.name} [{severity}, {rule.outcome.value}]\n")
     click.echo(rule.documentation().strip())
     notes = rule.readme_notes()  # a measured table the README shows too (CML107's targets)
     if notes:
@@ -53,7 +54,8 @@ def rule_command(code: str) -> None:
 def rules_command() -> None:
     """List every rule."""
     for rule in all_rules():
-        click.echo(f"{rule.code}  {rule.name:28} [{rule.severity.value}] {rule.summary}")
+        severity = " or ".join(s.value for s in rule.severities())
+        click.echo(f"{rule.code}  {rule.name:28} [{severity}] {rule.summary}")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -11,6 +11,13 @@
     take-over-mutable-buffer = true
     take-over-constant-data = true
     lower-full-graph = false
+    programs = ["models/export.py:make_programs"]   # for --export (coreml_lint/exporting)
+
+    [[tool.coreml-lint.program]]                     # or one table per program
+    module = "models/lm.py:TinyLM"
+    inputs = ["int64[1, 8]", "int64[1]"]
+    dynamic-shapes = [{ 1 = [1, 64] }, {}]
+    ios = 18
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from coreml_lint.core.errors import InputError
+from coreml_lint.core.programs import ProgramDecl, declared_programs
 from coreml_lint.core.settings import SUPPORTED_IOS, PartitionerSettings, setting_fields
 
 if sys.version_info >= (3, 11):
@@ -36,6 +44,7 @@ class LintConfig:
     ignore: tuple[str, ...] = ()
     per_file_ignores: dict[str, tuple[str, ...]] = field(default_factory=dict)
     partitioner: PartitionerSettings = field(default_factory=PartitionerSettings)
+    programs: tuple[ProgramDecl, ...] = ()  # what ``--export`` builds (core/programs.py)
 
     def is_selected(self, code: str, path: str | None = None) -> bool:
         """ruff's rule: the most specific matching selector wins; ignore wins a tie."""
@@ -81,14 +90,14 @@ def load_config(pyproject: Path | None) -> LintConfig:
     table = data.get("tool", {}).get("coreml-lint", {})
     if not isinstance(table, dict):
         raise InputError(f"{pyproject}: [tool.coreml-lint] must be a table")
-    return config_from_table(table, str(pyproject))
+    return config_from_table(table, str(pyproject), root=pyproject.parent)
 
 
-def config_from_table(table: dict[str, Any], label: str) -> LintConfig:
+def config_from_table(table: dict[str, Any], label: str, root: Path | None = None) -> LintConfig:
     """A ``LintConfig`` from a ``[tool.coreml-lint]`` table; the partitioner keys come from
     the settings' own field metadata."""
     by_key = {f.metadata["config_key"]: f for f in setting_fields()}
-    known = {"select", "ignore", "per-file-ignores", *by_key}
+    known = {"select", "ignore", "per-file-ignores", "programs", "program", *by_key}
     unknown = sorted(set(table) - known)
     if unknown:
         raise InputError(f"{label}: unknown [tool.coreml-lint] key(s): {', '.join(unknown)}")
@@ -121,4 +130,5 @@ def config_from_table(table: dict[str, Any], label: str) -> LintConfig:
         ignore=strings("ignore"),
         per_file_ignores={str(k): tuple(v) for k, v in per_file.items()},
         partitioner=PartitionerSettings().changed(**changes),
+        programs=declared_programs(table, label, root or Path.cwd()),
     )

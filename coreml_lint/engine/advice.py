@@ -1,4 +1,8 @@
-"""Combined partitioner advice: settings that avoid errors, checked by linting again.
+"""Partitioner advice, checked by linting again: each finding's own, and the combined one.
+
+A finding's own ``CoreMLPartitioner`` change is printed only when linting again with it
+removes that finding and introduces no error; otherwise the finding says which findings the
+change leads to (``not_enough``), and the change is dropped from the advice.
 
 Each error finding may carry ``CoreMLPartitioner`` changes that avoid it. Taken together
 they can conflict (a skip entry strands an op without a CPU kernel, a skipped cast leaves
@@ -14,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from coreml_lint.core.findings import Finding, Severity
+from coreml_lint.core.findings import Finding, Severity, partitioner_code
 from coreml_lint.core.settings import PartitionerSettings
 
 MAX_TRIALS = 8  # distinct advice candidates tried one by one; the rest are merged unchecked
@@ -97,8 +101,11 @@ def combined_advice(
     before = _errors(findings)
     candidates: list[dict[str, Any]] = []
     for finding in before:
-        if finding.partitioner and finding.partitioner not in candidates:
-            candidates.append(finding.partitioner)
+        # A change that does not hold alone may still help with others: the combination
+        # is linted again as a whole below.
+        own = finding.partitioner or finding.extra.get("partitioner_not_enough", {}).get("advice")
+        if own and own not in candidates:
+            candidates.append(own)
     if not candidates:
         return None
     settings, after = base, before
@@ -118,3 +125,44 @@ def combined_advice(
         after = _errors(relint(settings))
     result = Advice(base, settings, before, after)
     return result if result.avoided else None
+
+
+def check_finding_advice(
+    findings: list[Finding],
+    base: PartitionerSettings,
+    relint: Callable[[PartitionerSettings], list[Finding]],
+) -> None:
+    """Lint again with each finding's own partitioner change (once per distinct change):
+    a change that leaves the finding or introduces an error is taken off the finding and
+    recorded in ``extra["partitioner_not_enough"]`` with what linting again reported."""
+    before = {_identity(f) for f in _errors(findings)}
+    trials: dict[PartitionerSettings, list[Finding]] = {}
+    for finding in findings:
+        if not finding.partitioner:
+            continue
+        trial = base.merged(finding.partitioner)
+        if trial not in trials and len(trials) >= MAX_TRIALS:
+            finding.extra["partitioner_unchecked"] = True
+            continue
+        after = trials[trial] if trial in trials else trials.setdefault(trial, relint(trial))
+        left = _identity(finding) in {_identity(f) for f in after}
+        new = sorted({f.code for f in _errors(after) if _identity(f) not in before})
+        if left or new:
+            finding.extra["partitioner_not_enough"] = {
+                "partitioner": partitioner_code(finding.partitioner),
+                "advice": finding.partitioner,
+                "leaves_this": left,
+                "introduces": new,
+            }
+            finding.partitioner = None
+
+
+def not_enough_sentence(record: dict[str, Any]) -> str:
+    """What linting again with a finding's rejected partitioner change reported."""
+    found = []
+    if record["leaves_this"]:
+        found.append("this finding")
+    if record["introduces"]:
+        found.append(", ".join(record["introduces"]))
+    reports = " and ".join(found)
+    return f"{record['partitioner']} is not enough: linting again with it reports {reports}"

@@ -55,7 +55,8 @@ def rule_tables() -> str:
         "|---|---|---|---|",
     ]
     for rule in all_rules():
-        kind = f"{rule.severity.value}, {rule.outcome.value}"
+        severity = " or ".join(s.value for s in rule.severities())
+        kind = f"{severity}, {rule.outcome.value}"
         rows.append(
             f"| {rule.code} | {rule.name} | [{kind}] {rule.summary} | {_lower_answer(rule)} |"
         )

@@ -7,16 +7,15 @@ too).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from coreml_lint.core.config import LintConfig
-from coreml_lint.core.errors import InputError
 from coreml_lint.core.findings import Finding, Severity
 from coreml_lint.core.noqa import file_is_exempt, is_suppressed, line_at
 from coreml_lint.core.settings import PartitionerSettings
-from coreml_lint.engine.advice import Advice, combined_advice
+from coreml_lint.engine.advice import Advice, check_finding_advice, combined_advice
 from coreml_lint.program.canonical import canonicalize
 from coreml_lint.program.graph import Graph
 from coreml_lint.program.placement import Placement, predict_placement
@@ -26,9 +25,28 @@ from coreml_lint.rulekit.rule import Rule
 from coreml_lint.rules import all_rules
 
 
+@dataclass(frozen=True)
+class RuleFailure:
+    """A rule that raised while checking a program: a bug in the rule, or an archive whose
+    arguments are not where the op's schema puts them. The other rules' findings stand."""
+
+    code: str
+    name: str
+    error: str  # "KeyError: 'x'", one line
+    traceback: str
+
+    def describe(self, source: str) -> str:
+        return (
+            f"{source}: internal error in {self.code} ({self.name}): {self.error}; the other "
+            "rules' findings are reported (--verbose shows the traceback; if torch.export "
+            "wrote this file, please report it)"
+        )
+
+
 @dataclass
 class ProgramReport:
-    """The result of linting one exported method."""
+    """The result of linting one exported method. ``internal_errors``: the rules that raised
+    (their findings are missing; every other rule's are here)."""
 
     graph: Graph
     placement: Placement
@@ -36,6 +54,7 @@ class ProgramReport:
     config: LintConfig
     suppressed: int = 0
     advice: Advice | None = None
+    internal_errors: list[RuleFailure] = field(default_factory=list)
 
 
 def lint_pt2(path: str | Path, config: LintConfig | None = None) -> list[ProgramReport]:
@@ -50,13 +69,17 @@ def lint_methods(graphs: list[Graph], config: LintConfig | None = None) -> list[
     config = config or LintConfig()
     reports = [lint_graph(graph, config) for graph in graphs]
     by_method = {r.graph.method: r for r in reports}
-    for finding in method_findings(reports, config):
+    failures = reports[0].internal_errors if reports else []
+    for finding in method_findings(reports, config, failures):
         by_method.get(finding.extra.get("method"), reports[0]).findings.append(finding)
     return reports
 
 
-def method_findings(reports: list[ProgramReport], config: LintConfig) -> list[Finding]:
-    """The rules' findings on several linted methods together (none for one method)."""
+def method_findings(
+    reports: list[ProgramReport], config: LintConfig, failures: list[RuleFailure] | None = None
+) -> list[Finding]:
+    """The rules' findings on several linted methods together (none for one method); a
+    rule that raises is recorded in ``failures``, as :func:`raw_findings` does."""
     if len(reports) < 2:
         return []
     contexts = {r.graph.method: ProgramContext(r.graph, r.placement) for r in reports}
@@ -66,7 +89,14 @@ def method_findings(reports: list[ProgramReport], config: LintConfig) -> list[Fi
             continue
         for ctx in contexts.values():
             ctx.rule = rule
-        found.extend(rule().check_methods(contexts))
+        try:
+            found.extend(rule().check_methods(contexts))
+        except Exception as exc:
+            import traceback
+
+            detail = " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
+            if failures is not None:
+                failures.append(RuleFailure(rule.code, rule.name, detail, traceback.format_exc()))
     return found
 
 
@@ -76,20 +106,29 @@ def lint_graph(
     config = config or LintConfig()
     canonical = graph if graph.meta.get("canonical") else canonicalize(graph)
     placement = predict_placement(canonical, config.partitioner)
-    findings, suppressed = _suppress(_merge(raw_findings(placement, config)))
+    failures: list[RuleFailure] = []
+    findings, suppressed = _suppress(_merge(raw_findings(placement, config, failures)))
     report = ProgramReport(canonical, placement, findings, config, suppressed)
+    report.internal_errors = failures
     if advise:
+        linted: dict[PartitionerSettings, list[Finding]] = {}
 
         def relint(settings: PartitionerSettings) -> list[Finding]:
-            again = replace(config, partitioner=settings)
-            return lint_graph(canonical, again, advise=False).findings
+            if settings not in linted:
+                again = replace(config, partitioner=settings)
+                linted[settings] = lint_graph(canonical, again, advise=False).findings
+            return linted[settings]
 
+        check_finding_advice(findings, config.partitioner, relint)
         report.advice = combined_advice(findings, config.partitioner, relint)
     return report
 
 
-def raw_findings(placement: Placement, config: LintConfig) -> list[Finding]:
-    """Every selected rule's findings on a placed canonical graph, before merging and noqa."""
+def raw_findings(
+    placement: Placement, config: LintConfig, failures: list[RuleFailure] | None = None
+) -> list[Finding]:
+    """Every selected rule's findings on a placed canonical graph, before merging and noqa.
+    A rule that raises adds a :class:`RuleFailure` to ``failures`` and finds nothing."""
     canonical = placement.graph
     ctx = ProgramContext(canonical, placement)
     found: list[Finding] = []
@@ -97,7 +136,7 @@ def raw_findings(placement: Placement, config: LintConfig) -> list[Finding]:
         if not config.is_selected(rule.code, canonical.source):
             continue
         ctx.rule = rule
-        found.extend(_checked(rule, ctx, canonical))
+        found.extend(_checked(rule, ctx, [] if failures is None else failures))
     return _deferred(found)
 
 
@@ -114,18 +153,17 @@ def _deferred(found: list[Finding]) -> list[Finding]:
     return [f for f in found if f.code not in deferring or f.node not in claimed]
 
 
-def _checked(rule: type[Rule], ctx: ProgramContext, graph: Graph) -> list[Finding]:
-    """A rule reads arguments where the op's schema puts them. A graph whose arguments are
-    not where the schema says (a hand-edited or damaged archive) must end in one line naming
-    the file, not a traceback; the rule is named so a real bug can be reported."""
+def _checked(rule: type[Rule], ctx: ProgramContext, failures: list[RuleFailure]) -> list[Finding]:
+    """A rule's findings; a rule that raises is recorded and named, never blamed on the file
+    as a whole, and never allowed to take the other rules' findings with it."""
     try:
         return list(rule().check(ctx))
     except Exception as exc:
-        detail = " ".join(f"{type(exc).__name__}: {exc}".split())
-        raise InputError(
-            f"{graph.source}: malformed exported program: {rule.code} cannot read it ({detail}); "
-            "if torch.export wrote this file, please report it"
-        ) from None
+        import traceback
+
+        detail = " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
+        failures.append(RuleFailure(rule.code, rule.name, detail, traceback.format_exc()))
+        return []
 
 
 def _merge(findings: list[Finding]) -> list[Finding]:

@@ -27,6 +27,15 @@ from coreml_lint.core.settings import PartitionerSettings
 from coreml_lint.rulekit.rule import Rule
 
 
+class RuleHookError(Exception):
+    """A rule's lowering hook raised: named, with the node, so ``lower`` fails here (a bug in
+    the rule) rather than later and elsewhere with the node wrongly placed."""
+
+    def __init__(self, code: str, hook: str, node: str, error: BaseException) -> None:
+        detail = " ".join(f"{type(error).__name__}: {error}".split())[:200]
+        super().__init__(f"internal error in {code}'s {hook} hook on node {node}: {detail}")
+
+
 @dataclass
 class LoweringPlan:
     """The answers of the rules that fired on the program to lower, and what each did."""
@@ -74,8 +83,8 @@ class LoweringPlan:
                 why = rule.refuse(node)
                 if why is None and self.dequantize_on_cpu:
                     why = rule.dequantize_on_cpu(node)
-            except Exception:  # a node without metadata is not ours to refuse
-                continue
+            except Exception as exc:  # a silent skip would strand the node far from here
+                raise RuleHookError(rule.code, "refuse", node.name, exc) from exc
             if why is not None:
                 reasons.append((rule.code, why))
         if not reasons:

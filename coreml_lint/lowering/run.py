@@ -129,6 +129,7 @@ class _Job:
         say, dequantize = self.say, self.dequantize_on_cpu
         say("linting the program")
         first = lint_exported_program(self.program, self.config)
+        stop_if_a_rule_failed(first)
         stop_if_unanswered(first.findings, dequantize_on_cpu=dequantize)
         report = LowerReport.start(first, self.config.partitioner)
         say("functionalizing (run_decompositions({}))")
@@ -223,6 +224,14 @@ def _rewrite_until_stable(
     if latest is first:  # nothing to rewrite: the functional program, linted as it is
         latest = lint_exported_program(ep, config)
     return ep, latest
+
+
+def stop_if_a_rule_failed(report: ProgramReport) -> None:
+    """A rule that raised while linting left its pitfall unanswered: lowering without its
+    answer could crash or mislower, so ``lower`` stops and names it."""
+    if report.internal_errors:
+        lines = "; ".join(f"{f.code} ({f.name}): {f.error}" for f in report.internal_errors)
+        raise LoweringError(f"not lowered, internal error in {lines} (please report it)")
 
 
 def stop_if_unanswered(findings: list[Finding], *, dequantize_on_cpu: bool = False) -> None:

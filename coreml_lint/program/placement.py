@@ -14,8 +14,10 @@ The partitioner decides twice, by op *name* only (docs/background.md#skip-list-n
 A node is supported when coremltools has a converter for the sanitized name, the name is
 not in ``skip_ops_for_coreml_delegation`` (compared exactly, lower case), and executorch's
 refusal list does not override it. We reproduce all of it from the checked-in op table.
-A node whose ATen op torch decomposes is placed on Core ML (its pieces are, in practice);
-this is the one place where the prediction is an approximation.
+A node whose ATen op torch decomposes into one core op (``DECOMPOSES_TO``: ``layer_norm``
+into ``native_layer_norm``) is placed as that op, by its name; a node decomposed into several
+pieces is placed on Core ML (its pieces are, in practice): the one place where the prediction
+is an approximation.
 """
 
 from __future__ import annotations
@@ -45,6 +47,27 @@ NOT_KEPT_WHOLE = frozenset(
         "repeat_interleave.self_Tensor",
     }
 )
+# Ops torch's default decomposition turns into one core op with the same leading arguments
+# (torch 2.13.0; tests/test_skip_entry_placement.py checks it with torch). When an ATen-spelled
+# skip entry stops the partitioner keeping one whole, the edge graph holds that core op, and
+# the partitioner decides on its name: ``layer_norm`` skipped this way is still delegated.
+DECOMPOSES_TO = {
+    "layer_norm.default": "native_layer_norm.default",
+    "group_norm.default": "native_group_norm.default",
+    "softmax.int": "_softmax.default",
+    "log_softmax.int": "_log_softmax.default",
+    "conv1d.default": "convolution.default",
+    "conv2d.default": "convolution.default",
+    "conv_transpose2d.input": "convolution.default",
+    "relu6.default": "hardtanh.default",
+    "selu.default": "elu.default",
+    "square.default": "pow.Tensor_Scalar",
+    "clamp_min.default": "clamp.default",
+    "true_divide.Tensor": "div.Tensor",
+    "floor_divide.default": "div.Tensor_mode",
+    "sum.default": "sum.dim_IntList",
+    "adaptive_avg_pool2d.default": "_adaptive_avg_pool2d.default",
+}
 # Renames ExecuTorch applies when it builds the edge graph.
 EDGE_RENAMES = {
     "_to_copy.default": "dim_order_ops._to_dim_order_copy.default",
@@ -63,6 +86,7 @@ class NodePlacement:
     kept_whole: bool = False
     decomposed: bool = False
     partition: int | None = None
+    decomposed_into: str | None = None  # the one core op torch made of it (DECOMPOSES_TO)
 
 
 @dataclass
@@ -209,6 +233,9 @@ def _predict(graph: Graph, settings: PartitionerSettings, table: OpTable) -> Pla
         edge = (
             node.target if node.namespace != "aten" else edge_name_of(aten_name, table, kept_whole)
         )
+        renamed = DECOMPOSES_TO.get(aten_name) if decomposed else None
+        if renamed is not None:  # one core op: the partitioner decides on it by its name
+            edge, decomposed = edge_name_of(renamed, table, kept_whole=False), False
         if decomposed:
             placements[node.name] = NodePlacement(
                 node,
@@ -230,7 +257,11 @@ def _predict(graph: Graph, settings: PartitionerSettings, table: OpTable) -> Pla
             where, reason = CPU, why
         else:
             where, reason = COREML, "supported by coremltools"
-        placements[node.name] = NodePlacement(node, where, reason, aten_name, edge, kept_whole)
+        if renamed is not None:
+            reason = f"decomposed by to_edge into {renamed.split('.')[0]}; {reason}"
+        placements[node.name] = NodePlacement(
+            node, where, reason, aten_name, edge, kept_whole, decomposed_into=renamed
+        )
 
     partitions = _partition(graph, placements)
     placement = Placement(graph, settings, placements, partitions, skip_matches)

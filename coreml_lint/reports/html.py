@@ -111,6 +111,37 @@ def _finding_like(value: Any) -> Any:
     return value
 
 
+def _card_row(cards: list[tuple[str, Any, str]]) -> str:
+    body = "".join(
+        f"<div class='card {cls}' data-card='{_e(label.split(' (')[0])}'>"
+        f"<div class='n'>{n}</div><div class='l'>{_e(label)}</div></div>"
+        for cls, n, label in cards
+    )
+    return f"<div class='cards'>{body}</div>"
+
+
+def _lowered_cards(lowering: dict[str, Any] | None) -> str:
+    """The headline of a ``lower --report`` page: what the lowering made, from the same
+    report ``lower`` prints. The linter's cards below it are the prediction for the stock
+    partitioner, before any answer, and are titled so."""
+    if not lowering or "delegates" not in lowering:
+        return ""
+    left = len(lowering.get("findings_after") or [])
+    problems = len(lowering.get("mil_problems") or [])
+    cards = [
+        ("ok", lowering["delegates"], "Core ML delegates in the lowered program"),
+        ("", lowering.get("coreml_edge_ops", 0), "edge ops in Core ML"),
+        ("", len(lowering.get("cpu_ops") or []), "ops on the CPU"),
+        ("bad" if left else "ok", left, "errors lower left unanswered"),
+        ("silent" if problems else "ok", problems, "wrong-value signatures in the MIL"),
+    ]
+    return (
+        "<h3>Lowered with coreml-lint lower</h3>"
+        f"{_card_row(cards)}"
+        "<h3>Before lowering: the linter's prediction for the stock partitioner</h3>"
+    )
+
+
 def _cards(counts: dict[str, Any]) -> str:
     coreml, cpu = counts["coreml_nodes"], counts["cpu_nodes"]
     total = max(coreml + cpu, 1)
@@ -130,14 +161,9 @@ def _cards(counts: dict[str, Any]) -> str:
             f"{by_severity.get('warning', 0)} warning, {by_severity.get('info', 0)} info",
         )
     )
-    body = "".join(
-        f"<div class='card {cls}' data-card='{_e(label.split(' (')[0])}'>"
-        f"<div class='n'>{n}</div><div class='l'>{_e(label)}</div></div>"
-        for cls, n, label in cards
-    )
     share = 100.0 * coreml / total
     return (
-        f"<div class='cards'>{body}</div>"
+        f"{_card_row(cards)}"
         f"<div class='ratio' title='{share:.1f}% of nodes on Core ML'>"
         f"<div class='c' style='width:{share:.2f}%'></div></div>"
         "<div class='legend'><span><i class='sw' style='background:#2f80ed'></i>Core ML "
@@ -359,7 +385,8 @@ def _program_section(p: int, program: HtmlProgram, data: dict[str, Any]) -> str:
     return (
         f"<section class='program' id='program-{p}' data-partitions='{counts['partitions']}'>"
         f"<h2>{_e(program.source)} <span class='legend'>[{_e(data['method'])}]</span></h2>"
-        f"{_cards(counts)}<div class='pair'><div><h3>Linted with</h3>"
+        f"{_lowered_cards(program.lowering)}{_cards(counts)}"
+        "<div class='pair'><div><h3>Linted with</h3>"
         f"<pre class='code settings'>{_e(counts['settings'])}</pre></div>"
         f"<div>{_advice(program.advice, len(program.findings))}</div></div>"
         f"{_findings_table(p, data)}{_lowering(p, program, data)}"

@@ -8,6 +8,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from coreml_lint.core.findings import Finding, partitioner_code
+from coreml_lint.engine.advice import not_enough_sentence
 
 
 def where(finding: Finding) -> str:
@@ -41,7 +42,10 @@ def render_full(findings: Iterable[Finding]) -> str:
         if f.fix:
             lines.append(f"  = fix: {f.fix}")
         if f.partitioner:
-            lines.append(f"  = or partitioner: {partitioner_code(f.partitioner)}")
+            unchecked = " (not checked)" if f.extra.get("partitioner_unchecked") else ""
+            lines.append(f"  = or partitioner: {partitioner_code(f.partitioner)}{unchecked}")
+        elif f.extra.get("partitioner_not_enough"):
+            lines.append(f"  = {not_enough_sentence(f.extra['partitioner_not_enough'])}")
         if f.node and f.lower_fixes:
             lines.append("  = or lower: `coreml-lint lower` answers it in the program")
         if f.extra.get("not_fixed"):
@@ -79,3 +83,12 @@ def render_advice(source: str, advice: Any) -> str:
     if advice.checked is not None:
         lines.append(f"    checked with the stock lowering: {advice.checked['outcome']}")
     return "\n".join(lines)
+
+
+def render_checked_advice(source: str, advice: Any) -> str:
+    """The concise form of checked advice: one line, so a run that paid for a lowering
+    (``--check-advice``) says what it learned in every text format."""
+    return (
+        f"{source}: advice {advice.code} would {advice.headline()}; checked with the stock "
+        f"lowering: {advice.checked['outcome']}"
+    )

@@ -51,6 +51,9 @@ class Rule:
     code: ClassVar[str]
     name: ClassVar[str]
     severity: ClassVar[Severity] = Severity.ERROR
+    # Other severities the rule reports on some findings (CML301: a small fill used only
+    # inside Core ML is a warning); the README's table shows them all.
+    other_severities: ClassVar[tuple[Severity, ...]] = ()
     outcome: ClassVar[Outcome]
     summary: ClassVar[str]
     applies_to: ClassVar[str] = APPLIES_TO
@@ -96,6 +99,11 @@ class Rule:
             lower_fixes=cls.lowers(),
             **fields,
         )
+
+    @classmethod
+    def severities(cls) -> tuple[Severity, ...]:
+        """Every severity the rule's findings can have, the default first."""
+        return (cls.severity, *(s for s in cls.other_severities if s is not cls.severity))
 
     @classmethod
     def documentation(cls) -> str:

@@ -30,6 +30,7 @@ class UnparsableSource(Rule):
     code = "CML001"
     name = "unparsable-source"
     outcome = Outcome.NOT_LINTED
+    other_severities = (Severity.WARNING,)
     summary = "model source that does not parse: nothing in it is linted"
     cannot_lower = "a source file that does not parse is not a program; there is nothing to lower"
 

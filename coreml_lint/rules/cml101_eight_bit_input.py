@@ -15,10 +15,16 @@ Why it breaks
 Example
     ``return frame.float() / 255`` with a uint8 ``frame`` program input.
 
+On model source
+    Without an export it flags an example input the source states is uint8/int8
+    (``dtype=torch.uint8``, ``.byte()``) in the arguments of ``torch.export.export`` or in
+    a ``{name: (module, example_inputs)}`` dict a function returns
+    (``coreml_lint/source/inputs.py``).
+
 Fix
     (a) pass the frame as int32 or float32; (a+b) cast first and keep the cast on the CPU
     with ``skip_ops_for_coreml_delegation=["dim_order_ops._to_dim_order_copy.default"]``;
-    (c) a partitioner that refuses the nodes touching 8-bit tensors.
+    (b) a partitioner that refuses the nodes touching 8-bit tensors.
 """
 
 from __future__ import annotations
@@ -29,8 +35,10 @@ from typing import Any
 from coreml_lint.core.findings import Finding, Outcome
 from coreml_lint.program.graph import EIGHT_BIT_DTYPES
 from coreml_lint.rulekit.context import ProgramContext
-from coreml_lint.rulekit.examples import case, frame, module, torch
+from coreml_lint.rulekit.examples import Invalid, Valid, case, frame, module, torch
 from coreml_lint.rulekit.rule import Rule
+from coreml_lint.source.context import SourceContext
+from coreml_lint.source.inputs import example_inputs, input_dtype
 
 
 class EightBitPartitionInput(Rule):
@@ -69,6 +77,45 @@ class EightBitPartitionInput(Rule):
                     value=value,
                     dtype=dtype,
                 )
+
+    source_triggers = ("uint8", "int8", ".byte()", ".char()")
+    source_pattern = (
+        "an example input given to `torch.export.export` (or a `programs` factory) as "
+        "`dtype=torch.uint8`/`int8` (`.byte()`)"
+    )
+    source_fix = "pass the input as int32 or float32"
+    examples = (
+        Invalid(
+            "frame = torch.randint(0, 256, (1, 3, 8, 8), dtype=torch.uint8)\n"
+            "ep = torch.export.export(model, (frame,))\n"
+        ),
+        Invalid(
+            'def make_programs():\n    return {"m": (Model(), (torch.zeros(4, 32).byte(),))}\n'
+        ),
+        Valid(
+            "frame = torch.randint(0, 256, (1, 3, 8, 8), dtype=torch.int32)\n"
+            "ep = torch.export.export(model, (frame,))\n"
+        ),
+        Valid("weights = torch.zeros(4, dtype=torch.uint8)\ny = model(weights)\n"),
+    )
+
+    def check_source(self, ctx: SourceContext) -> Iterator[Finding]:
+        settings = ctx.config.partitioner if ctx.config is not None else None
+        skipped = settings.skip_ops_for_coreml_delegation if settings is not None else ()
+        if any("to_dim_order_copy" in op or "_to_copy" in op for op in skipped):
+            return  # the documented fix: the casts that read it stay on the CPU
+        for expr in example_inputs(ctx):
+            dtype = input_dtype(ctx, expr)
+            if dtype not in EIGHT_BIT_DTYPES:
+                continue
+            yield ctx.finding(
+                expr,
+                f"example input is {dtype}: the program gets a {dtype} input, which the first "
+                "delegated op that reads it makes an input of a Core ML partition, and "
+                f"lowering fails with `KeyError: torch.{dtype}` (coremltools has no 8-bit "
+                "input type, for any deployment target)",
+                fix="pass it as int32 or float32 (and cast inside the model if needed)",
+            )
 
     @staticmethod
     def _origin(ctx: ProgramContext, value: str) -> str:

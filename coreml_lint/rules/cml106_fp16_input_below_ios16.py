@@ -15,6 +15,12 @@ Why it breaks
 Example
     ``model.half()`` exported with float16 example inputs, lowered with the default target.
 
+On model source
+    Without an export it flags an example input the source states is float16
+    (``x.half()``, ``dtype=torch.float16``) in the arguments of ``torch.export.export`` or
+    in a ``{name: (module, example_inputs)}`` dict a function returns
+    (``coreml_lint/source/inputs.py``), below iOS16.
+
 Fix
     (a) feed float32 and cast inside the model (``x.half()`` as the first op);
     (b) ``minimum_deployment_target`` iOS16 or later.
@@ -26,9 +32,12 @@ from collections.abc import Iterator
 from typing import Any
 
 from coreml_lint.core.findings import Finding, Outcome
+from coreml_lint.core.settings import PartitionerSettings
 from coreml_lint.rulekit.context import ProgramContext
-from coreml_lint.rulekit.examples import case, module, nn, torch
+from coreml_lint.rulekit.examples import Invalid, Valid, case, module, nn, torch
 from coreml_lint.rulekit.rule import Rule
+from coreml_lint.source.context import SourceContext
+from coreml_lint.source.inputs import example_inputs, input_dtype
 
 
 class Fp16InputBelowIOS16(Rule):
@@ -55,6 +64,41 @@ class Fp16InputBelowIOS16(Rule):
                     fix=f"feed '{value}' as float32 and cast it inside the model",
                     partitioner={"minimum_deployment_target": 16},
                 )
+
+    source_triggers = ("half", "float16")
+    source_pattern = (
+        "an example input given to `torch.export.export` (or a `programs` factory) as "
+        "`x.half()` / `dtype=torch.float16`, below iOS16"
+    )
+    source_fix = "float32 inputs cast inside the model, or target iOS16"
+    examples = (
+        Invalid("ep = torch.export.export(model, (torch.randn(1, 3, 8, 8).half(),))"),
+        Invalid(
+            "def make_programs():\n"
+            "    x = torch.zeros(1, 16, dtype=torch.float16)\n"
+            '    return {"m": (Model().half(), (x,))}\n'
+        ),
+        Valid("ep = torch.export.export(model.half(), (torch.randn(1, 3, 8, 8),))"),
+        Valid("y = model(torch.randn(1, 3).half())"),
+    )
+
+    def check_source(self, ctx: SourceContext) -> Iterator[Finding]:
+        settings = ctx.config.partitioner if ctx.config is not None else PartitionerSettings()
+        if settings.minimum_deployment_target >= 16:
+            return
+        for expr in example_inputs(ctx):
+            if input_dtype(ctx, expr) != "float16":
+                continue
+            yield ctx.finding(
+                expr,
+                "example input is float16: the program gets a float16 input, which the first "
+                "delegated op that reads it makes an input of a Core ML partition, and below "
+                "iOS16 lowering fails with `ValueError: To use fp16 input, please set minimum "
+                "deployment target to iOS16+`",
+                fix="feed float32 and cast inside the model (`x.half()` as its first op), or "
+                "target iOS16",
+                partitioner={"minimum_deployment_target": 16},
+            )
 
     def rewrite(self, ep: Any) -> tuple[Any, list[str]]:
         """Each float16 program input is cast to float32 and back to float16 before any op

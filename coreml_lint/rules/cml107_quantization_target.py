@@ -418,6 +418,7 @@ class QuantizationTarget(Rule):
     code = "CML107"
     name = "quantization-target"
     outcome = Outcome.CRASH
+    other_severities = (Severity.WARNING,)
     summary = (
         "quantized weights below the target that keeps them quantized: conversion error, "
         "or dense weights"

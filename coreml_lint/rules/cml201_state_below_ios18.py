@@ -14,8 +14,17 @@ Why it breaks
 Example
     ``self.register_buffer("count", torch.zeros(1, 4))``; ``self.count.add_(1)``.
 
+On model source
+    Without an export it flags a buffer registered with a literal name whose ``forward``
+    (or a method ``forward`` calls) updates it in place: ``self.cache.index_copy_(...)``,
+    ``self.cache[:, pos] = k``, ``self.count += 1``, ``add_``/``fill_``/``zero_``/
+    ``masked_fill_``/``index_put_``/... (see ``coreml_lint/source/buffers.py``). A buffer
+    only ``copy_``'d into is not state, and writes under ``if self.training:`` do not run
+    in an exported model: neither is flagged (a ``copy_`` after ``forward`` read the
+    buffer is: it is state).
+
 Fix
-    (b) ``take_over_mutable_buffer=False`` (any target; costs a CPU copy per step and the
+    (a) ``take_over_mutable_buffer=False`` (any target; costs a CPU copy per step and the
     buffer's initial value is not serialized); (b) an iOS18 target when every reader of the
     buffer is in Core ML (then see CML202 and CML203).
 """
@@ -28,9 +37,11 @@ from typing import Any
 from coreml_lint.core.findings import Finding, Outcome
 from coreml_lint.core.settings import PartitionerSettings
 from coreml_lint.rulekit.context import ProgramContext
-from coreml_lint.rulekit.examples import case, module, returns, torch
+from coreml_lint.rulekit.examples import Invalid, Valid, case, module, returns, torch
 from coreml_lint.rulekit.rule import Rule
 from coreml_lint.rules._state import mutable_buffers
+from coreml_lint.source.buffers import buffer_writes
+from coreml_lint.source.context import SourceContext
 
 
 class StateBelowIOS18(Rule):
@@ -70,6 +81,95 @@ class StateBelowIOS18(Rule):
     def adjust_settings(self, settings: PartitionerSettings) -> PartitionerSettings:
         """No state below iOS18: ExecuTorch keeps the mutable buffers."""
         return settings.changed(take_over_mutable_buffer=False)
+
+    source_triggers = ("register_buffer",)
+    source_pattern = (
+        "a registered buffer updated in place in `forward` (`self.cache[:, pos] = k`, "
+        "`index_copy_`, `add_`, `+=`), below iOS18"
+    )
+    source_fix = "`take_over_mutable_buffer=False`, or target iOS18"
+    examples = (
+        Invalid(
+            "class Cache(nn.Module):\n"
+            "    def __init__(self):\n"
+            "        super().__init__()\n"
+            '        self.register_buffer("k", torch.zeros(1, 8, 4))\n'
+            "    def forward(self, x, pos):\n"
+            "        self.k.index_copy_(1, pos, x)\n"
+            "        return self.k.sum(1)\n"
+        ),
+        Invalid(
+            "class Cache(nn.Module):\n"
+            "    def __init__(self):\n"
+            "        super().__init__()\n"
+            '        self.register_buffer("k", torch.zeros(1, 8, 4))\n'
+            "    def forward(self, x, pos):\n"
+            "        self._update(x, pos)\n"
+            "        return self.k.sum(1)\n"
+            "    def _update(self, x, pos):\n"
+            "        self.k[:, pos] = x\n"
+        ),
+        Valid(
+            "class Cache(nn.Module):\n"
+            "    def __init__(self):\n"
+            "        super().__init__()\n"
+            '        self.register_buffer("k", torch.zeros(1, 8, 4))\n'
+            "    def forward(self, x):\n"
+            "        self.k.copy_(x)\n"
+            "        return self.k * 2\n"
+        ),
+        Invalid(
+            "class Stream(nn.Module):\n"
+            "    def __init__(self):\n"
+            "        super().__init__()\n"
+            '        self.register_buffer("tail", torch.zeros(1, 4, 2))\n'
+            "    def forward(self, x):\n"
+            "        y = torch.cat([self.tail, x], dim=-1)\n"
+            "        self.tail.copy_(y[..., -2:])\n"
+            "        return y\n"
+        ),
+        Valid(
+            "class Stats(nn.Module):\n"
+            "    def __init__(self):\n"
+            "        super().__init__()\n"
+            '        self.register_buffer("mean", torch.zeros(4))\n'
+            "    def forward(self, x):\n"
+            "        if self.training:\n"
+            "            self.mean.mul_(0.9).add_(0.1 * x.mean(0))\n"
+            "        if not self.training:\n"
+            "            return x - self.mean\n"
+            "        else:\n"
+            "            self.mean.zero_()\n"
+            "        return x - self.mean\n"
+        ),
+        Valid(
+            "class Cache(nn.Module):\n"
+            "    def __init__(self):\n"
+            "        super().__init__()\n"
+            '        self.register_buffer("k", torch.zeros(1, 8, 4))\n'
+            "    def forward(self, x):\n"
+            "        k = self.k.clone()\n"
+            "        k[:, 0] = x\n"
+            "        return k\n"
+            "    def reset(self):\n"
+            "        self.k.zero_()\n"
+        ),
+    )
+
+    def check_source(self, ctx: SourceContext) -> Iterator[Finding]:
+        settings = ctx.config.partitioner if ctx.config is not None else PartitionerSettings()
+        if not settings.take_over_mutable_buffer or settings.minimum_deployment_target >= 18:
+            return
+        for write in buffer_writes(ctx):
+            yield ctx.finding(
+                write.node,
+                f"buffer '{write.buffer}' is updated in place in forward ({write.how}): "
+                "exported, it is a mutable buffer the partitioner makes Core ML state, and "
+                "lowering fails with `ValueError: State model is supported only >= iOS18`",
+                fix="set take_over_mutable_buffer=False (and export under torch.no_grad(): "
+                "CML204), or target iOS18",
+                partitioner={"take_over_mutable_buffer": False},
+            )
 
 
 # -- program cases: what the stock CoreMLPartitioner really does (the oracle lowers each) --

@@ -15,7 +15,7 @@ Example
     ``self.count.add_(1); return torch.sin(x) * self.count`` with the ``mul`` kept on the CPU.
 
 Fix
-    (b) ``take_over_mutable_buffer=False``; (a) have the CPU op read a copy made inside Core
+    (a) ``take_over_mutable_buffer=False``; (b) have the CPU op read a copy made inside Core
     ML (``self.count + 0.0``); (c) a partitioner that leaves only such buffers to ExecuTorch.
 """
 

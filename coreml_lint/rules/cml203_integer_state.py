@@ -20,8 +20,8 @@ Example
     ``self.register_buffer("step", torch.zeros(1, dtype=torch.int64))``; ``self.step.add_(1)``.
 
 Fix
-    (b) ``take_over_mutable_buffer=False`` (ExecuTorch keeps the buffer with its dtype);
-    (a) pass the position in as a program input instead of counting in a buffer.
+    (a) ``take_over_mutable_buffer=False`` (ExecuTorch keeps the buffer with its dtype);
+    (b) pass the position in as a program input instead of counting in a buffer.
 """
 
 from __future__ import annotations

@@ -31,7 +31,7 @@ Example
 Fix
     (a) ``torch.full(size, value, dtype=torch.int64)``; for ``zeros(dtype=int)`` write
     ``torch.full(size, 0, dtype=...)``; for ``new_zeros`` write ``torch.zeros_like(...)`` or
-    ``torch.full(..., 0, dtype=x.dtype)``; (c) rewrite integer fills into
+    ``torch.full(..., 0, dtype=x.dtype)``; (b) rewrite integer fills into
     ``aten.full(..., dtype=...)`` before lowering.
 """
 
@@ -96,6 +96,7 @@ class FillDtypeIgnored(Rule):
     code = "CML301"
     name = "fill-dtype-ignored"
     outcome = Outcome.SILENT
+    other_severities = (Severity.WARNING,)
     summary = "integer fill made as float by coremltools: values rounded in fp16"
 
     def check(self, ctx: ProgramContext) -> Iterator[Finding]:
@@ -375,30 +376,31 @@ def _size_form(args: list[ast.expr]) -> str | None:
 INTEGER_TORCH_NAMES = {"int8", "uint8", "int16", "int32", "int64", "long", "int", "short"}
 
 
-def integer_fills(ep: Any) -> tuple[Any, list[str]]:
-    """Integer fills and ``*_like(dtype=...)`` that coremltools would make in another dtype
-    become ``aten.full(size, value, dtype=...)``, which it makes as asked (shared with
-    CML302)."""
+def integer_fills(ep: Any, *, likes: bool = False) -> tuple[Any, list[str]]:
+    """Integer fills (or, with ``likes``, ``*_like(dtype=...)``: CML302's) that coremltools
+    would make in another dtype become ``aten.full(size, value, dtype=...)``, which it makes
+    as asked. One kind per call, so each rule's report lists only its own rewrites."""
     import torch
 
     from coreml_lint.rulekit.fx import FLOATS, aten, finish, val
 
     zero_fills = (aten.zeros.default, aten.new_zeros.default, aten.new_empty.default)
-    likes = (aten.zeros_like.default, aten.empty_like.default, aten.full_like.default)
+    like_ops = (aten.zeros_like.default, aten.empty_like.default, aten.full_like.default)
     done = []
     for node in list(ep.graph.nodes):
         fake = val(node)
         if not isinstance(fake, torch.Tensor) or not all(isinstance(d, int) for d in fake.shape):
             continue
         target, value = node.target, None
-        if target == aten.full.default and "dtype" not in node.kwargs and fake.dtype not in FLOATS:
-            value = node.args[1]
+        if likes:
+            if target in like_ops:
+                source = val(node.args[0])
+                if "dtype" in node.kwargs and source is not None and source.dtype != fake.dtype:
+                    value = node.args[1] if target == aten.full_like.default else 0
+        elif target == aten.full.default and "dtype" not in node.kwargs:
+            value = node.args[1] if fake.dtype not in FLOATS else None
         elif target in zero_fills and fake.dtype not in FLOATS:
             value = 0
-        elif target in likes:
-            source = val(node.args[0])
-            if "dtype" in node.kwargs and source is not None and source.dtype != fake.dtype:
-                value = node.args[1] if target == aten.full_like.default else 0
         if value is None:
             continue
         with ep.graph.inserting_before(node):

@@ -25,7 +25,7 @@ Example
 Fix
     (a) build the float mask yourself:
     ``torch.zeros(mask.shape, dtype=q.dtype).masked_fill(mask, float("-inf"))`` or
-    ``torch.where(mask, float("-inf"), 0.0)``, or pass a float additive mask; (c) rewrite
+    ``torch.where(mask, float("-inf"), 0.0)``, or pass a float additive mask; (b) rewrite
     ``*_like(dtype=...)`` into ``aten.full(shape, value, dtype=...)``.
 """
 
@@ -169,7 +169,7 @@ class LikeDtypeIgnored(Rule):
     def rewrite(self, ep: Any) -> tuple[Any, list[str]]:
         from coreml_lint.rules.cml301_fill_dtype_ignored import integer_fills
 
-        return integer_fills(ep)
+        return integer_fills(ep, likes=True)
 
     def refuse(self, node: Any) -> str | None:
         """A like-op the rewrite could not replace runs on the CPU."""

@@ -191,3 +191,26 @@ def _():
 def _():
     # Without a weight the instance_norm op takes the fp32 eps from iOS17 on: lowers.
     return wrapped(nn.InstanceNorm1d(5), torch.float16)
+
+
+@case(
+    "layernorm-fp16-aten-skip-ios16",
+    expect={"CML304"},
+    settings={"ios": 16, "skip": ["layer_norm.default"]},
+    warnings=frozenset({"CML605"}),
+    # The ATen-spelled entry decomposes layer_norm into native_layer_norm, still delegated.
+    crash=r"aten_native_layer_norm_default.*epsilon has dtype fp32 whereas x has dtype fp16",
+)
+def _():
+    return module(lambda s, x: F.layer_norm(x, (8,)) * 2), (torch.randn(2, 8).half(),)
+
+
+@case(
+    "groupnorm-fp16-aten-skip-ios18",
+    expect={"CML304"},
+    settings={"ios": 18, "skip": ["group_norm.default"]},
+    warnings=frozenset({"CML605"}),
+    crash=r"y has dtype fp32 whereas x has dtype fp16",
+)
+def _():
+    return wrapped(nn.GroupNorm(5, 5), torch.float16)

@@ -205,15 +205,17 @@ class TanhGelu(Rule):
     rewrite_tolerance = 1e-5
 
     def rewrite(self, ep: Any) -> tuple[Any, list[str]]:
-        """torch's own decomposition of tanh GELU: coremltools fuses it back into
-        ``gelu(mode="TANH_APPROXIMATION")``."""
+        """torch's own decomposition of tanh GELU: Core ML then computes the formula with
+        an explicit ``tanh`` (coremltools 9.0 does not fuse it back into a gelu op)."""
         import torch
 
         from coreml_lint.rulekit.fx import aten, decompose
 
         nodes = [n for n in ep.graph.nodes if _is_tanh_gelu(n)]
         table = {aten.gelu.default: torch._decomp.decomposition_table[aten.gelu.default]}
-        return decompose(ep, nodes, table, "tanh GELU decomposed (Core ML fuses it as tanh)")
+        return decompose(
+            ep, nodes, table, "tanh GELU written out as torch's decomposition (tanh formula)"
+        )
 
     def mil_problem(self, model: Any, original: Any) -> str | None:
         meant = any(_is_tanh_gelu(n) for n in original.graph.nodes)
@@ -247,7 +249,8 @@ def _():
 @case(
     "gelu-tanh-formula",
     expect=set(),
-    clean=lambda lowered: 'mode="EXACT"' not in lowered.mil,
+    # The written-out formula (with x.pow(3)) is fused back into the tanh mode.
+    clean=lambda lowered: 'mode="TANH_APPROXIMATION"' in lowered.mil,
 )
 def _():
     def forward(s, x):

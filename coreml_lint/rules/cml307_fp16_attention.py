@@ -24,7 +24,7 @@ Fix
     (a) drop ``scale=`` when it is the default ``1/sqrt(head_dim)`` (or scale ``q``
     first), and target iOS18 for masked attention; run the attention in float32; or write
     it out: ``(q @ k.transpose(-2, -1) * scale).masked_fill(~mask, -inf).softmax(-1) @ v``;
-    (c) ``coreml-lint lower`` writes it out in the program (unfused, checked in eager).
+    (b) ``coreml-lint lower`` writes it out in the program (unfused, checked in eager).
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ Example
 
 Fix
     (a) write the exponent as an int when it is whole (``x.pow(3)``, ``x * x * x``), or
-    compute the power in float32 and cast it back; (c) ``coreml-lint lower`` does both: a
+    compute the power in float32 and cast it back; (b) ``coreml-lint lower`` does both: a
     whole exponent becomes an int (the same values), a fractional one runs in float32.
 """
 

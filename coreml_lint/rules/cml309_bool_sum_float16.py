@@ -16,7 +16,7 @@ Example
 
 Fix
     (a) count in int32: ``mask.int().sum(dim)`` (the same int64 result in torch; an int32
-    ``reduce_sum`` in Core ML); (c) ``coreml-lint lower`` inserts that cast.
+    ``reduce_sum`` in Core ML); (b) ``coreml-lint lower`` inserts that cast.
 """
 
 from __future__ import annotations

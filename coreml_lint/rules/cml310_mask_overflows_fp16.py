@@ -17,23 +17,33 @@ Why it breaks
 Example
     ``scores.masked_fill(~attention_mask.bool(), torch.finfo(torch.float32).min)``
 
+On model source
+    Without an export it flags ``masked_fill``/``torch.where`` with
+    ``torch.finfo(torch.float32).min`` (or a literal below -65504) whose mask comes from a
+    parameter of the function and whose result reaches a softmax or an SDPA ``attn_mask``
+    in the same function (``coreml_lint/source/masks.py``). ``torch.finfo(x.dtype).min``
+    and masks built from sizes or buffers only (causal masks) are not flagged.
+
 Fix
     (a) mask with a value float16 holds, e.g. ``-30000.0`` (what coremltools itself uses for
     bool masks; exp() of it is exactly 0 in float32 as well), or pass a bool mask to
-    ``scaled_dot_product_attention``; (c) ``coreml-lint lower`` rewrites the fill value to
+    ``scaled_dot_product_attention``; (b) ``coreml-lint lower`` rewrites the fill value to
     -30000 (checked: the eager outputs are equal).
 """
 
 from __future__ import annotations
 
+import ast
 from collections.abc import Iterator
 from typing import Any
 
 from coreml_lint.core.findings import Finding, Outcome
 from coreml_lint.program.graph import Node, TensorRef
 from coreml_lint.rulekit.context import ProgramContext
-from coreml_lint.rulekit.examples import F, case, module, returns, torch
+from coreml_lint.rulekit.examples import F, Invalid, Valid, case, module, returns, torch
 from coreml_lint.rulekit.rule import Rule
+from coreml_lint.source.context import SourceContext
+from coreml_lint.source.masks import overflowing_mask_fills
 
 FP16_MAX = 65504.0
 SAFE_MASK_VALUE = -30000.0
@@ -75,6 +85,57 @@ class MaskOverflowsFp16(Rule):
                 fix=f"mask with {SAFE_MASK_VALUE:g} (float16 holds it; exp() of it is 0), or pass "
                 "a bool mask to scaled_dot_product_attention",
                 value=value,
+            )
+
+    source_triggers = ("finfo", "e9", "e10", "e38")
+    source_pattern = (
+        "`scores.masked_fill(~pad_mask, torch.finfo(torch.float32).min)` (a mask from an "
+        "argument) reaching a softmax"
+    )
+    source_fix = "mask with `-30000.0`, or pass a bool mask to SDPA"
+    examples = (
+        Invalid(
+            "def attend(q, k, pad):\n"
+            "    s = q @ k.transpose(-1, -2)\n"
+            "    s = s.masked_fill(pad == 0, torch.finfo(torch.float32).min)\n"
+            "    return s.softmax(-1)\n"
+        ),
+        Invalid(
+            "def attend(q, k, v, keep):\n"
+            "    bias = torch.where(keep.bool(), 0.0, -1e9)\n"
+            "    return F.scaled_dot_product_attention(q, k, v, attn_mask=bias)\n"
+        ),
+        Valid(
+            "def attend(q, k, pad):\n"
+            "    s = q @ k.transpose(-1, -2)\n"
+            "    s = s.masked_fill(pad == 0, -30000.0)\n"
+            "    return s.softmax(-1)\n"
+        ),
+        Valid(
+            "def attend(q, k):\n"
+            "    t = q.shape[-2]\n"
+            "    causal = torch.ones(t, t, dtype=torch.bool).triu(1)\n"
+            "    s = q @ k.transpose(-1, -2)\n"
+            "    s = s.masked_fill(causal, torch.finfo(torch.float32).min)\n"
+            "    return s.softmax(-1)\n"
+        ),
+        Valid(
+            "def attend(q, k, pad):\n"
+            "    s = q @ k.transpose(-1, -2)\n"
+            "    return s.masked_fill(pad == 0, torch.finfo(s.dtype).min)\n"
+        ),
+    )
+
+    def check_source(self, ctx: SourceContext) -> Iterator[Finding]:
+        for call, value in overflowing_mask_fills(ctx):
+            yield ctx.finding(
+                call,
+                f"fills an attention mask with {ast.unparse(value)}, beyond float16's range, and "
+                "the mask comes from an argument: Core ML computes in float16 and makes it "
+                "-inf, so a row whose every position is masked (a padded batch) comes out NaN "
+                "from the softmax (finite in eager)",
+                fix=f"mask with {SAFE_MASK_VALUE:g} (float16 holds it; exp() of it is 0), or "
+                "pass a bool mask to scaled_dot_product_attention",
             )
 
     def rewrite(self, ep: Any) -> tuple[Any, list[str]]:

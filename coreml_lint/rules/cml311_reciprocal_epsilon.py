@@ -15,7 +15,7 @@ Example
     ``inv_norm = 1 / x.norm(dim=-1, keepdim=True)``
 
 Fix
-    (a) ``torch.div(1.0, x)`` or ``torch.ones_like(x) / x``; (c) ``coreml-lint lower``
+    (a) ``torch.div(1.0, x)`` or ``torch.ones_like(x) / x``; (b) ``coreml-lint lower``
     writes ``reciprocal(x)`` as ``full_like(x, 1) / x`` (checked equal in eager).
 """
 

@@ -16,7 +16,7 @@ Example
 
 Fix
     (a) stay at 5-D or below (``t.reshape(2, 3, 2, 2, 5).sum(0)``), or apply elementwise ops
-    before the 6-D reshape; (c) a partitioner that refuses nodes touching >5-D tensors.
+    before the 6-D reshape; (b) a partitioner that refuses nodes touching >5-D tensors.
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ Example
     the CPU.
 
 Fix
-    (b) an iOS18 target; (a) precompute the constant into a ``register_buffer``;
+    (a) an iOS18 target; (b) precompute the constant into a ``register_buffer``;
     (c) ``executorch.exir.passes.constant_prop_pass.constant_prop_pass(ep)`` before lowering.
 """
 

@@ -23,8 +23,11 @@ Example
     ``CoreMLPartitioner(skip_ops_for_coreml_delegation=["aten.rms_norm.default"])``
 
 Fix
-    (b) spell a skip entry for a non-core op the ATen way (``"rms_norm.default"``) so it is
-    decomposed, or skip only ops with a portable kernel; (a) avoid the op.
+    (a) spell a skip entry for a non-core op the ATen way (``"rms_norm.default"``) so it is
+    decomposed, or skip only ops with a portable kernel; (b) avoid the op. The finding lints
+    the program again with the ATen spelling and prints it only when it holds: a decomposed
+    op can still be delegated and crash there (``"layer_norm.default"`` on a float16 model
+    below iOS17 leaves ``native_layer_norm`` in Core ML: CML304).
 """
 
 from __future__ import annotations
@@ -49,6 +52,7 @@ class OpLeftWithoutKernel(Rule):
     code = "CML603"
     name = "op-left-without-kernel"
     outcome = Outcome.CRASH
+    other_severities = (Severity.WARNING,)
     summary = "op kept whole then left on the CPU, or without a CPU kernel"
     # Found in source by CML605's check of skip entries, which owns the rewrite.
     source_pattern = (
@@ -80,6 +84,7 @@ class OpLeftWithoutKernel(Rule):
                 p.aten_name in table.core_aten
                 or p.aten_name in table.view
                 or node.namespace == "dim_order_ops"
+                or p.decomposed_into in table.core_aten
             )
             aten_form = p.aten_name.split(".")[0]
             if p.kept_whole and not core:
@@ -89,8 +94,10 @@ class OpLeftWithoutKernel(Rule):
                         f"{p.aten_name} was kept from decomposition for Core ML, then not "
                         f"delegated ({p.reason}): to_executorch fails with `RuntimeError: "
                         f"Missing out variants: {{'aten::{aten_form}'}}`",
-                        fix=f"skip it with the ATen spelling {p.aten_name.lower()!r} so torch "
-                        "decomposes it, or let Core ML run it",
+                        fix="let Core ML run it, or have torch decompose it with the ATen "
+                        f"spelling {p.aten_name.lower()!r} in the skip list (linted again "
+                        "below)",
+                        partitioner=ctx.with_skip(p.aten_name.lower()),
                     )
                     continue
             elif not core and not p.decomposed:

@@ -14,7 +14,7 @@ Example
     ``torch.acosh(x)`` with ``CoreMLPartitioner(lower_full_graph=True)``.
 
 Fix
-    (b) ``lower_full_graph=False``; (a) replace the op with one Core ML converts.
+    (a) ``lower_full_graph=False``; (b) replace the op with one Core ML converts.
 """
 
 from __future__ import annotations

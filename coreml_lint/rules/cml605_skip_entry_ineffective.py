@@ -3,7 +3,8 @@
 What it does
     Flags an entry of ``skip_ops_for_coreml_delegation`` that matches no node, or that only
     matches in the ATen graph for an op torch does not decompose (so the op stays
-    delegated).
+    delegated), or decomposes into one core op Core ML still runs (``"layer_norm.default"``
+    makes ``native_layer_norm``, which is delegated).
 
 Why it breaks
     The partitioner compares entries exactly, in lower case, against two different names
@@ -16,9 +17,10 @@ Example
     ``CoreMLPartitioner(skip_ops_for_coreml_delegation=["aten.gelu.Default"])``
 
 Fix
-    (b) spell the entry the edge way, in lower case (``"aten.gelu.default"``), for ops with a
+    (a) spell the entry the edge way, in lower case (``"aten.gelu.default"``), for ops with a
     portable CPU kernel; for non-core ops you want decomposed, the ATen spelling
-    (``"rms_norm.default"``).
+    (``"rms_norm.default"``); to keep an op torch decomposes into one core op on the CPU,
+    add that op's edge spelling (``"aten.native_layer_norm.default"``).
 """
 
 from __future__ import annotations
@@ -29,8 +31,9 @@ from typing import Any
 
 from coreml_lint.core.findings import Finding, Outcome, Severity, SourceFix
 from coreml_lint.program.optable import load_optable
+from coreml_lint.program.placement import COREML
 from coreml_lint.rulekit.context import ProgramContext
-from coreml_lint.rulekit.examples import F, Invalid, Valid, case, module, torch
+from coreml_lint.rulekit.examples import F, Invalid, Valid, case, module, nn, torch
 from coreml_lint.rulekit.rule import Rule
 from coreml_lint.source.context import SourceContext, keyword
 
@@ -52,6 +55,11 @@ class SkipEntryIneffective(Rule):
             if matched["aten"]:
                 if any(placement.nodes[name].decomposed for name in matched["aten"]):
                     continue
+                first = placement.nodes[matched["aten"][0]]
+                if first.decomposed_into is not None:
+                    if first.where == COREML:
+                        yield self._renamed(ctx, entry, first.decomposed_into, first.edge_name)
+                    continue
                 yield ctx.finding(
                     None,
                     f"skip entry {entry!r} only matches in the ATen graph, where {entry!r} is "
@@ -68,6 +76,19 @@ class SkipEntryIneffective(Rule):
                 fix=f"did you mean {suggestion!r}?" if suggestion else "remove the entry",
                 entry=entry,
             )
+
+    @staticmethod
+    def _renamed(ctx: ProgramContext, entry: str, into: str, edge_name: str) -> Finding:
+        """An ATen-spelled entry for an op torch decomposes into one core op: the partitioner
+        then decides on that op's name, and delegates it unless the list names it too."""
+        return ctx.finding(
+            None,
+            f"skip entry {entry!r} makes torch decompose {entry.split('.')[0]} into "
+            f"{into.split('.')[0]}, which is still delegated to Core ML: nothing moves to "
+            "the CPU",
+            fix=f"add the edge spelling {edge_name.lower()!r} to keep it on the CPU",
+            entry=entry,
+        )
 
     @staticmethod
     def _suggest(entry: str, names: dict[str, str]) -> str | None:
@@ -171,3 +192,46 @@ def judge_skip_entry(entry: str, table: Any) -> tuple[str, str, str | None] | No
 )
 def _():
     return module(lambda s, x: F.gelu(x) / 3), (torch.randn(2, 8),)
+
+
+@case(
+    "layernorm-aten-skip-still-delegated",
+    expect=set(),
+    settings={"skip": ["layer_norm.default"]},
+    warnings=frozenset({"CML605"}),
+    # The oracle's placement check sees native_layer_norm delegated: nothing on the CPU.
+)
+def _():
+    return module(lambda s, x: F.layer_norm(x, (8,)) * 2), (torch.randn(2, 8),)
+
+
+@case(
+    "layernorm-aten-and-edge-skip",
+    expect=set(),
+    settings={"skip": ["layer_norm.default", "aten.native_layer_norm.default"]},
+    # Both spellings: decomposed, then native_layer_norm kept on the CPU (its portable kernel).
+)
+def _():
+    return module(lambda s, x: F.layer_norm(x, (8,)) * 2), (torch.randn(2, 8),)
+
+
+@case(
+    "softmax-aten-and-edge-skip",
+    expect=set(),
+    settings={"skip": ["softmax.int", "aten._softmax.default"]},
+    warnings=frozenset(),
+    # softmax decomposed into _softmax, which the edge entry keeps on the CPU.
+)
+def _():
+    return module(lambda s, x: torch.softmax(x, -1) * 2), (torch.randn(2, 8),)
+
+
+@case(
+    "conv-aten-skip-still-delegated",
+    expect=set(),
+    settings={"skip": ["conv2d.default"]},
+    warnings=frozenset({"CML605"}),
+    # conv2d decomposed into convolution, which Core ML still runs.
+)
+def _():
+    return nn.Sequential(nn.Conv2d(3, 4, 3)), (torch.randn(1, 3, 8, 8),)
