@@ -77,6 +77,7 @@ class CheckRun:
     unsafe: bool = False
     verbose: bool = False
     measure: bool = False  # measure what the op table lacks first (``--measure``)
+    methods: bool = False  # the .pt2 files given are one program's methods
     files: list[Path] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     findings: list[Finding] = field(default_factory=list)
@@ -115,6 +116,8 @@ class CheckRun:
                 self.findings.extend(program_findings)
 
     def _lint_programs(self, paths: tuple[str, ...] = ()) -> list[Finding]:
+        if self.methods:
+            return self._lint_methods()
         found: list[Finding] = []
         if self.export:
             from coreml_lint.cli.export import export_programs
@@ -142,6 +145,30 @@ class CheckRun:
                     if self.verbose:
                         click.echo(failure.traceback, err=True)
                     self.errors.append(failure.describe(str(file)))
+        return found
+
+    def _lint_methods(self) -> list[Finding]:
+        """``--methods``: the ``.pt2`` files given are the methods of one program, lowered
+        together (each named after its file, or after its model in a multi-model archive)."""
+        from coreml_lint.engine.program import lint_methods
+        from coreml_lint.program.methods import read_methods
+
+        programs = [f for f in self.files if f.suffix in PROGRAM_SUFFIXES]
+        try:
+            graphs = read_methods(programs)
+        except InputError as exc:
+            self.errors.append(str(exc))
+            return []
+        found: list[Finding] = []
+        owner = {graph.source: Path(graph.source) for graph in graphs}
+        for report in lint_methods(graphs, self.config):
+            file = owner[report.graph.source]
+            self.reports.append((file, report))
+            found.extend(report.findings)
+            for failure in report.internal_errors:
+                if self.verbose:
+                    click.echo(failure.traceback, err=True)
+                self.errors.append(failure.describe(str(file)))
         return found
 
     def _fix_sources(self, sources: list[Path], program_findings: list[Finding]) -> None:
@@ -422,6 +449,12 @@ def program_json(run: CheckRun, root: Path) -> list[dict[str, Any]]:
 @click.option("--ignore", multiple=True, help="Codes or prefixes to disable.")
 @click.option("--statistics", is_flag=True, help="Print a count per rule instead of findings.")
 @click.option("--show-placement", is_flag=True, help="Print the predicted Core ML / CPU placement.")
+@click.option(
+    "--methods",
+    is_flag=True,
+    help="The .pt2 files given are the methods of one program, lowered together "
+    "(prefill.pt2 decode.pt2): also check what they do together.",
+)
 @settings_options
 @click.option(
     "--check-advice",
@@ -496,6 +529,7 @@ def check_command(paths: tuple[str, ...], **options: Any) -> None:
         unsafe=options["unsafe_fixes"],
         verbose=options["verbose"],
         measure=options["measure"],
+        methods=options["methods"],
         export=options["export"],
     )
     run.run(paths)

@@ -42,7 +42,9 @@ def unwritable(path: Path) -> str | None:
 
 
 @click.command("lower")
-@click.argument("program", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument(
+    "programs", nargs=-1, required=True, type=click.Path(dir_okay=False, path_type=Path)
+)
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), required=True)
 @settings_options
 @click.option("--compute-precision", type=click.Choice(["float16", "float32"]), default="float16")
@@ -86,11 +88,17 @@ def unwritable(path: Path) -> str | None:
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress on stderr.")
 @click.option("-v", "--verbose", is_flag=True, help="Show the traceback of a failure.")
-def lower_command(program: Path, output: Path, **options: Any) -> None:
-    """Lower a .pt2 to a .pte with the fixes applied, and prove the result."""
+def lower_command(programs: tuple[Path, ...], output: Path, **options: Any) -> None:
+    """Lower a .pt2 to a .pte with the fixes applied, and prove the result.
+
+    Several .pt2 (prefill.pt2 decode.pt2), or one holding several programs, are the methods
+    of one program: they are lowered together into one .pte (one method per file, named
+    after it), the Core ML delegates sharing their weights."""
+    program = programs[0]
     missing = heavy_modules_missing()
     if missing:
         fail(f"`coreml-lint lower` needs {HEAVY} ({missing} not installed): {INSTALL_HINT}")
+    several = _several_methods(programs)
     settings = settings_changes(options)
     try:
         config = build_config(options["config_path"], options["isolated"], settings=settings)
@@ -108,7 +116,16 @@ def lower_command(program: Path, output: Path, **options: Any) -> None:
         if not options["quiet"]:
             click.echo(f"[{time.perf_counter() - start:6.1f}s] {message}", err=True)
 
-    result = _lower(program, output, config.partitioner, options, progress)
+    if several:
+        for flag in ("inputs_path", "report_path", "dequantize_on_cpu"):
+            if options[flag]:
+                fail(
+                    f"--{flag.replace('_result', '').replace('_path', '').replace('_', '-')} "
+                    "is not supported with several methods yet"
+                )
+        result = _lower_methods(programs, output, config.partitioner, options, progress)
+    else:
+        result = _lower(program, output, config.partitioner, options, progress)
     if options["report_path"]:
         _write_html(program, config, result.report, options["report_path"])
     if options["as_json"]:
@@ -118,6 +135,52 @@ def lower_command(program: Path, output: Path, **options: Any) -> None:
     report = result.report
     diverged = report.verify is not None and report.verify.exit_code == 1
     sys.exit(1 if report.mil_problems or report.findings_after or diverged else 0)
+
+
+def _several_methods(programs: tuple[Path, ...]) -> bool:
+    """Whether the programs given are the methods of one program (several files, or one
+    archive holding several programs)."""
+    if len(programs) > 1:
+        return True
+    from coreml_lint.program.pt2 import read_pt2
+
+    try:
+        return len(read_pt2(programs[0])) > 1
+    except InputError as exc:
+        fail(str(exc))
+    return False
+
+
+def _lower_methods(
+    programs: tuple[Path, ...], output: Path, settings: Any, options: dict[str, Any], progress: Any
+) -> Any:
+    from coreml_lint.lowering.files import load_methods, write_pte
+    from coreml_lint.lowering.methods import lower_methods
+    from coreml_lint.lowering.run import LoweringError
+
+    try:
+        progress(f"loading {len(programs)} file(s) as one program's methods")
+        exported = load_methods(list(programs), options["imports"])
+        result = lower_methods(
+            exported,
+            settings=settings,
+            compute_precision=options["compute_precision"],
+            compute_units=options["compute_units"],
+            progress=progress,
+            verify=options["verify_result"],
+        )
+        progress(f"writing {output}")
+        write_pte(output, result.buffer)
+        return result
+    except LoweringError as exc:
+        if options["verbose"]:
+            import traceback
+
+            traceback.print_exception(exc.__cause__ or exc)
+        fail(f"{', '.join(map(str, programs))}: {exc}")
+    except InputError as exc:
+        fail(str(exc))
+    raise AssertionError("unreachable")
 
 
 def _write_html(program: Path, config: Any, report: Any, path: Path) -> None:

@@ -74,7 +74,37 @@ def verify_command(program: Path, **options: Any) -> None:
 
     report, lint = _run(program, config, options, progress)
     _render(program, report, lint, options)
-    sys.exit(report.exit_code)
+    code = report.exit_code
+    if options["inputs_path"] is None and options["output_format"] in ("full", "concise"):
+        code = max(code, _other_sizes(program, config, options, progress))
+    sys.exit(code)
+
+
+def _other_sizes(program: Path, config: Any, options: dict[str, Any], progress: Any) -> int:
+    """A dynamic program verified again with every dynamic dim at the smallest and at the
+    largest size its constraints allow (``verifier/sizes.py``); the worst exit code."""
+    from coreml_lint.lowering.files import load_program
+    from coreml_lint.verifier import verify
+    from coreml_lint.verifier.sizes import describe, edge_inputs, is_dynamic
+
+    exported = load_program(program, options["imports"])
+    if not is_dynamic(exported):
+        return 0
+    sizes, notes = edge_inputs(exported)
+    for note in notes:
+        echo(f"note: {note}")
+    code = 0
+    for label, inputs in sizes.items():
+        progress(f"verifying at the {label} sizes the constraints allow ({describe(inputs)})")
+        report = verify(
+            load_program(program, options["imports"]),
+            settings=config.partitioner,
+            inputs=tuple(inputs),
+            progress=progress,
+        )
+        echo(f"at the {label} sizes ({describe(inputs)}): {report.summary()}")
+        code = max(code, report.exit_code)
+    return code
 
 
 def _run(program: Path, config: Any, options: dict[str, Any], progress: Any) -> tuple[Any, Any]:

@@ -24,7 +24,25 @@ def graph_of(exported_program: Any, label: str = "<ExportedProgram>") -> Graph:
     buffer.seek(0)
     (graph,) = read_pt2_stream(buffer, label)
     _keep_leaf_grad(graph, exported_program)
+    _note_derived_dims(graph, exported_program)
     return graph
+
+
+def _note_derived_dims(graph: Graph, exported_program: Any) -> None:
+    """A saved archive's derived dims (``16*s1``) end up in the shape environment
+    ``torch.export.load`` builds, where torch's re-trace fails on them (CML608). A program
+    still in memory only has them there if it was itself loaded: say which it is."""
+    import sympy
+    from torch._export.utils import _get_shape_env_from_gm
+
+    try:
+        shape_env = _get_shape_env_from_gm(exported_program.graph_module)
+    except Exception:
+        return
+    if shape_env is None:
+        return
+    loaded = any(not isinstance(key, sympy.Symbol) for key in shape_env.var_to_range)
+    graph.meta["derived_dims_loaded"] = loaded
 
 
 def _keep_leaf_grad(graph: Graph, exported_program: Any) -> None:

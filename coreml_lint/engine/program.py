@@ -58,7 +58,46 @@ class ProgramReport:
 
 
 def lint_pt2(path: str | Path, config: LintConfig | None = None) -> list[ProgramReport]:
-    return [lint_graph(graph, config) for graph in read_pt2(path)]
+    """Every method of the archive; several methods are linted as one program's."""
+    return lint_methods(read_pt2(path), config)
+
+
+def lint_methods(graphs: list[Graph], config: LintConfig | None = None) -> list[ProgramReport]:
+    """Lint each method, then, when there are several, what they do together (the rules'
+    ``check_methods``: one multifunction Core ML model per partition position). A finding
+    about the methods together is reported with the method it names (else the first)."""
+    config = config or LintConfig()
+    reports = [lint_graph(graph, config) for graph in graphs]
+    by_method = {r.graph.method: r for r in reports}
+    failures = reports[0].internal_errors if reports else []
+    for finding in method_findings(reports, config, failures):
+        by_method.get(finding.extra.get("method"), reports[0]).findings.append(finding)
+    return reports
+
+
+def method_findings(
+    reports: list[ProgramReport], config: LintConfig, failures: list[RuleFailure] | None = None
+) -> list[Finding]:
+    """The rules' findings on several linted methods together (none for one method); a
+    rule that raises is recorded in ``failures``, as :func:`raw_findings` does."""
+    if len(reports) < 2:
+        return []
+    contexts = {r.graph.method: ProgramContext(r.graph, r.placement) for r in reports}
+    found: list[Finding] = []
+    for rule in all_rules():
+        if not config.is_selected(rule.code, reports[0].graph.source):
+            continue
+        for ctx in contexts.values():
+            ctx.rule = rule
+        try:
+            found.extend(rule().check_methods(contexts))
+        except Exception as exc:
+            import traceback
+
+            detail = " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
+            if failures is not None:
+                failures.append(RuleFailure(rule.code, rule.name, detail, traceback.format_exc()))
+    return found
 
 
 def lint_graph(

@@ -25,10 +25,18 @@ def load_program(path: Path, imports: tuple[str, ...] = ()) -> Any:
     """``torch.export.load``, after the light reader has vetted the archive, the modules in
     ``imports`` are imported, and every custom op the program uses is checked to be
     registered (a missing one is named, with the import that registers it when known)."""
+    import torch
+
+    _vet(path, imports)
+    try:
+        return torch.export.load(path)
+    except Exception as exc:
+        raise InputError(f"{path}: torch.export.load failed: {type(exc).__name__}: {exc}") from None
+
+
+def _vet(path: Path, imports: tuple[str, ...]) -> None:
     import contextlib
     import importlib
-
-    import torch
 
     from coreml_lint.program.pt2 import read_pt2
 
@@ -45,10 +53,36 @@ def load_program(path: Path, imports: tuple[str, ...] = ()) -> Any:
     missing = sorted({op for g in graphs for op in _custom_ops(g) if not _registered(op)})
     if missing:
         raise InputError(f"{path}: {_missing_ops_message(missing)}")
+
+
+def load_methods(paths: list[Path], imports: tuple[str, ...] = ()) -> dict[str, Any]:
+    """``{method: ExportedProgram}`` of several archives (or one holding several programs),
+    named as ``coreml-lint --methods`` names them (``program/methods.py``)."""
+    from coreml_lint.program.methods import method_names, read_methods
+    from coreml_lint.program.pt2 import read_pt2
+
+    read_methods(paths)  # vets every archive and the names, before torch
+    programs: dict[str, Any] = {}
+    for path in paths:
+        graphs = read_pt2(path)
+        if len(graphs) == 1:
+            programs[path.stem] = load_program(path, imports)
+            continue
+        loaded = _load_archive_programs(path, imports)
+        for graph, name in zip(graphs, method_names(path, graphs), strict=True):
+            programs[name] = loaded[graph.method]
+    return programs
+
+
+def _load_archive_programs(path: Path, imports: tuple[str, ...]) -> dict[str, Any]:
+    """Every program of an archive written by ``package_pt2`` with a dict of programs."""
+    from torch.export.pt2_archive._package import load_pt2
+
+    _vet(path, imports)
     try:
-        return torch.export.load(path)
+        return dict(load_pt2(path).exported_programs)
     except Exception as exc:
-        raise InputError(f"{path}: torch.export.load failed: {type(exc).__name__}: {exc}") from None
+        raise InputError(f"{path}: cannot load its programs: {type(exc).__name__}: {exc}") from None
 
 
 def _custom_ops(graph: Any) -> set[str]:

@@ -151,6 +151,8 @@ class _GraphBuilder:
         self.doc = document
         self.label = label
         self.method = method
+        # symbolic int -> (op, arguments) of the node that computes it (sym_size, a mul)
+        self.sym_producers: dict[str, tuple[str, list[Any]]] = {}
 
     def build(self) -> Graph:
         version = self.doc.get("schema_version") or {}
@@ -182,6 +184,9 @@ class _GraphBuilder:
                 "torch_version": self.doc.get("torch_version"),
                 "schema_version": f"{major}.{version.get('minor')}",
                 "verifiers": self.doc.get("verifiers"),
+                "range_constraints": _range_constraints(self.doc.get("range_constraints")),
+                "sym_values": _sym_values(graph.get("sym_int_values")),
+                "sym_producers": self.sym_producers,
             },
         )
 
@@ -227,6 +232,9 @@ class _GraphBuilder:
         outputs: list[str] = []
         for out in raw["outputs"]:
             self._output_names(out, outputs)
+            sym = out.get("as_sym_int") if isinstance(out, dict) else None
+            if isinstance(sym, dict) and isinstance(sym.get("as_name"), str):
+                self.sym_producers[sym["as_name"]] = (target, args)
         metadata = raw.get("metadata") or {}
         if not isinstance(metadata, dict):
             metadata = {}
@@ -338,3 +346,42 @@ class _GraphBuilder:
         for out in outputs:
             if out.name is not None and out.name not in defined:
                 raise InputError(f"{self.label}: output {out.name!r} is never defined")
+
+
+def _range_constraints(raw: Any) -> dict[str, tuple[int | None, int | None]]:
+    """``{"s0": (min, max), "16*s1": (16, 512)}``: the program's allowed sizes, keyed by the
+    symbol or (derived dims) the expression torch wrote. A missing bound is None
+    (``Dim("b")`` saves ``max_val: None``)."""
+    if not isinstance(raw, dict):
+        return {}
+    found: dict[str, tuple[int | None, int | None]] = {}
+    for key, bounds in raw.items():
+        if not isinstance(bounds, dict):
+            continue
+        low, high = bounds.get("min_val"), bounds.get("max_val")
+        found[str(key)] = (
+            low if isinstance(low, int) and not isinstance(low, bool) else None,
+            high if isinstance(high, int) and not isinstance(high, bool) else None,
+        )
+    return found
+
+
+def _sym_values(raw: Any) -> dict[str, tuple[str, int | None]]:
+    """Each symbolic int the graph computes (``sym_size_int_3``, a ``mul`` of sizes): its
+    expression in the program's symbols and the value it had at export (the hint)."""
+    if not isinstance(raw, dict):
+        return {}
+    found: dict[str, tuple[str, int | None]] = {}
+    for name, value in raw.items():
+        if not isinstance(value, dict):
+            continue
+        if "as_int" in value and isinstance(value["as_int"], int):
+            found[str(name)] = (str(value["as_int"]), value["as_int"])
+            continue
+        expr = value.get("as_expr")
+        if not isinstance(expr, dict) or not isinstance(expr.get("expr_str"), str):
+            continue
+        hint = expr.get("hint")
+        hint_value = hint.get("as_int") if isinstance(hint, dict) else None
+        found[str(name)] = (expr["expr_str"], hint_value if isinstance(hint_value, int) else None)
+    return found

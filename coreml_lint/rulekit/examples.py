@@ -70,6 +70,8 @@ class ProgramCase:
     clean: Callable[[Any], bool] | None = None  # extra evidence that the fixed form is right
     runs_on_portable: bool | None = None  # load+run the .pte on the pip portable runtime
     warnings: frozenset[str] | None = None  # warning codes, when the case is about one
+    # `coreml-lint lower` cannot make a .pte: its one-line error must match this regex
+    lowered_fails: str | None = None
     module: str = ""  # the module that declared it (a rule module, or tests/cases.py)
 
 
@@ -90,6 +92,35 @@ def case(id: str, *, expect: set[str] | frozenset[str] = frozenset(), **kw: Any)
 
 def cases_of(module: str) -> list[ProgramCase]:
     return list(_CASES.get(module, ()))
+
+
+_DYNAMIC_CASES: dict[str, list[ProgramCase]] = {}
+
+
+def dynamic_case(id: str, *, expect: set[str] | frozenset[str] = frozenset(), **kw: Any) -> Any:
+    """Register a program case exported with dynamic shapes: the decorated builder returns
+    ``(model, inputs, dynamic_shapes)``. Kept apart from :func:`case` (whose programs are
+    exported with static shapes); ``tests/test_dynamic_oracle.py`` lowers every one.
+    ``kw`` holds the stock lowering's settings (``ios=18``) beside ``crash`` / ``silent``."""
+
+    def register(make: Callable[[], tuple[Any, ...]]) -> Any:
+        module = getattr(make, "__module__", "") or ""
+        settings = {k: kw.pop(k) for k in list(kw) if k in _SETTING_KEYS}
+        found = ProgramCase(id, make, frozenset(expect), settings=settings, module=module, **kw)
+        _DYNAMIC_CASES.setdefault(module, []).append(found)
+        return make
+
+    return register
+
+
+_SETTING_KEYS = frozenset(
+    {"ios", "skip", "take_over_mutable_buffer", "take_over_constant_data", "lower_full_graph"}
+)
+
+
+def dynamic_cases() -> list[ProgramCase]:
+    """Every registered dynamic-shape case (of the rule modules imported so far)."""
+    return [c for found in _DYNAMIC_CASES.values() for c in found]
 
 
 class _Lazy:

@@ -131,6 +131,12 @@ class Rule:
         """Findings on an exported program (the canonical graph and its placement)."""
         return iter(())
 
+    def check_methods(self, methods: dict[str, ProgramContext]) -> Iterator[Finding]:
+        """Findings on a program of several methods lowered together (``{name: context}``,
+        in the order ``to_edge_transform_and_lower`` gets them): what no single method shows,
+        such as partitions that differ under positional weight sharing."""
+        return iter(())
+
     def check_source(self, ctx: SourceContext) -> Iterator[Finding]:
         """Findings on model source code, without exporting anything."""
         return iter(())

@@ -103,9 +103,12 @@ def random_inputs(ep: ExportedProgram, seed: int = 0, *, use_examples: bool = Tr
             continue
         shape = list(val.shape)
         if not all(isinstance(d, int) for d in shape):
-            if examples is None or position >= len(examples):
+            if examples is not None and position < len(examples):
+                shape = list(examples[position].shape)
+            else:  # an edge program has no examples: the sizes export saw (the hints)
+                shape = [_hint(d) for d in shape]
+            if any(d is None for d in shape):
                 raise ValueError(f"input {node.name} has a dynamic shape: pass inputs")
-            shape = list(examples[position].shape)
         own = use_examples and examples is not None and position < len(examples)
         if not val.dtype.is_floating_point and own:
             inputs.append(examples[position])  # the program's own indices, masks, positions
@@ -143,6 +146,14 @@ def _fits(example: Any, node: torch.fx.Node) -> bool:
         and example.dtype == val.dtype
         and example.dim() == val.dim()
     )
+
+
+def _hint(dim: Any) -> int | None:
+    """The value a symbolic size had at export, when the program still knows it."""
+    if isinstance(dim, int):
+        return dim
+    hint = getattr(getattr(dim, "node", None), "hint", None)
+    return int(hint) if hint is not None else None
 
 
 def _example_inputs(ep: ExportedProgram) -> list[Any] | None:

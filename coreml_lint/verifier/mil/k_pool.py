@@ -23,8 +23,25 @@ def _geometry(op: Any, a: dict[str, Any]) -> tuple:
     kernel = _ints(a["kernel_sizes"], nd)
     strides = _ints(a.get("strides"), nd)
     pads = pads_of(a, x.shape[2:], kernel, strides, (1,) * nd)
-    out = tuple(int(d) for d in op.outputs[0].shape[2:])
+    declared = op.outputs[0].shape[2:]
+    if all(isinstance(d, int | np.integer) for d in declared):
+        out = tuple(int(d) for d in declared)
+    else:  # symbolic sizes (a dynamic program): the rule that declared them, on this input
+        ceil = bool(a.get("ceil_mode", False))
+        out = tuple(
+            _out_size(x.shape[2 + i], kernel[i], strides[i], pads[i], ceil) for i in range(nd)
+        )
     return x, kernel, strides, pads, out
+
+
+def _out_size(size: int, k: int, s: int, pad: tuple, ceil: bool) -> int:
+    """PyTorch's pooling output size (the last window must start inside the input or its
+    leading padding in ceil mode)."""
+    span = size + pad[0] + pad[1] - k
+    n = -(-span // s) + 1 if ceil else span // s + 1
+    if ceil and (n - 1) * s >= size + pad[0]:
+        n -= 1
+    return n
 
 
 def _padded(x: np.ndarray, kernel: tuple, strides: tuple, pads: list, out: tuple, fill: float):

@@ -48,9 +48,23 @@ def _sources(size_in: int, size_out: int, mode: str) -> np.ndarray:
     return np.clip(g, 0, size_in - 1).astype(np.int64)
 
 
+def _upsampled_size(op: Any, a: dict[str, Any]) -> tuple[int, int]:
+    """The output's height and width: the program's declared ones, or, when they are
+    symbolic (a program exported with dynamic sizes), ``floor(size * scale_factor)`` of the
+    input at hand, as the op's specification computes them."""
+    declared = op.outputs[0].shape[-2:]
+    if all(isinstance(d, int | np.integer) for d in declared):
+        return int(declared[0]), int(declared[1])
+    h, w = np.shape(a["x"])[-2:]
+    return (
+        int(np.floor(h * float(a.get("scale_factor_height", 1)))),
+        int(np.floor(w * float(a.get("scale_factor_width", 1)))),
+    )
+
+
 @kernel("upsample_nearest_neighbor", how=OWN)
 def _upsample_nearest(op: Any, a: dict[str, Any]) -> np.ndarray:
-    out_h, out_w = (int(d) for d in op.outputs[0].shape[-2:])
+    out_h, out_w = _upsampled_size(op, a)
     return _nearest(np.asarray(a["x"]), out_h, out_w)
 
 
@@ -98,7 +112,7 @@ def bilinear(x: np.ndarray, out_h: int, out_w: int, mode: str) -> np.ndarray:
 
 @kernel("upsample_bilinear", how=OWN)
 def _upsample_bilinear(op: Any, a: dict[str, Any]) -> np.ndarray:
-    out_h, out_w = (int(d) for d in op.outputs[0].shape[-2:])
+    out_h, out_w = _upsampled_size(op, a)
     align = bool(a.get("align_corners", True))
     half_pixel = bool(a.get("half_pixel_centers", not align))
     mode = "UNALIGN_CORNERS" if half_pixel else "ASYMMETRIC"
