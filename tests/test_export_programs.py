@@ -195,3 +195,17 @@ def test_a_factory_may_export_itself_and_a_table_may_declare_dynamic_shapes(proj
     (_, factory), (_, table) = done.reports
     assert all(isinstance(d, int) for t in factory.graph.tensors.values() for d in t.shape)
     assert any(isinstance(d, str) for t in table.graph.tensors.values() for d in t.shape)
+
+
+def test_a_failed_import_is_built_again_once_the_imported_file_is_fixed(project):
+    """A syntax error in a module the model imports names no project frame of that module:
+    serving the cached failure would report it after the fix."""
+    (project / "models" / "helper.py").write_text("def scale(x)\n    return x * 2\n")
+    decoder = project / "models" / "decoder.py"
+    decoder.write_text("from models.helper import scale  # noqa: F401\n" + decoder.read_text())
+    config = load_config(project / "pyproject.toml")
+    assert [f.code for f in run_exports(config).findings] == ["CML002"]
+    (project / "models" / "helper.py").write_text("def scale(x):\n    return x * 2\n")
+    fixed = run_exports(config, [project / "models" / "helper.py"])
+    assert fixed.exported == ["models/decoder.py:make_programs"]
+    assert [f.code for f in fixed.findings] == ["CML201"]

@@ -4,7 +4,8 @@ A program's findings are the ``.pt2`` path's findings: the same engine, codes, n
 model source lines the stack traces point to) and configuration. What the run was given
 decides which declarations it looks at: with no paths, every one; with paths (the files a
 commit changes), only those whose last export went through one of them, and those never
-exported yet (their sources are not known until they are).
+exported yet (their sources are not known until they are), and those whose building failed
+(an import error's fix may be in a file no source list names).
 """
 
 from __future__ import annotations
@@ -55,7 +56,7 @@ def run_exports(config: LintConfig, changed: list[Path] | None = None) -> Export
         if not decl.path.is_file():
             raise InputError(f"{decl.spelling}: no such file (declared in [tool.coreml-lint])")
         cache = caches.setdefault(decl.root, ExportCache(decl.root))
-        entry = cache.entry(decl)
+        entry = _settled(cache.entry(decl))
         if touched is not None and entry is not None and not touched & _paths(entry):
             run.skipped.append(decl.label)
             continue
@@ -68,6 +69,16 @@ def run_exports(config: LintConfig, changed: list[Path] | None = None) -> Export
             run.exported.append(decl.label)
         _lint(decl, entry, blobs, config, run)
     return run
+
+
+def _settled(entry: Entry | None) -> Entry | None:
+    """The entry, unless building the program failed: the fix for an import that failed can
+    be in a file no source list names (a module not found, a syntax error in the module
+    being imported) or in the environment (a package installed), so such a declaration is
+    built again on every run until it builds."""
+    if entry is not None and entry.failure and entry.failure.get("stage") == "building":
+        return None
+    return entry
 
 
 def _paths(entry: Entry) -> set[Path]:
