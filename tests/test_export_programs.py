@@ -209,3 +209,24 @@ def test_a_failed_import_is_built_again_once_the_imported_file_is_fixed(project)
     fixed = run_exports(config, [project / "models" / "helper.py"])
     assert fixed.exported == ["models/decoder.py:make_programs"]
     assert [f.code for f in fixed.findings] == ["CML201"]
+
+
+def test_check_advice_lowers_the_exported_program_from_the_cache(project, monkeypatch):
+    """--check-advice with --export lowers the cached .pt2, not a file named by the label."""
+    from click.testing import CliRunner
+
+    from coreml_lint.cli.check import check_command
+    from coreml_lint.lowering import check as lowering_check
+
+    lowered = []
+
+    def lower(path, settings):
+        lowered.append(Path(path))
+        return {"outcome": "lowers to a .pte", "lowers": True}
+
+    monkeypatch.setattr(lowering_check, "lower_with_stock_partitioner", lower)
+    monkeypatch.chdir(project)
+    result = CliRunner().invoke(check_command, ["--export", "--check-advice"])
+    assert "checked with the stock lowering: lowers to a .pte" in result.output
+    (archive,) = lowered
+    assert archive.is_file() and archive.parent.name == "export" and archive.suffix == ".pt2"

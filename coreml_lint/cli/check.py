@@ -85,6 +85,7 @@ class CheckRun:
     export: bool = False  # --export: lint the declared programs too (cli/export.py)
     export_summary: str | None = None
     exported_programs: int = 0
+    archives: dict[Path, Path] = field(default_factory=dict)  # an --export label: its .pt2
 
     @property
     def fixing(self) -> bool:
@@ -531,6 +532,7 @@ def check_advice(run: CheckRun) -> None:
         return
     for file, report in run.reports:
         if report.advice is not None:
-            report.advice.checked = lower_with_stock_partitioner(file, report.advice.settings)
+            archive = run.archives.get(file, file)  # --export's programs are in its cache
+            report.advice.checked = lower_with_stock_partitioner(archive, report.advice.settings)
         else:
             click.echo(f"note: {file}: no partitioner advice to check (nothing lowered)", err=True)

@@ -38,6 +38,7 @@ def export_programs(run: Any, paths: tuple[str, ...]) -> list[Finding]:
         run.errors.append(str(exc))
         return []
     run.reports.extend((Path(label), report) for label, report in done.reports)
+    run.archives.update({Path(label): path for label, path in done.archives.items()})
     run.export_summary = _summary(done)
     run.exported_programs = len(done.reports)
     return done.findings

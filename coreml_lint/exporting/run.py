@@ -45,6 +45,7 @@ class ExportRun:
     hits: list[str] = field(default_factory=list)  # declarations answered by the cache
     exported: list[str] = field(default_factory=list)  # declarations exported now
     skipped: list[str] = field(default_factory=list)  # not among the changed files' programs
+    archives: dict[str, Path] = field(default_factory=dict)  # label: its .pt2 in the cache
 
 
 def run_exports(config: LintConfig, changed: list[Path] | None = None) -> ExportRun:
@@ -68,6 +69,8 @@ def run_exports(config: LintConfig, changed: list[Path] | None = None) -> Export
             entry, blobs = _export(decl, cache)
             run.exported.append(decl.label)
         _lint(decl, entry, blobs, config, run)
+        for program in entry.programs:
+            run.archives[_label(decl, program)] = cache.folder / program.file
     return run
 
 
@@ -141,7 +144,7 @@ def _lint(
     if decl.ios is not None:
         config = config.with_partitioner(minimum_deployment_target=decl.ios)
     for program in entry.programs:
-        label = program.name if decl.kind == "module" else f"{decl.spelling}[{program.name}]"
+        label = _label(decl, program)
         for graph in read_pt2_stream(io.BytesIO(blobs[program.name]), label):
             for name, requires_grad in program.grad.items():
                 info = graph.tensors.get(name)
@@ -155,6 +158,10 @@ def _lint(
         finding = _failure_finding(decl, Failure(**entry.failure))
         if _selected(finding, config, decl.root) and not _suppressed(finding):
             run.findings.append(finding)
+
+
+def _label(decl: ProgramDecl, program: CachedProgram) -> str:
+    return program.name if decl.kind == "module" else f"{decl.spelling}[{program.name}]"
 
 
 def _selected(finding: Finding, config: LintConfig, root: Path) -> bool:
