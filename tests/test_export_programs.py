@@ -230,3 +230,20 @@ def test_check_advice_lowers_the_exported_program_from_the_cache(project, monkey
     assert "checked with the stock lowering: lowers to a .pte" in result.output
     (archive,) = lowered
     assert archive.is_file() and archive.parent.name == "export" and archive.suffix == ".pt2"
+
+
+def test_a_rule_that_raises_on_an_exported_program_is_an_internal_error(project, monkeypatch):
+    """Its findings are missing: the run must not pass (exit 2), as for a .pt2 given."""
+    from click.testing import CliRunner
+
+    from coreml_lint.cli.check import check_command
+    from coreml_lint.rules.cml201_state_below_ios18 import StateBelowIOS18
+
+    def broken(self, ctx):
+        raise KeyError("x")
+
+    monkeypatch.setattr(StateBelowIOS18, "check", broken)
+    monkeypatch.chdir(project)
+    result = CliRunner().invoke(check_command, ["--export"])
+    assert result.exit_code == 2
+    assert "internal error in CML201" in result.output

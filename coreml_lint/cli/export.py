@@ -7,6 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import click
+
 from coreml_lint.core.errors import InputError
 from coreml_lint.core.findings import Finding
 
@@ -38,6 +40,11 @@ def export_programs(run: Any, paths: tuple[str, ...]) -> list[Finding]:
         run.errors.append(str(exc))
         return []
     run.reports.extend((Path(label), report) for label, report in done.reports)
+    for label, report in done.reports:  # a rule that raised: its findings are missing
+        for failure in report.internal_errors:
+            if run.verbose:
+                click.echo(failure.traceback, err=True)
+            run.errors.append(failure.describe(label))
     run.archives.update({Path(label): path for label, path in done.archives.items()})
     run.export_summary = _summary(done)
     run.exported_programs = len(done.reports)
