@@ -247,3 +247,34 @@ def test_a_rule_that_raises_on_an_exported_program_is_an_internal_error(project,
     result = CliRunner().invoke(check_command, ["--export"])
     assert result.exit_code == 2
     assert "internal error in CML201" in result.output
+
+
+def test_a_program_declared_at_ios_18_answers_the_source_rule_on_its_lines(project, monkeypatch):
+    """The hook lints the staged model source at the project's ios and the program at its
+    own: on a line the program ran, the program's silence is the answer (no CML201)."""
+    from click.testing import CliRunner
+
+    from coreml_lint.cli.check import check_command
+
+    (project / "pyproject.toml").write_text(
+        "[tool.coreml-lint]\nios = 17\n[[tool.coreml-lint.program]]\n"
+        'module = "models/branchy.py:Branchy"\ninputs = ["float32[2, 3]"]\nios = 18\n'
+    )
+    model = project / "models" / "branchy.py"
+    model.write_text(
+        "import torch\n\n\n"
+        "class Branchy(torch.nn.Module):\n"
+        "    def __init__(self):\n        super().__init__()\n"
+        "        self.register_buffer('c', torch.zeros(2, 3))\n"
+        "    def forward(self, x):\n        self.c.add_(x)  # declared\n        return self.c\n\n\n"
+        "class Other(torch.nn.Module):\n"
+        "    def __init__(self):\n        super().__init__()\n"
+        "        self.register_buffer('c', torch.zeros(2, 3))\n"
+        "    def forward(self, x):\n        self.c.add_(x)  # not declared\n        return self.c\n"
+    )
+    monkeypatch.chdir(project)
+    result = CliRunner().invoke(
+        check_command, ["--export", "--output-format", "concise", str(model)]
+    )
+    flagged = [line for line in result.output.splitlines() if "CML201" in line]
+    assert len(flagged) == 1 and f":{_line(model, '# not declared')}:" in flagged[0], result.output

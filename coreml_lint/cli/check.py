@@ -86,6 +86,7 @@ class CheckRun:
     export_summary: str | None = None
     exported_programs: int = 0
     archives: dict[Path, Path] = field(default_factory=dict)  # an --export label: its .pt2
+    export_traced: set[tuple[Path, int]] = field(default_factory=set)  # lines programs ran
 
     @property
     def fixing(self) -> bool:
@@ -106,7 +107,7 @@ class CheckRun:
             if self.export:
                 from coreml_lint.cli.export import merged
 
-                self.findings = merged(self.findings, program_findings)
+                self.findings = merged(self.findings, program_findings, self.export_traced)
             else:
                 self.findings.extend(program_findings)
 

@@ -33,7 +33,7 @@ from coreml_lint.program.graph import Graph
 from coreml_lint.program.pt2 import read_pt2_stream
 from coreml_lint.rules.cml002_export_failed import export_failed
 
-_FRAME_PATH = re.compile(r'File "(?P<path>[^"]+)", line \d+')
+_FRAME_PATH = re.compile(r'File "(?P<path>[^"]+)", line (?P<line>\d+)')
 
 
 @dataclass
@@ -46,6 +46,7 @@ class ExportRun:
     exported: list[str] = field(default_factory=list)  # declarations exported now
     skipped: list[str] = field(default_factory=list)  # not among the changed files' programs
     archives: dict[str, Path] = field(default_factory=dict)  # label: its .pt2 in the cache
+    traced: set[tuple[Path, int]] = field(default_factory=set)  # model lines a node came from
 
 
 def run_exports(config: LintConfig, changed: list[Path] | None = None) -> ExportRun:
@@ -150,6 +151,7 @@ def _lint(
                 info = graph.tensors.get(name)
                 if info is not None:
                     info.requires_grad = requires_grad
+            run.traced.update(_traced_lines(graph))
             report = lint_graph(graph, config)
             report.findings = [f for f in report.findings if _selected(f, config, decl.root)]
             run.reports.append((label, report))
@@ -158,6 +160,15 @@ def _lint(
         finding = _failure_finding(decl, Failure(**entry.failure))
         if _selected(finding, config, decl.root) and not _suppressed(finding):
             run.findings.append(finding)
+
+
+def _traced_lines(graph: Graph) -> set[tuple[Path, int]]:
+    """Every (file, line) a node's stack trace names: the model lines the program ran."""
+    return {
+        (Path(match.group("path")).resolve(), int(match.group("line")))
+        for node in graph.nodes
+        for match in _FRAME_PATH.finditer(node.stack_trace or "")
+    }
 
 
 def _label(decl: ProgramDecl, program: CachedProgram) -> str:
