@@ -278,3 +278,21 @@ def test_a_program_declared_at_ios_18_answers_the_source_rule_on_its_lines(proje
     )
     flagged = [line for line in result.output.splitlines() if "CML201" in line]
     assert len(flagged) == 1 and f":{_line(model, '# not declared')}:" in flagged[0], result.output
+
+
+def test_an_upgraded_library_the_export_imported_exports_again(project, monkeypatch):
+    """A model built from a library's code (transformers) changes with its version, and no
+    project file says so: the versions of the distributions an export imported are in
+    the key."""
+    from importlib import metadata
+
+    from coreml_lint.exporting import cache
+
+    config = load_config(project / "pyproject.toml")
+    run_exports(config)
+    assert run_exports(config).hits
+    real = metadata.version
+    monkeypatch.setattr(
+        cache.metadata, "version", lambda d: "999.0" if d == "sympy" else real(d), raising=True
+    )
+    assert run_exports(config).exported == ["models/decoder.py:make_programs"]

@@ -25,6 +25,7 @@ from coreml_lint.engine.program import ProgramReport, lint_graph
 from coreml_lint.exporting.build import (
     Failure,
     export_declared,
+    imported_distributions,
     imported_project_files,
     is_project_file,
 )
@@ -62,7 +63,7 @@ def run_exports(config: LintConfig, changed: list[Path] | None = None) -> Export
         if touched is not None and entry is not None and not touched & _paths(entry):
             run.skipped.append(decl.label)
             continue
-        key = content_key(decl, entry.sources) if entry is not None else None
+        key = content_key(decl, entry.sources, entry.distributions) if entry else None
         blobs = _cached_blobs(cache, entry) if entry is not None and key == entry.key else None
         if blobs is not None and entry is not None:
             run.hits.append(decl.label)
@@ -112,9 +113,9 @@ def _export(decl: ProgramDecl, cache: ExportCache) -> tuple[Entry, dict[str, byt
         blobs[item.name] = item.archive
     if failure is not None:
         sources.update(failure.frames)
-    listed = sorted(sources)
-    key = content_key(decl, listed) or ""
-    entry = Entry(key, listed, programs, vars(failure) if failure else None)
+    listed, dists = sorted(sources), imported_distributions()
+    key = content_key(decl, listed, dists) or ""
+    entry = Entry(key, listed, programs, vars(failure) if failure else None, dists)
     cache.store(decl, entry, blobs)
     return entry, blobs
 
