@@ -296,3 +296,18 @@ def test_an_upgraded_library_the_export_imported_exports_again(project, monkeypa
         cache.metadata, "version", lambda d: "999.0" if d == "sympy" else real(d), raising=True
     )
     assert run_exports(config).exported == ["models/decoder.py:make_programs"]
+
+
+def test_with_fix_a_source_and_a_program_finding_on_one_line_are_one(project, monkeypatch):
+    """The hook with `args: [--fix]`: CML201 at the cache write, once, not twice."""
+    from click.testing import CliRunner
+
+    from coreml_lint.cli.check import check_command
+
+    monkeypatch.chdir(project)
+    model = project / "models" / "decoder.py"
+    result = CliRunner().invoke(
+        check_command, ["--export", "--fix", "--output-format", "concise", str(model)]
+    )
+    flagged = [line for line in result.output.splitlines() if " CML201 " in line]
+    assert len(flagged) == 1 and f":{_line(model, 'index_copy_')}" in flagged[0], result.output

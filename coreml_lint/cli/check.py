@@ -98,18 +98,21 @@ class CheckRun:
         program_findings = self._lint_programs(paths)
         sources = [f for f in self.files if f.suffix in SOURCE_SUFFIXES]
         if self.fixing:
-            self._fix_sources(sources, program_findings)
+            self._fix_sources(sources, program_findings)  # what is left, of both kinds
+            of_programs = {id(f) for f in program_findings}
+            program_findings = [f for f in self.findings if id(f) in of_programs]
+            self.findings = [f for f in self.findings if id(f) not in of_programs]
         else:
             for found, error in lint_files(sources, self.config):
                 self.findings.extend(found)
                 if error:
                     self.errors.append(error)
-            if self.export:
-                from coreml_lint.cli.export import merged
+        if self.export:  # a source finding and a program finding on one line are one
+            from coreml_lint.cli.export import merged
 
-                self.findings = merged(self.findings, program_findings, self.export_traced)
-            else:
-                self.findings.extend(program_findings)
+            self.findings = merged(self.findings, program_findings, self.export_traced)
+        else:
+            self.findings.extend(program_findings)
 
     def _lint_programs(self, paths: tuple[str, ...] = ()) -> list[Finding]:
         found: list[Finding] = []
