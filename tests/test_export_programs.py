@@ -311,3 +311,11 @@ def test_with_fix_a_source_and_a_program_finding_on_one_line_are_one(project, mo
     )
     flagged = [line for line in result.output.splitlines() if " CML201 " in line]
     assert len(flagged) == 1 and f":{_line(model, 'index_copy_')}" in flagged[0], result.output
+
+
+@pytest.mark.parametrize("index", ['{"format": 2, "entries": []}', "[]", "{", '{"format": 2}'])
+def test_a_damaged_cache_index_means_export_again(project, index):
+    (project / ".coreml-lint-cache" / "export").mkdir(parents=True)
+    (project / ".coreml-lint-cache" / "export" / "index.json").write_text(index)
+    done = run_exports(load_config(project / "pyproject.toml"))
+    assert done.exported == ["models/decoder.py:make_programs"]

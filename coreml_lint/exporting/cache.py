@@ -109,7 +109,8 @@ class ExportCache:
         if self._index is None:
             try:
                 data = json.loads(self.index_path.read_text(encoding="utf-8"))
-                self._index = data if data.get("format") == FORMAT else {}
+                usable = data.get("format") == FORMAT and isinstance(data.get("entries"), dict)
+                self._index = data if usable else {}
             except (OSError, ValueError, AttributeError):
                 self._index = {}  # no cache, or a damaged one: export again
         return self._index
