@@ -14,7 +14,8 @@ that nothing is reported that export would not do:
   conv's ``tail``) it is state (both measured);
 - writes under a test of ``self.training`` or a tracing/scripting check, in either branch:
   an exported (eval) model does not run the training one (BatchNorm's running
-  statistics), and which one that is (``if not self.training:``) is left unread.
+  statistics), and which one that is (``if not self.training:``) is left unread. Nor do
+  the methods called only there, nor what follows ``if not self.training: return ...``.
 """
 
 from __future__ import annotations
