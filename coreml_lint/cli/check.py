@@ -512,7 +512,7 @@ def _refuse_silent_check(options: dict[str, Any]) -> None:
         else "--diff"
         if options["diff"]
         else options["output_format"]
-        if options["output_format"] in ("github", "sarif")
+        if options["output_format"] not in ("full", "concise", "json", "html")
         else None
     )
     if silent:
