@@ -156,7 +156,12 @@ def test_tanh_gelu_rewrite_says_what_it_makes():
 
 
 def test_check_advice_is_refused_where_it_would_print_nothing(demo_program):
-    for extra in (["--statistics"], ["--output-format", "github"], ["--diff"]):
+    for extra in (
+        ["--statistics"],
+        ["--output-format", "github"],
+        ["--diff"],
+        ["--output-format", "model-explorer"],
+    ):
         done = _run(str(demo_program), "--check-advice", *extra)
         assert done.returncode == 2 and "--check-advice reports in" in done.stderr, extra
         assert "Traceback" not in done.stderr

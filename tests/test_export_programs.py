@@ -195,3 +195,127 @@ def test_a_factory_may_export_itself_and_a_table_may_declare_dynamic_shapes(proj
     (_, factory), (_, table) = done.reports
     assert all(isinstance(d, int) for t in factory.graph.tensors.values() for d in t.shape)
     assert any(isinstance(d, str) for t in table.graph.tensors.values() for d in t.shape)
+
+
+def test_a_failed_import_is_built_again_once_the_imported_file_is_fixed(project):
+    """A syntax error in a module the model imports names no project frame of that module:
+    serving the cached failure would report it after the fix."""
+    (project / "models" / "helper.py").write_text("def scale(x)\n    return x * 2\n")
+    decoder = project / "models" / "decoder.py"
+    decoder.write_text("from models.helper import scale  # noqa: F401\n" + decoder.read_text())
+    config = load_config(project / "pyproject.toml")
+    assert [f.code for f in run_exports(config).findings] == ["CML002"]
+    (project / "models" / "helper.py").write_text("def scale(x):\n    return x * 2\n")
+    fixed = run_exports(config, [project / "models" / "helper.py"])
+    assert fixed.exported == ["models/decoder.py:make_programs"]
+    assert [f.code for f in fixed.findings] == ["CML201"]
+
+
+def test_check_advice_lowers_the_exported_program_from_the_cache(project, monkeypatch):
+    """--check-advice with --export lowers the cached .pt2, not a file named by the label."""
+    from click.testing import CliRunner
+
+    from coreml_lint.cli.check import check_command
+    from coreml_lint.lowering import check as lowering_check
+
+    lowered = []
+
+    def lower(path, settings):
+        lowered.append(Path(path))
+        return {"outcome": "lowers to a .pte", "lowers": True}
+
+    monkeypatch.setattr(lowering_check, "lower_with_stock_partitioner", lower)
+    monkeypatch.chdir(project)
+    result = CliRunner().invoke(check_command, ["--export", "--check-advice"])
+    assert "checked with the stock lowering: lowers to a .pte" in result.output
+    (archive,) = lowered
+    assert archive.is_file() and archive.parent.name == "export" and archive.suffix == ".pt2"
+
+
+def test_a_rule_that_raises_on_an_exported_program_is_an_internal_error(project, monkeypatch):
+    """Its findings are missing: the run must not pass (exit 2), as for a .pt2 given."""
+    from click.testing import CliRunner
+
+    from coreml_lint.cli.check import check_command
+    from coreml_lint.rules.cml201_state_below_ios18 import StateBelowIOS18
+
+    def broken(self, ctx):
+        raise KeyError("x")
+
+    monkeypatch.setattr(StateBelowIOS18, "check", broken)
+    monkeypatch.chdir(project)
+    result = CliRunner().invoke(check_command, ["--export"])
+    assert result.exit_code == 2
+    assert "internal error in CML201" in result.output
+
+
+def test_a_program_declared_at_ios_18_answers_the_source_rule_on_its_lines(project, monkeypatch):
+    """The hook lints the staged model source at the project's ios and the program at its
+    own: on a line the program ran, the program's silence is the answer (no CML201)."""
+    from click.testing import CliRunner
+
+    from coreml_lint.cli.check import check_command
+
+    (project / "pyproject.toml").write_text(
+        "[tool.coreml-lint]\nios = 17\n[[tool.coreml-lint.program]]\n"
+        'module = "models/branchy.py:Branchy"\ninputs = ["float32[2, 3]"]\nios = 18\n'
+    )
+    model = project / "models" / "branchy.py"
+    model.write_text(
+        "import torch\n\n\n"
+        "class Branchy(torch.nn.Module):\n"
+        "    def __init__(self):\n        super().__init__()\n"
+        "        self.register_buffer('c', torch.zeros(2, 3))\n"
+        "    def forward(self, x):\n        self.c.add_(x)  # declared\n        return self.c\n\n\n"
+        "class Other(torch.nn.Module):\n"
+        "    def __init__(self):\n        super().__init__()\n"
+        "        self.register_buffer('c', torch.zeros(2, 3))\n"
+        "    def forward(self, x):\n        self.c.add_(x)  # not declared\n        return self.c\n"
+    )
+    monkeypatch.chdir(project)
+    result = CliRunner().invoke(
+        check_command, ["--export", "--output-format", "concise", str(model)]
+    )
+    flagged = [line for line in result.output.splitlines() if "CML201" in line]
+    assert len(flagged) == 1 and f":{_line(model, '# not declared')}:" in flagged[0], result.output
+
+
+def test_an_upgraded_library_the_export_imported_exports_again(project, monkeypatch):
+    """A model built from a library's code (transformers) changes with its version, and no
+    project file says so: the versions of the distributions an export imported are in
+    the key."""
+    from importlib import metadata
+
+    from coreml_lint.exporting import cache
+
+    config = load_config(project / "pyproject.toml")
+    run_exports(config)
+    assert run_exports(config).hits
+    real = metadata.version
+    monkeypatch.setattr(
+        cache.metadata, "version", lambda d: "999.0" if d == "sympy" else real(d), raising=True
+    )
+    assert run_exports(config).exported == ["models/decoder.py:make_programs"]
+
+
+def test_with_fix_a_source_and_a_program_finding_on_one_line_are_one(project, monkeypatch):
+    """The hook with `args: [--fix]`: CML201 at the cache write, once, not twice."""
+    from click.testing import CliRunner
+
+    from coreml_lint.cli.check import check_command
+
+    monkeypatch.chdir(project)
+    model = project / "models" / "decoder.py"
+    result = CliRunner().invoke(
+        check_command, ["--export", "--fix", "--output-format", "concise", str(model)]
+    )
+    flagged = [line for line in result.output.splitlines() if " CML201 " in line]
+    assert len(flagged) == 1 and f":{_line(model, 'index_copy_')}" in flagged[0], result.output
+
+
+@pytest.mark.parametrize("index", ['{"format": 2, "entries": []}', "[]", "{", '{"format": 2}'])
+def test_a_damaged_cache_index_means_export_again(project, index):
+    (project / ".coreml-lint-cache" / "export").mkdir(parents=True)
+    (project / ".coreml-lint-cache" / "export" / "index.json").write_text(index)
+    done = run_exports(load_config(project / "pyproject.toml"))
+    assert done.exported == ["models/decoder.py:make_programs"]

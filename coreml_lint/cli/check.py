@@ -87,6 +87,8 @@ class CheckRun:
     export: bool = False  # --export: lint the declared programs too (cli/export.py)
     export_summary: str | None = None
     exported_programs: int = 0
+    archives: dict[Path, Path] = field(default_factory=dict)  # an --export label: its .pt2
+    export_traced: set[tuple[Path, int]] = field(default_factory=set)  # lines programs ran
 
     @property
     def fixing(self) -> bool:
@@ -102,18 +104,21 @@ class CheckRun:
         program_findings = self._lint_programs(paths)
         sources = [f for f in self.files if f.suffix in SOURCE_SUFFIXES]
         if self.fixing:
-            self._fix_sources(sources, program_findings)
+            self._fix_sources(sources, program_findings)  # what is left, of both kinds
+            of_programs = {id(f) for f in program_findings}
+            program_findings = [f for f in self.findings if id(f) in of_programs]
+            self.findings = [f for f in self.findings if id(f) not in of_programs]
         else:
             for found, error in lint_files(sources, self.config):
                 self.findings.extend(found)
                 if error:
                     self.errors.append(error)
-            if self.export:
-                from coreml_lint.cli.export import merged
+        if self.export:  # a source finding and a program finding on one line are one
+            from coreml_lint.cli.export import merged
 
-                self.findings = merged(self.findings, program_findings)
-            else:
-                self.findings.extend(program_findings)
+            self.findings = merged(self.findings, program_findings, self.export_traced)
+        else:
+            self.findings.extend(program_findings)
 
     def _lint_programs(self, paths: tuple[str, ...] = ()) -> list[Finding]:
         if self.methods:
@@ -270,8 +275,10 @@ def unfixed_reason(finding: Finding, unsafe_at: set[tuple[Path, str, int]], unsa
         return f"its model source {loc.path} is not a Python file on disk"
     if (Path(loc.path).resolve(), finding.code, loc.line) in unsafe_at and not unsafe:
         return "the fix may change numerics: --unsafe-fixes"
+    from coreml_lint.rulekit.rule import Rule
+
     rule = rule_by_code(finding.code)
-    if rule is None or rule.source_pattern is None:
+    if rule is None or rule.transform is Rule.transform:  # flagged in source, maybe, not fixed
         return f"{finding.code} has no source fix: change the model as its fix says"
     return (
         f"the source at line {loc.line} is not the pattern {finding.code}'s source fix "
@@ -564,7 +571,7 @@ def _refuse_silent_check(options: dict[str, Any]) -> None:
         else "--diff"
         if options["diff"]
         else options["output_format"]
-        if options["output_format"] in ("github", "sarif")
+        if options["output_format"] not in ("full", "concise", "json", "html")
         else None
     )
     if silent:
@@ -590,6 +597,7 @@ def check_advice(run: CheckRun) -> None:
         return
     for file, report in run.reports:
         if report.advice is not None:
-            report.advice.checked = lower_with_stock_partitioner(file, report.advice.settings)
+            archive = run.archives.get(file, file)  # --export's programs are in its cache
+            report.advice.checked = lower_with_stock_partitioner(archive, report.advice.settings)
         else:
             click.echo(f"note: {file}: no partitioner advice to check (nothing lowered)", err=True)

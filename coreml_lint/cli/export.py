@@ -7,6 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import click
+
 from coreml_lint.core.errors import InputError
 from coreml_lint.core.findings import Finding
 
@@ -38,6 +40,13 @@ def export_programs(run: Any, paths: tuple[str, ...]) -> list[Finding]:
         run.errors.append(str(exc))
         return []
     run.reports.extend((Path(label), report) for label, report in done.reports)
+    for label, report in done.reports:  # a rule that raised: its findings are missing
+        for failure in report.internal_errors:
+            if run.verbose:
+                click.echo(failure.traceback, err=True)
+            run.errors.append(failure.describe(label))
+    run.archives.update({Path(label): path for label, path in done.archives.items()})
+    run.export_traced = done.traced
     run.export_summary = _summary(done)
     run.exported_programs = len(done.reports)
     return done.findings
@@ -54,22 +63,35 @@ def _summary(done: Any) -> str:
     return "--export: " + ("; ".join(parts) or "nothing to do")
 
 
-def merged(source: list[Finding], program: list[Finding]) -> list[Finding]:
+def merged(
+    source: list[Finding], program: list[Finding], traced: set[tuple[Path, int]] = frozenset()
+) -> list[Finding]:
     """Source findings and program findings, one per (code, file, line): the program's
-    finding is kept (the program is the evidence), with the source finding's fix."""
+    finding is kept (the program is the evidence), with the source finding's fix. On a line
+    an exported program ran (``traced``), a rule that checks programs is answered by the
+    program: its source finding there is dropped when the program has none (the program was
+    linted with its own declared ``ios``, the source with the project's)."""
     at_program = {_line_key(f) for f in program} - {None}
     kept, twins = [], {}
     for finding in source:
         key = _line_key(finding)
         if key in at_program:
             twins[key] = finding
-        else:
+        elif key is None or (key[1], key[2]) not in traced or not _checks_programs(key[0]):
             kept.append(finding)
     for finding in program:
         twin = twins.get(_line_key(finding))
         if twin is not None and finding.edit is None:
             finding.edit = twin.edit
     return kept + program
+
+
+def _checks_programs(code: str) -> bool:
+    from coreml_lint.rulekit.rule import Rule
+    from coreml_lint.rules import rule_by_code
+
+    rule = rule_by_code(code)
+    return rule is not None and rule.check is not Rule.check
 
 
 def _line_key(finding: Finding) -> tuple[str, Path, int] | None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from coreml_lint.core.files import write_atomically
 from coreml_lint.engine.source import lint_source
 from coreml_lint.rulekit.rule import Rule
 from coreml_lint.rules import all_rules
@@ -90,7 +91,7 @@ def main(argv: list[str]) -> int:
     text = path.read_text(encoding="utf-8")
     new = updated(text)
     if new != text:
-        path.write_text(new, encoding="utf-8")
+        write_atomically(path, new)
         print(f"{path}: rule tables updated")
     return 0
 

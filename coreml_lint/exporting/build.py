@@ -66,6 +66,17 @@ def imported_project_files(root: Path) -> set[str]:
     return found
 
 
+def imported_distributions() -> list[str]:
+    """The installed distributions this process has imported modules of (torch,
+    transformers, ...): a program built from a library's model code changes with the
+    library's version, and no project file says so."""
+    from importlib import metadata
+
+    owners = metadata.packages_distributions()
+    tops = {name.split(".")[0] for name in list(sys.modules)}
+    return sorted({dist for top in tops for dist in owners.get(top, ())})
+
+
 def require_torch() -> Any:
     try:
         import torch

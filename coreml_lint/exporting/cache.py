@@ -2,9 +2,10 @@
 ruff's ``.ruff_cache/``).
 
 Each declaration's entry is keyed by the hash of the source files its last export's stack
-traces went through (and the declaring file), the declaration itself and the stack's
-versions. Working the key out reads those files and nothing else: no torch, no model code,
-so a commit that changes none of them costs a hash of a few files.
+traces went through (and the declaring file), the declaration itself, and the versions of
+the installed distributions the export imported (torch, transformers, ...). Working the key
+out reads those files and the distributions' metadata and nothing else: no torch, no model
+code, so a commit that changes none of them costs a hash of a few files.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from coreml_lint.core.programs import ProgramDecl
 from coreml_lint.core.version import __version__
 
 CACHE_DIR = ".coreml-lint-cache"
-FORMAT = 1
+FORMAT = 2  # 2: the imported distributions' versions are in the key
 
 
 @dataclass
@@ -40,6 +41,7 @@ class Entry:
     sources: list[str]
     programs: list[CachedProgram] = field(default_factory=list)
     failure: dict[str, Any] | None = None  # CML002's fields, when it failed
+    distributions: list[str] = field(default_factory=list)  # installed ones it imported
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -47,6 +49,7 @@ class Entry:
             "sources": self.sources,
             "programs": [vars(p) for p in self.programs],
             "failure": self.failure,
+            "distributions": self.distributions,
         }
 
     @classmethod
@@ -56,6 +59,7 @@ class Entry:
             sources=[str(s) for s in data["sources"]],
             programs=[CachedProgram(**p) for p in data.get("programs", [])],
             failure=data.get("failure"),
+            distributions=[str(d) for d in data.get("distributions", [])],
         )
 
 
@@ -70,10 +74,15 @@ def versions() -> str:
     return "; ".join(parts)
 
 
-def content_key(decl: ProgramDecl, sources: list[str]) -> str | None:
-    """The key of ``decl`` built from ``sources`` as they are now; None when one of them
-    is gone (the program must be exported again)."""
+def content_key(decl: ProgramDecl, sources: list[str], distributions: list[str] = ()) -> str | None:
+    """The key of ``decl`` built from ``sources`` and ``distributions`` as they are now;
+    None when one of the sources is gone (the program must be exported again)."""
     digest = hashlib.sha256(f"{FORMAT}\n{decl.identity()}\n{versions()}\n".encode())
+    for dist in sorted(set(distributions)):
+        try:
+            digest.update(f"{dist} {metadata.version(dist)}\n".encode())
+        except metadata.PackageNotFoundError:
+            digest.update(f"{dist} missing\n".encode())
     for source in sorted(set(sources)):
         try:
             data = Path(source).read_bytes()
@@ -100,7 +109,8 @@ class ExportCache:
         if self._index is None:
             try:
                 data = json.loads(self.index_path.read_text(encoding="utf-8"))
-                self._index = data if data.get("format") == FORMAT else {}
+                usable = data.get("format") == FORMAT and isinstance(data.get("entries"), dict)
+                self._index = data if usable else {}
             except (OSError, ValueError, AttributeError):
                 self._index = {}  # no cache, or a damaged one: export again
         return self._index

@@ -4,7 +4,8 @@ A program's findings are the ``.pt2`` path's findings: the same engine, codes, n
 model source lines the stack traces point to) and configuration. What the run was given
 decides which declarations it looks at: with no paths, every one; with paths (the files a
 commit changes), only those whose last export went through one of them, and those never
-exported yet (their sources are not known until they are).
+exported yet (their sources are not known until they are), and those whose building failed
+(an import error's fix may be in a file no source list names).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from coreml_lint.engine.program import ProgramReport, lint_graph
 from coreml_lint.exporting.build import (
     Failure,
     export_declared,
+    imported_distributions,
     imported_project_files,
     is_project_file,
 )
@@ -32,7 +34,7 @@ from coreml_lint.program.graph import Graph
 from coreml_lint.program.pt2 import read_pt2_stream
 from coreml_lint.rules.cml002_export_failed import export_failed
 
-_FRAME_PATH = re.compile(r'File "(?P<path>[^"]+)", line \d+')
+_FRAME_PATH = re.compile(r'File "(?P<path>[^"]+)", line (?P<line>\d+)')
 
 
 @dataclass
@@ -44,6 +46,8 @@ class ExportRun:
     hits: list[str] = field(default_factory=list)  # declarations answered by the cache
     exported: list[str] = field(default_factory=list)  # declarations exported now
     skipped: list[str] = field(default_factory=list)  # not among the changed files' programs
+    archives: dict[str, Path] = field(default_factory=dict)  # label: its .pt2 in the cache
+    traced: set[tuple[Path, int]] = field(default_factory=set)  # model lines a node came from
 
 
 def run_exports(config: LintConfig, changed: list[Path] | None = None) -> ExportRun:
@@ -55,11 +59,11 @@ def run_exports(config: LintConfig, changed: list[Path] | None = None) -> Export
         if not decl.path.is_file():
             raise InputError(f"{decl.spelling}: no such file (declared in [tool.coreml-lint])")
         cache = caches.setdefault(decl.root, ExportCache(decl.root))
-        entry = cache.entry(decl)
+        entry = _settled(cache.entry(decl))
         if touched is not None and entry is not None and not touched & _paths(entry):
             run.skipped.append(decl.label)
             continue
-        key = content_key(decl, entry.sources) if entry is not None else None
+        key = content_key(decl, entry.sources, entry.distributions) if entry else None
         blobs = _cached_blobs(cache, entry) if entry is not None and key == entry.key else None
         if blobs is not None and entry is not None:
             run.hits.append(decl.label)
@@ -67,7 +71,19 @@ def run_exports(config: LintConfig, changed: list[Path] | None = None) -> Export
             entry, blobs = _export(decl, cache)
             run.exported.append(decl.label)
         _lint(decl, entry, blobs, config, run)
+        for program in entry.programs:
+            run.archives[_label(decl, program)] = cache.folder / program.file
     return run
+
+
+def _settled(entry: Entry | None) -> Entry | None:
+    """The entry, unless building the program failed: the fix for an import that failed can
+    be in a file no source list names (a module not found, a syntax error in the module
+    being imported) or in the environment (a package installed), so such a declaration is
+    built again on every run until it builds."""
+    if entry is not None and entry.failure and entry.failure.get("stage") == "building":
+        return None
+    return entry
 
 
 def _paths(entry: Entry) -> set[Path]:
@@ -97,9 +113,9 @@ def _export(decl: ProgramDecl, cache: ExportCache) -> tuple[Entry, dict[str, byt
         blobs[item.name] = item.archive
     if failure is not None:
         sources.update(failure.frames)
-    listed = sorted(sources)
-    key = content_key(decl, listed) or ""
-    entry = Entry(key, listed, programs, vars(failure) if failure else None)
+    listed, dists = sorted(sources), imported_distributions()
+    key = content_key(decl, listed, dists) or ""
+    entry = Entry(key, listed, programs, vars(failure) if failure else None, dists)
     cache.store(decl, entry, blobs)
     return entry, blobs
 
@@ -130,12 +146,13 @@ def _lint(
     if decl.ios is not None:
         config = config.with_partitioner(minimum_deployment_target=decl.ios)
     for program in entry.programs:
-        label = program.name if decl.kind == "module" else f"{decl.spelling}[{program.name}]"
+        label = _label(decl, program)
         for graph in read_pt2_stream(io.BytesIO(blobs[program.name]), label):
             for name, requires_grad in program.grad.items():
                 info = graph.tensors.get(name)
                 if info is not None:
                     info.requires_grad = requires_grad
+            run.traced.update(_traced_lines(graph))
             report = lint_graph(graph, config)
             report.findings = [f for f in report.findings if _selected(f, config, decl.root)]
             run.reports.append((label, report))
@@ -144,6 +161,19 @@ def _lint(
         finding = _failure_finding(decl, Failure(**entry.failure))
         if _selected(finding, config, decl.root) and not _suppressed(finding):
             run.findings.append(finding)
+
+
+def _traced_lines(graph: Graph) -> set[tuple[Path, int]]:
+    """Every (file, line) a node's stack trace names: the model lines the program ran."""
+    return {
+        (Path(match.group("path")).resolve(), int(match.group("line")))
+        for node in graph.nodes
+        for match in _FRAME_PATH.finditer(node.stack_trace or "")
+    }
+
+
+def _label(decl: ProgramDecl, program: CachedProgram) -> str:
+    return program.name if decl.kind == "module" else f"{decl.spelling}[{program.name}]"
 
 
 def _selected(finding: Finding, config: LintConfig, root: Path) -> bool:

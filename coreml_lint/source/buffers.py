@@ -14,7 +14,8 @@ that nothing is reported that export would not do:
   conv's ``tail``) it is state (both measured);
 - writes under a test of ``self.training`` or a tracing/scripting check, in either branch:
   an exported (eval) model does not run the training one (BatchNorm's running
-  statistics), and which one that is (``if not self.training:``) is left unread.
+  statistics), and which one that is (``if not self.training:``) is left unread. Nor do
+  the methods called only there, nor what follows ``if not self.training: return ...``.
 """
 
 from __future__ import annotations
@@ -103,7 +104,7 @@ def _reached_from_forward(cls: ast.ClassDef) -> list[ast.FunctionDef]:
         if name in seen or name not in methods:
             continue
         seen.add(name)
-        for node in ast.walk(methods[name]):
+        for node in _walk_exported(methods[name]):  # not a method called only in training
             if isinstance(node, ast.Call):
                 called = _self_attribute(node.func)
                 if called in methods:
@@ -114,7 +115,7 @@ def _reached_from_forward(cls: ast.ClassDef) -> list[ast.FunctionDef]:
 def _walk_exported(function: ast.AST) -> Iterator[ast.AST]:
     """The nodes of ``function`` outside ``if`` statements on training or tracing, and
     outside nested functions and classes."""
-    stack = list(ast.iter_child_nodes(function))
+    stack = _exported_children(function)
     while stack:
         node = stack.pop()
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
@@ -122,7 +123,39 @@ def _walk_exported(function: ast.AST) -> Iterator[ast.AST]:
         if isinstance(node, ast.If) and _names_not_exported(node.test):
             continue  # which branch export takes (`if not self.training`) is not said here
         yield node
-        stack.extend(ast.iter_child_nodes(node))
+        stack.extend(_exported_children(node))
+
+
+def _exported_children(node: ast.AST) -> list[ast.AST]:
+    """The child nodes of ``node``, but in a block, none after an ``if`` on training or
+    tracing that returns or raises (``if not self.training: return x``): what follows it
+    may run in one mode only, and which one is not always plain (``if self.training:
+    return x`` leaves the rest to eval, and the rest is kept)."""
+    children: list[ast.AST] = []
+    for value in (value for _, value in ast.iter_fields(node)):
+        if isinstance(value, ast.AST):
+            children.append(value)
+            continue
+        for child in value if isinstance(value, list) else ():
+            if isinstance(child, ast.AST):
+                children.append(child)
+                if isinstance(child, ast.If) and _rest_not_exported(child):
+                    break
+    return children
+
+
+def _rest_not_exported(branch: ast.If) -> bool:
+    if not _names_not_exported(branch.test):
+        return False
+    body, orelse = _ends(branch.body), _ends(branch.orelse)
+    test = branch.test
+    if _self_attribute(test) == "training":  # `if self.training:` ... the rest is eval's
+        return orelse
+    return body or orelse
+
+
+def _ends(block: list[ast.stmt]) -> bool:
+    return bool(block) and isinstance(block[-1], (ast.Return, ast.Raise))
 
 
 def _names_not_exported(test: ast.AST) -> bool:

@@ -20,6 +20,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from coreml_lint.core.files import write_atomically
+
 # The table is an artifact of this room that the light layer reads: it lives with its reader.
 TABLE_PATH = Path(__file__).parents[1] / "program" / "data" / "optable.json"
 
@@ -115,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{args.output} is stale: regenerate it", file=sys.stderr)
             return 1
         return 0
-    args.output.write_text(text)
+    write_atomically(args.output, text)
     print(f"wrote {args.output}")
     return 0
 
