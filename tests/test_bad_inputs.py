@@ -174,3 +174,46 @@ def test_subprocess_prints_no_traceback(tmp_path):
     result = subprocess.run([str(exe), str(path)], capture_output=True, text=True, check=False)
     assert result.returncode == 2
     assert result.stderr.strip() == f"error: {path}: not a .pt2 archive (not a zip file)"
+
+
+@pytest.mark.parametrize("where", ["under-a-file", "read-only"])
+def test_an_output_path_that_cannot_be_written_is_one_line_naming_it(where, tmp_path, capsys):
+    import os
+
+    if where == "read-only" and os.geteuid() == 0:
+        pytest.skip("root writes into read-only folders")
+    program = tmp_path / "gelu.pt2"
+    program.write_bytes(_archive("gelu-tanh"))
+    if where == "under-a-file":
+        target = program / "report.json"
+    else:
+        folder = tmp_path / "locked"
+        folder.mkdir(mode=0o500)
+        target = folder / "report.json"
+    code = main([str(program), "--output-format", "json", "-o", str(target)])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1
+    assert err.startswith(f"error: {target}: cannot write") and "internal error" not in err
+
+
+@pytest.mark.parametrize("given", ["wrong-shape", "not-a-tensor-file"])
+def test_lower_refuses_inputs_that_cannot_feed_the_program_before_lowering(given, tmp_path):
+    """One line, exit 2, and no lowering: a verify that could not run after a whole
+    lowering was the old answer, with exit 0."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("executorch")
+    program = tmp_path / "gelu.pt2"
+    program.write_bytes(_archive("gelu-tanh"))
+    inputs = tmp_path / "inputs.pt"
+    if given == "wrong-shape":
+        torch.save((torch.randn(3, 3),), inputs)
+    else:
+        inputs.write_bytes(b"not a torch file")
+    exe = Path(sys.executable).with_name("coreml-lint")
+    args = [str(exe), "lower", str(program), "-o", str(tmp_path / "m.pte"), "--verify", "-q"]
+    result = subprocess.run(
+        [*args, "--inputs", str(inputs)], capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.count("\n") == 1 and result.stderr.startswith("error: --inputs: ")
+    assert not (tmp_path / "m.pte").exists()

@@ -71,6 +71,15 @@ def test_syntax_error_is_a_finding_at_its_line(tmp_path):
     assert finding.message.startswith("syntax error") and "not linted" in finding.message
 
 
+def test_a_model_file_without_any_rule_pattern_is_still_parsed(tmp_path):
+    """A syntax error is a finding whatever the file holds, once it is model code (it
+    mentions torch); the triggers only choose which rules walk a file that parses."""
+    path = tmp_path / "plain.py"
+    path.write_bytes(b"import torch\ndef f(:\n  pass\n")
+    (finding,) = lint_source_file(path)
+    assert (finding.code, finding.location.line) == ("CML001", 2)
+
+
 def test_newer_python_syntax_is_told_apart(tmp_path):
     """PEP 695 generics parse with libcst's grammar but not with this interpreter's ast."""
     import sys

@@ -133,8 +133,10 @@ def lower_command(programs: tuple[Path, ...], output: Path, **options: Any) -> N
     else:
         click.echo(result.report.render(str(output)))
     report = result.report
-    diverged = report.verify is not None and report.verify.exit_code == 1
-    sys.exit(1 if report.mil_problems or report.findings_after or diverged else 0)
+    verdict = report.verify.exit_code if report.verify is not None else 0
+    if verdict == 2:  # --verify could not judge the result: say so in the exit code too
+        sys.exit(2)
+    sys.exit(1 if report.mil_problems or report.findings_after or verdict == 1 else 0)
 
 
 def _several_methods(programs: tuple[Path, ...]) -> bool:
@@ -198,6 +200,21 @@ def _write_html(program: Path, config: Any, report: Any, path: Path) -> None:
     write_atomically(path, render_html(pages) + "\n", keep_mode=False)
 
 
+def _given_inputs(exported: Any, options: dict[str, Any]) -> Any:
+    """``--inputs`` read and checked against the program before anything is lowered: a
+    file that cannot feed it is one line, not a verify that could not run afterwards."""
+    if not options["inputs_path"]:
+        return None
+    from coreml_lint.verifier.inputs import check_given_inputs, load_inputs
+
+    try:
+        given = list(load_inputs(options["inputs_path"]))
+        check_given_inputs(exported, given)
+    except ValueError as exc:
+        fail(f"--inputs: {exc}")
+    return tuple(given)
+
+
 def _lower(
     program: Path, output: Path, settings: Any, options: dict[str, Any], progress: Any
 ) -> Any:
@@ -207,6 +224,7 @@ def _lower(
     try:
         progress(f"loading {program}")
         exported = load_program(program, options["imports"])
+        inputs = _given_inputs(exported, options)
         result = lower(
             exported,
             settings=settings,
@@ -214,7 +232,7 @@ def _lower(
             compute_units=options["compute_units"],
             progress=progress,
             verify=options["verify_result"],
-            verify_inputs=options["inputs_path"],
+            verify_inputs=inputs,
             dequantize_on_cpu=options["dequantize_on_cpu"],
         )
         progress(f"writing {output}")

@@ -14,6 +14,7 @@ import click
 from coreml_lint.cli.check import check_command, fail
 from coreml_lint.cli.lower import lower_command
 from coreml_lint.cli.verify import verify_command
+from coreml_lint.core.errors import InputError
 from coreml_lint.core.version import __version__
 from coreml_lint.rules import all_rules, rule_by_code
 
@@ -69,6 +70,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except SystemExit as exc:
         return int(exc.code or 0) if not isinstance(exc.code, str) else 2
+    except InputError as exc:  # the user's input or output path, in one line
+        click.echo(f"error: {exc}", err=True)
+        return 2
     except Exception as exc:  # never a traceback for users; --verbose shows it
         if "-v" in (argv or sys.argv) or "--verbose" in (argv or sys.argv):
             traceback.print_exc()

@@ -6,6 +6,8 @@ import os
 import tempfile
 from pathlib import Path
 
+from coreml_lint.core.errors import InputError
+
 TEMP_SUFFIX = ".coreml-lint"  # temporary files are ".<name>.<run>.<random>.coreml-lint"
 
 
@@ -25,14 +27,19 @@ def write_atomically(
     process's :func:`run_tag` by default).
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    mode = path.stat().st_mode & 0o7777 if keep_mode and path.exists() else None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        mode = path.stat().st_mode & 0o7777 if keep_mode and path.exists() else None
+        prefix = f".{path.name}.{tag or run_tag()}."
+        fd, tmp = tempfile.mkstemp(prefix=prefix, suffix=TEMP_SUFFIX, dir=path.parent)
+    except OSError as exc:  # the user's path, in one line: not an internal error
+        blocked = next((p for p in path.parents if p.exists() and not p.is_dir()), None)
+        why = f"{blocked} is not a folder" if blocked else (exc.strerror or str(exc))
+        raise InputError(f"{path}: cannot write: {why}") from None
     if mode is None:
         umask = os.umask(0)
         os.umask(umask)
         mode = 0o666 & ~umask
-    prefix = f".{path.name}.{tag or run_tag()}."
-    fd, tmp = tempfile.mkstemp(prefix=prefix, suffix=TEMP_SUFFIX, dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data.encode("utf-8") if isinstance(data, str) else data)
@@ -40,6 +47,9 @@ def write_atomically(
             os.fsync(handle.fileno())
         os.chmod(tmp, mode)
         os.replace(tmp, path)
+    except OSError as exc:
+        Path(tmp).unlink(missing_ok=True)
+        raise InputError(f"{path}: cannot write: {exc.strerror or exc}") from None
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise

@@ -62,16 +62,16 @@ def lint_source_context(
     ``tree``: ``text`` already parsed by ``ast`` (the fixer's check of a fixed file).
     Call it with the cyclic collector paused (``gc_paused``) until the context is dropped.
 
-    A file is parsed when it mentions a selected rule's trigger (so that a file that does
-    not parse is reported just as before), and walked and checked only by the rules whose
-    sharper triggers (``coreml_lint.source.triggers``) say it can hold their pattern."""
+    Every file that mentions torch or executorch is parsed (a model file that does not
+    parse is a finding, CML001, as in ruff), and walked and checked only by the rules whose
+    triggers (``coreml_lint.source.triggers``) say it can hold their pattern."""
     config = config or LintConfig()
-    selected = _selection(config, path)
-    mentioned = [r for r in _source_rules() if selected(r.code) and _mentions(r, text)]
-    if not mentioned or ("torch" not in text and "executorch" not in text):
+    if "torch" not in text and "executorch" not in text:
         return [], None
     if file_is_exempt(_head_lines(text)):
         return [], None
+    selected = _selection(config, path)
+    mentioned = [r for r in _source_rules() if selected(r.code) and _mentions(r, text)]
     rules = [r for r in mentioned if _triggered(r, text)]
     try:
         if tree is None:

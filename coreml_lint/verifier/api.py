@@ -171,7 +171,7 @@ def _suffix(name: str) -> int:
 
 
 def _resolve_inputs(ep: Any, inputs: Any) -> tuple[list[Any], list[str]]:
-    from coreml_lint.verifier.inputs import default_inputs, load_inputs
+    from coreml_lint.verifier.inputs import check_given_inputs, default_inputs, load_inputs
 
     if inputs is None:
         made, how = default_inputs(ep)
@@ -179,9 +179,7 @@ def _resolve_inputs(ep: Any, inputs: Any) -> tuple[list[Any], list[str]]:
     if isinstance(inputs, (str, Path)):
         inputs = load_inputs(inputs)
     made = list(inputs)
-    expected = sum(1 for s in ep.graph_signature.input_specs if s.kind.name == "USER_INPUT")
-    if len(made) != expected:
-        raise ValueError(f"the program takes {expected} user inputs, {len(made)} were given")
+    check_given_inputs(ep, made)
     return made, [_describe(v, "given") for v in made]
 
 

@@ -71,12 +71,41 @@ PASS_THROUGH = {
 
 def load_inputs(path: str | Path) -> tuple[Any, ...]:
     """User inputs saved with ``torch.save(tuple_of_tensors, path)`` (never unpickles code)."""
-    loaded = torch.load(path, weights_only=True)
+    try:
+        loaded = torch.load(path, weights_only=True)
+    except Exception as exc:  # not a file torch.save wrote, or it holds more than tensors
+        raise ValueError(
+            f"{path}: not a torch.save'd tuple of tensors (torch.load: {type(exc).__name__})"
+        ) from None
     if isinstance(loaded, torch.Tensor):
         return (loaded,)
     if not isinstance(loaded, (tuple, list)):
         raise ValueError(f"{path}: expected a tuple of tensors, got {type(loaded).__name__}")
     return tuple(loaded)
+
+
+def check_given_inputs(ep: ExportedProgram, given: list[Any]) -> None:
+    """Raise ``ValueError`` naming the first given input that cannot feed its placeholder
+    (another dtype, rank, or a static size that differs)."""
+    nodes = user_input_nodes(ep)
+    if len(given) != len(nodes):
+        raise ValueError(f"the program takes {len(nodes)} user inputs, {len(given)} were given")
+    for position, (value, node) in enumerate(zip(given, nodes, strict=True)):
+        val = node.meta.get("val")
+        if not isinstance(val, torch.Tensor):
+            continue
+        if not isinstance(value, torch.Tensor):
+            raise ValueError(f"input {position} ({node.name}) must be a tensor")
+        shape = list(val.shape)
+        static = all(
+            not isinstance(d, int) or d == got for d, got in zip(shape, value.shape, strict=False)
+        )
+        if value.dtype != val.dtype or value.dim() != len(shape) or not static:
+            want = [d if isinstance(d, int) else "?" for d in shape]
+            raise ValueError(
+                f"input {position} ({node.name}) is {str(value.dtype)[6:]}{list(value.shape)}; "
+                f"the program takes {str(val.dtype)[6:]}{want}"
+            )
 
 
 def user_input_nodes(ep: ExportedProgram) -> list[torch.fx.Node]:
