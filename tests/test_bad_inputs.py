@@ -217,3 +217,10 @@ def test_lower_refuses_inputs_that_cannot_feed_the_program_before_lowering(given
     assert result.returncode == 2, result.stderr
     assert result.stderr.count("\n") == 1 and result.stderr.startswith("error: --inputs: ")
     assert not (tmp_path / "m.pte").exists()
+
+
+def test_a_folder_with_nothing_to_lint_says_so(tmp_path, capsys):
+    """As ruff warns "No Python files found": nothing linted is not a pass in silence."""
+    (tmp_path / "notes.txt").write_text("no model here\n")
+    assert main([str(tmp_path)]) == 0
+    assert "no .py or .pt2 files found" in capsys.readouterr().err

@@ -96,6 +96,8 @@ class CheckRun:
 
     def run(self, paths: tuple[str, ...]) -> None:
         self.files, self.errors = collect_paths(paths)
+        if paths and not self.files and not self.errors and not self.export:
+            click.echo("warning: no .py or .pt2 files found under the given path(s)", err=True)
         self.roots = [project_root(), *(Path(p).resolve() for p in paths)]
         if self.measure:
             from coreml_lint.cli.measure import measure_programs

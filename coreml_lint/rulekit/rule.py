@@ -89,14 +89,17 @@ class Rule:
         outcome: Outcome | None = None,
         **fields: Any,
     ) -> Finding:
-        """A finding of this rule: code, name, default severity and outcome filled in."""
+        """A finding of this rule: code, name, default severity and outcome filled in.
+        ``lower`` answers errors only (it acts on the rules with an error finding), so a
+        warning never claims a lowering answer."""
+        severity = severity or cls.severity
         return Finding(
             code=cls.code,
             name=cls.name,
-            severity=severity or cls.severity,
+            severity=severity,
             outcome=outcome or cls.outcome,
             message=message,
-            lower_fixes=cls.lowers(),
+            lower_fixes=cls.lowers() and severity is Severity.ERROR,
             **fields,
         )
 

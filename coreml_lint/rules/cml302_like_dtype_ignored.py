@@ -92,6 +92,24 @@ MHA_CALL_MASK_FIXED = (
 )
 
 
+def _feeds_baddbmm(ctx: ProgramContext, written: list[Any]) -> bool:
+    """Whether the mask written into the kept-bool tensor is the ``baddbmm`` input of
+    MultiheadAttention's ``need_weights=True`` path (an fp32/bool add there: a crash), not
+    SDPA's mask (wrong values, silently), within a few reshapes."""
+    frontier, seen = [n.outputs[0] for n in written if n.outputs], set()
+    for _ in range(6):
+        nxt = []
+        for name in frontier:
+            for user in ctx.users.get(name, []):
+                if user.op_base == "baddbmm":
+                    return True
+                if user.name not in seen and user.outputs:
+                    seen.add(user.name)
+                    nxt.append(user.outputs[0])
+        frontier = nxt
+    return False
+
+
 class LikeDtypeIgnored(Rule):
     code = "CML302"
     name = "like-dtype-ignored"
@@ -123,9 +141,14 @@ class LikeDtypeIgnored(Rule):
             from_mha = "multi_head_attention" in (node.stack_trace or "") or (
                 "activation.py" in (node.stack_trace or "")
             )
+            crashes = have == "bool" and _feeds_baddbmm(ctx, written)
             mask_note = (
-                " nn.MultiheadAttention built this from a bool attn_mask, so the additive mask "
-                "ends up inverted (blocked positions attend, allowed ones are masked)"
+                " nn.MultiheadAttention built this from a bool attn_mask, and with "
+                "need_weights=True the bool mask reaches baddbmm: lowering fails with `y has "
+                "dtype fp32 whereas x has dtype bool`"
+                if crashes
+                else " nn.MultiheadAttention built this from a bool attn_mask, so the additive "
+                "mask ends up inverted (blocked positions attend, allowed ones are masked)"
                 if from_mha or (have == "bool" and wanted.name.startswith("float"))
                 else ""
             )
@@ -140,6 +163,7 @@ class LikeDtypeIgnored(Rule):
                     else f"use torch.full({source}.shape, value, dtype=torch.{wanted.name})"
                 ),
                 partitioner=ctx.skip_advice(node),
+                outcome=Outcome.CRASH if crashes else None,
                 dtype=wanted.name,
                 modules=owner_stack(node.modules()),
                 mha_mask=_mha_mask(node.stack_trace) if have == "bool" else None,

@@ -89,6 +89,7 @@ class MeasuredOpBehaviour(Rule):
     code = "CML801"
     name = "measured-op-behaviour"
     outcome = Outcome.CRASH
+    other_severities = (Severity.WARNING,)  # a value-dependent outcome: see the docstring
     summary = "a delegated op whose measured lowering (the sweep's table) crashes or is wrong"
     defers = True
 
@@ -121,7 +122,7 @@ class MeasuredOpBehaviour(Rule):
                 predicted_from_base_call=answer.predicted,
                 measured_with=table.measured_with,
             )
-            finding.lower_fixes = entry.outcome != BOUNDARY_CRASH  # see ``unanswered``
+            finding.lower_fixes = finding.lower_fixes and entry.outcome != BOUNDARY_CRASH
             yield finding
 
     def unanswered(self, finding: Finding, *, dequantize_on_cpu: bool = False) -> str | None:
