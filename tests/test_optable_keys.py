@@ -101,7 +101,8 @@ def sweep_keys(case: dict[str, Any]) -> set[Key]:
     from coreml_lint.sweep.measure import case_keys
 
     built = build([case])
-    ep = torch.export.export(built.module, tuple(built.inputs), strict=False)
+    with torch.no_grad():  # as the sweep exports it
+        ep = torch.export.export(built.module, tuple(built.inputs), strict=False)
     return {Key(k["op"], k["operands"], k["variant"], k["shape"]) for k in case_keys(ep, [case])[0]}
 
 

@@ -53,7 +53,6 @@ def _source_spec(spec: dict[str, Any]) -> dict[str, Any]:
 
 
 def build(cases: list[dict[str, Any]]) -> Built:
-    import torch
 
     modules, inputs, extreme, owners = [], [], [], []
     for index, case in enumerate(cases):
@@ -73,8 +72,7 @@ def build(cases: list[dict[str, Any]]) -> Built:
             extreme.append(make_tensor(anchor, seed_of(case, 99)))
             owners.append(index)
     group = _Group(modules)
-    group.eval()
-    torch.set_grad_enabled(False)
+    group.eval()  # exported, lowered and run under torch.no_grad() by the caller (measure)
     return Built(group, inputs, extreme, owners)
 
 

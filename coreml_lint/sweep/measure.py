@@ -43,13 +43,14 @@ def measure(cases: list[dict[str, Any]]) -> list[dict[str, Any]] | str:
     import torch
 
     single = len(cases) == 1
-    built = build(cases)
-    try:
-        ep = torch.export.export(built.module, tuple(built.inputs), strict=False)
-    except Exception as exc:
-        return [_result(c, "export", first_line(exc)) for c in cases] if single else SPLIT
-    keys = case_keys(ep, cases)
-    return _lower_and_judge(ep, cases, built, keys, single)
+    with torch.no_grad():  # as an export for inference is made; scoped, never process-wide
+        built = build(cases)
+        try:
+            ep = torch.export.export(built.module, tuple(built.inputs), strict=False)
+        except Exception as exc:
+            return [_result(c, "export", first_line(exc)) for c in cases] if single else SPLIT
+        keys = case_keys(ep, cases)
+        return _lower_and_judge(ep, cases, built, keys, single)
 
 
 def _lower_and_judge(ep, cases, built, keys, single) -> list[dict[str, Any]] | str:
