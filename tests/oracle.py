@@ -12,32 +12,26 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from coreml_lint.core.settings import PartitionerSettings
-from coreml_lint.stack import DelegateView, capture_mlmodels, describe_mlmodel, lower_stock
+from coreml_lint.stack import (
+    DelegateView,
+    Lowering,
+    capture_mlmodels,
+    describe_mlmodel,
+    lower_stock,
+)
 
 Delegate = DelegateView
 
 
 @dataclass
-class Lowered:
-    error: BaseException | None = None
-    stage: str = ""
+class Lowered(Lowering):
+    """The stock lowering's answer, with a readable view of each Core ML delegate."""
+
     delegates: list[Delegate] = field(default_factory=list)
-    cpu_ops: list[str] = field(default_factory=list)  # after to_executorch (out variants)
-    edge_cpu_ops: list[str] = field(default_factory=list)  # edge ops outside every delegate
-    delegate_calls: int = 0
-    program: Any = None  # the ExecutorchProgramManager when to_executorch succeeded
-
-    @property
-    def ok(self) -> bool:
-        return self.error is None
-
-    @property
-    def message(self) -> str:
-        return f"{type(self.error).__name__}: {self.error}" if self.error else ""
 
     @property
     def mil(self) -> str:
@@ -75,15 +69,8 @@ def settings(
 def lower(ep: Any, **case_settings: Any) -> Lowered:
     """``to_edge_transform_and_lower`` + ``to_executorch`` with the stock partitioner."""
     lowering = lower_stock(ep, settings(**case_settings))
-    return Lowered(
-        error=lowering.error,
-        stage=lowering.stage,
-        delegates=[describe_mlmodel(m) for m in lowering.mlmodels],
-        cpu_ops=lowering.cpu_ops,
-        edge_cpu_ops=lowering.edge_cpu_ops,
-        delegate_calls=lowering.delegate_calls,
-        program=lowering.program,
-    )
+    views = [describe_mlmodel(m) for m in lowering.mlmodels]
+    return Lowered(**{f.name: getattr(lowering, f.name) for f in fields(Lowering)}, delegates=views)
 
 
 def run_with_portable_runtime(lowered: Lowered, inputs: tuple[Any, ...]) -> None:

@@ -156,21 +156,35 @@ def _several_methods(programs: tuple[Path, ...]) -> bool:
 def _lower_methods(
     programs: tuple[Path, ...], output: Path, settings: Any, options: dict[str, Any], progress: Any
 ) -> Any:
-    from coreml_lint.lowering.files import load_methods, write_pte
+    from coreml_lint.lowering.files import load_methods
     from coreml_lint.lowering.methods import lower_methods
+
+    def run() -> Any:
+        progress(f"loading {len(programs)} file(s) as one program's methods")
+        exported = load_methods(list(programs), options["imports"])
+        return lower_methods(exported, **_lowering_options(settings, options, progress))
+
+    return _lowered(", ".join(map(str, programs)), output, options, progress, run)
+
+
+def _lowering_options(settings: Any, options: dict[str, Any], progress: Any) -> dict[str, Any]:
+    """What every ``lower`` call takes from the command line."""
+    return {
+        "settings": settings,
+        "compute_precision": options["compute_precision"],
+        "compute_units": options["compute_units"],
+        "progress": progress,
+        "verify": options["verify_result"],
+    }
+
+
+def _lowered(label: str, output: Path, options: dict[str, Any], progress: Any, run: Any) -> Any:
+    """``run()`` (load and lower), then the ``.pte`` written; a failure is one line."""
+    from coreml_lint.lowering.files import write_pte
     from coreml_lint.lowering.run import LoweringError
 
     try:
-        progress(f"loading {len(programs)} file(s) as one program's methods")
-        exported = load_methods(list(programs), options["imports"])
-        result = lower_methods(
-            exported,
-            settings=settings,
-            compute_precision=options["compute_precision"],
-            compute_units=options["compute_units"],
-            progress=progress,
-            verify=options["verify_result"],
-        )
+        result = run()
         progress(f"writing {output}")
         write_pte(output, result.buffer)
         return result
@@ -179,7 +193,7 @@ def _lower_methods(
             import traceback
 
             traceback.print_exception(exc.__cause__ or exc)
-        fail(f"{', '.join(map(str, programs))}: {exc}")
+        fail(f"{label}: {exc}")
     except InputError as exc:
         fail(str(exc))
     raise AssertionError("unreachable")
@@ -218,32 +232,17 @@ def _given_inputs(exported: Any, options: dict[str, Any]) -> Any:
 def _lower(
     program: Path, output: Path, settings: Any, options: dict[str, Any], progress: Any
 ) -> Any:
-    from coreml_lint.lowering.files import load_program, write_pte
-    from coreml_lint.lowering.run import LoweringError, lower
+    from coreml_lint.lowering.files import load_program
+    from coreml_lint.lowering.run import lower
 
-    try:
+    def run() -> Any:
         progress(f"loading {program}")
         exported = load_program(program, options["imports"])
-        inputs = _given_inputs(exported, options)
-        result = lower(
+        return lower(
             exported,
-            settings=settings,
-            compute_precision=options["compute_precision"],
-            compute_units=options["compute_units"],
-            progress=progress,
-            verify=options["verify_result"],
-            verify_inputs=inputs,
+            **_lowering_options(settings, options, progress),
+            verify_inputs=_given_inputs(exported, options),
             dequantize_on_cpu=options["dequantize_on_cpu"],
         )
-        progress(f"writing {output}")
-        write_pte(output, result.buffer)
-        return result
-    except LoweringError as exc:
-        if options["verbose"]:
-            import traceback
 
-            traceback.print_exception(exc.__cause__ or exc)
-        fail(f"{program}: {exc}")
-    except InputError as exc:
-        fail(str(exc))
-    raise AssertionError("unreachable")
+    return _lowered(str(program), output, options, progress, run)
