@@ -1,3 +1,3 @@
 """The package version, importable from any layer."""
 
-__version__ = "0.4.0"
+__version__ = "0.5.0"
