@@ -56,6 +56,12 @@ FILLS = {
     "aten.where.ScalarOther": 2,
     "aten.where.ScalarSelf": 1,
 }
+# fill op -> position of the condition that says which positions are masked
+CONDITIONS = {
+    "aten.masked_fill.Scalar": 1,
+    "aten.where.ScalarOther": 0,
+    "aten.where.ScalarSelf": 0,
+}
 SOFTMAXES = {"softmax", "_softmax", "_safe_softmax", "scaled_dot_product_attention"}
 
 
@@ -181,10 +187,13 @@ class MaskOverflowsFp16(Rule):
 
 
 def _masks_depend_on_inputs(ctx: ProgramContext, fill: Node) -> bool:
-    """Whether which positions the fill masks depends on a program input (its condition or
-    shape-free operands, followed up to the inputs)."""
-    start = [a.name for a in fill.args[:1] if isinstance(a, TensorRef)]
-    start += [a.name for a in fill.args[1:] if isinstance(a, TensorRef)]
+    """Whether which positions the fill masks depends on a program input: its condition
+    (``masked_fill``'s mask, ``where``'s condition), else its tensor operands, followed up
+    to the inputs. The scores a causal mask is filled into depend on the inputs, but which
+    positions it masks does not: no row of a causal mask is fully masked."""
+    condition = CONDITIONS.get(fill.target)
+    operands = fill.args if condition is None else fill.args[condition : condition + 1]
+    start = [a.name for a in operands if isinstance(a, TensorRef)]
     seen, frontier = set(start), list(start)
     while frontier:
         value = frontier.pop()
@@ -241,5 +250,18 @@ def _() -> Any:
             ~torch.ones(t, t, dtype=torch.bool).tril(), torch.finfo(torch.float32).min
         )
         return (x @ x.transpose(-2, -1) + mask).softmax(-1)
+
+    return module(forward), (torch.randn(2, 5, 8),)
+
+
+@case("finfo-min-filled-into-scores-causal", expect=set())
+def _() -> Any:
+    # The scores depend on the input; which positions are masked does not (no row of a
+    # causal mask is fully masked, so float16's -inf never makes a NaN here).
+    def forward(s: Any, x: Any) -> Any:
+        t = x.shape[-2]
+        scores = x @ x.transpose(-2, -1)
+        causal = ~torch.ones(t, t, dtype=torch.bool).tril()
+        return scores.masked_fill(causal, torch.finfo(torch.float32).min).softmax(-1)
 
     return module(forward), (torch.randn(2, 5, 8),)
