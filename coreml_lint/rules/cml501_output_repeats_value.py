@@ -79,7 +79,8 @@ class OutputRepeatsValue(Rule):
         output = next(n for n in ep.graph.nodes if n.op == "output")
         values = list(output.args[0])
         specs = ep.graph_signature.output_specs
-        user_outputs = {s.arg.name for s in specs if s.kind.name == "USER_OUTPUT"}
+        user_order = [s.arg.name for s in specs if s.kind.name == "USER_OUTPUT"]
+        user_outputs = set(user_order)
         names = [getattr(v, "name", None) for v in values]
         done = []
         for i, value in enumerate(values):
@@ -95,7 +96,8 @@ class OutputRepeatsValue(Rule):
             for spec in specs:
                 if spec.arg.name == value.name:
                     spec.arg = TensorArgument(name=source.name)
-            done.append(f"{value.name}: output {i} returns {source.name} itself")
+            position = user_order.index(value.name)  # counted as the lint counts: user outputs
+            done.append(f"{value.name}: output {position} returns {source.name} itself")
         output.args = (tuple(values),)
         return finish(ep), done
 
