@@ -113,7 +113,7 @@ def test_cli_lower_writes_a_program(tmp_path):
     result = _cli("lower", str(program), "-o", str(out), "--quiet")
     assert result.returncode == 0, result.stderr[-2000:]
     assert out.read_bytes()[4:8] == b"ET12"
-    assert "tanh GELU decomposed" in result.stdout
+    assert "tanh GELU written out as torch's decomposition" in result.stdout
 
 
 def test_cli_lower_failure_is_one_line_and_writes_nothing(tmp_path):
