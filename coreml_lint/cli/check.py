@@ -146,13 +146,18 @@ class CheckRun:
                 self.errors.append(f"{file}: internal error: {type(exc).__name__}: {exc}")
                 continue
             for report in reports:
-                self.reports.append((file, report))
-                found.extend(report.findings)
-                for failure in report.internal_errors:
-                    if self.verbose:
-                        click.echo(failure.traceback, err=True)
-                    self.errors.append(failure.describe(str(file)))
+                found.extend(self.take_report(file, report))
         return found
+
+    def take_report(self, file: Path, report: ProgramReport) -> list[Finding]:
+        """Keep a linted program's report; a rule that raised on it is an error of the run
+        (its traceback with ``--verbose``). Returns the report's findings."""
+        self.reports.append((file, report))
+        for failure in report.internal_errors:
+            if self.verbose:
+                click.echo(failure.traceback, err=True)
+            self.errors.append(failure.describe(str(file)))
+        return report.findings
 
     def _lint_methods(self) -> list[Finding]:
         """``--methods``: the ``.pt2`` files given are the methods of one program, lowered
@@ -169,13 +174,7 @@ class CheckRun:
         found: list[Finding] = []
         owner = {graph.source: Path(graph.source) for graph in graphs}
         for report in lint_methods(graphs, self.config):
-            file = owner[report.graph.source]
-            self.reports.append((file, report))
-            found.extend(report.findings)
-            for failure in report.internal_errors:
-                if self.verbose:
-                    click.echo(failure.traceback, err=True)
-                self.errors.append(failure.describe(str(file)))
+            found.extend(self.take_report(owner[report.graph.source], report))
         return found
 
     def _fix_sources(self, sources: list[Path], program_findings: list[Finding]) -> None:

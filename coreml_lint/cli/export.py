@@ -7,8 +7,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import click
-
 from coreml_lint.core.errors import InputError
 from coreml_lint.core.findings import Finding
 
@@ -39,12 +37,8 @@ def export_programs(run: Any, paths: tuple[str, ...]) -> list[Finding]:
     except InputError as exc:
         run.errors.append(str(exc))
         return []
-    run.reports.extend((Path(label), report) for label, report in done.reports)
-    for label, report in done.reports:  # a rule that raised: its findings are missing
-        for failure in report.internal_errors:
-            if run.verbose:
-                click.echo(failure.traceback, err=True)
-            run.errors.append(failure.describe(label))
+    for label, report in done.reports:  # its findings are gathered below, by model line
+        run.take_report(Path(label), report)
     run.archives.update({Path(label): path for label, path in done.archives.items()})
     run.export_traced = done.traced
     run.export_summary = _summary(done)
