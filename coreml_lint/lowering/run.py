@@ -26,7 +26,7 @@ from coreml_lint.engine.program import ProgramReport
 from coreml_lint.lowering.eager import outputs_match, random_inputs
 from coreml_lint.lowering.mil import mil_problems
 from coreml_lint.lowering.partitioner import LoweringPlan, SafeCoreMLPartitioner
-from coreml_lint.lowering.relower import Learned, delegate_lineages
+from coreml_lint.lowering.relower import DIVERGENCE, Learned, delegate_lineages
 from coreml_lint.lowering.report import Delegation, LowerReport
 from coreml_lint.rulekit.rule import Rule
 from coreml_lint.rules import rule_by_code
@@ -119,6 +119,11 @@ class _Attempt:
         self.edge, self.models = None, []
 
     @property
+    def verified(self) -> bool:
+        report = self.result.report.verify
+        return report is not None and report.status == "agree"
+
+    @property
     def diverged(self) -> bool:
         report = self.result.report.verify
         return report is not None and report.status == "diverge"
@@ -204,6 +209,33 @@ def _learn_from_divergence(job: _Job, attempt: _Attempt, inputs: Any) -> _Attemp
             return attempt
         retry.verify(inputs, job.say)
         attempt = retry
+    return _without_needless_moves(job, attempt, inputs)
+
+
+def _without_needless_moves(job: _Job, attempt: _Attempt, inputs: Any) -> _Attempt:
+    """A divergence is located at the first var that departs among those ``verify`` can
+    match, which may only carry the departure of an op it cannot match: so once the result
+    verifies, each node moved for a divergence before the last is tried back on Core ML,
+    and stays there when the result still verifies without it."""
+    moves = [m for m in job.learned.moves.values() if m.code == DIVERGENCE]
+    for move in moves[:-1] if attempt.verified else []:
+        del job.learned.moves[move.node]
+        job.say(f"trying {move.node} back on Core ML: was moving it needed?")
+        try:
+            retry = _lower_learning(job)
+            retry.verify(inputs, job.say)
+        except LoweringError:
+            retry = None
+        if retry is not None and retry.verified:
+            attempt.release()
+            attempt = retry
+            attempt.result.report.verify.notes.append(
+                f"{move.node} was kept on Core ML: verify had located a divergence at it, "
+                "but the result verifies with it there once a later node moved"
+            )
+        else:
+            job.learned.moves[move.node] = move
+            attempt.result.report.moved = list(job.learned.moves.values())
     return attempt
 
 
