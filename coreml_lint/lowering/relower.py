@@ -31,8 +31,8 @@ from coreml_lint.core.findings import Outcome
 from coreml_lint.rulekit.rule import Rule
 
 MAX_MOVES = 4  # nodes moved to the CPU in one ``lower``: then it stops, saying so
-CRASH = "CML902"  # the verify rules' codes: a lowering crash, a MIL divergence
-DIVERGENCE = "CML901"
+CRASH, DIVERGENCE = "crash", "divergence"  # what showed a node must move
+LEARNED = "learned"  # the code the plan records the learned refusals under (no rule's)
 
 Say = Callable[[str], None]
 
@@ -45,14 +45,14 @@ class Move:
 
     node: str
     target: str
-    code: str
+    kind: str  # CRASH or DIVERGENCE
     edge_node: str
     why: str
     measured: str = ""
 
     def describe(self) -> str:
         what = (
-            "the converter crashed on" if self.code == CRASH else "verify located a divergence at"
+            "the converter crashed on" if self.kind == CRASH else "verify located a divergence at"
         )
         measured = f"; {self.measured}" if self.measured else ""
         return (
@@ -65,22 +65,20 @@ class Move:
 
 
 class KeptOnCpu(Rule):
-    """The learned answer, asked like a rule's: refuse the moved ATen nodes and every edge
-    node made from them."""
+    """The learned answer, asked like a rule's (no rule's: the plan records it under
+    ``learned``): refuse the moved ATen nodes and every edge node made from them."""
 
+    code = LEARNED
     name = "learned-by-lowering"
     outcome = Outcome.CRASH
     summary = "a node the lowering itself showed must stay on the CPU"
 
-    def __init__(self, code: str, learned: Learned) -> None:
-        self.code = code
+    def __init__(self, learned: Learned) -> None:
         self.learned = learned
 
     def refuse(self, node: Any) -> str | None:
         move = self.learned.moves.get(self.learned.origin(node) or "")
-        if move is None or move.code != self.code:
-            return None
-        return f"moved by lower: {move.why}"
+        return None if move is None else f"the {move.kind} at {move.edge_node}: {move.why}"
 
 
 @dataclass
@@ -96,8 +94,7 @@ class Learned:
         self.aten = {n.name: str(n.target) for n in program.graph.nodes if n.op == "call_function"}
 
     def rules(self) -> list[Rule]:
-        codes = sorted({move.code for move in self.moves.values()})
-        return [KeptOnCpu(code, self) for code in codes]
+        return [KeptOnCpu(self)] if self.moves else []
 
     def origin(self, node: Any) -> str | None:
         """The ATen node ``node`` is (in the ATen graph) or was made from (an edge node)."""
@@ -186,8 +183,11 @@ def measure_call(linted: Any, name: str, say: Say) -> str:
         case = node_case(graph, maker, node, target)
     except Unmeasurable as why:
         return f"its call is not measurable alone ({why})"
-    with _restored():
-        summary = measure_wanted([Wanted(key, case, node.name)], say)
+    try:
+        with _restored():
+            summary = measure_wanted([Wanted(key, case, node.name)], say)
+    except Exception as exc:  # the cache unwritable, say: the move stands, unmeasured
+        return f"its call could not be measured alone ({type(exc).__name__}: {exc})"[:300]
     if summary.cached:
         return "its call alone was measured before (in the --measure cache)"
     ((_, result),) = summary.measured

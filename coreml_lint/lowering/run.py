@@ -217,7 +217,7 @@ def _without_needless_moves(job: _Job, attempt: _Attempt, inputs: Any) -> _Attem
     match, which may only carry the departure of an op it cannot match: so once the result
     verifies, each node moved for a divergence before the last is tried back on Core ML,
     and stays there when the result still verifies without it."""
-    moves = [m for m in job.learned.moves.values() if m.code == DIVERGENCE]
+    moves = [m for m in job.learned.moves.values() if m.kind == DIVERGENCE]
     for move in moves[:-1] if attempt.verified else []:
         del job.learned.moves[move.node]
         job.say(f"trying {move.node} back on Core ML: was moving it needed?")
