@@ -110,3 +110,26 @@ def test_a_located_divergence_moves_its_node_and_the_next_lint_knows(tmp_path):
     assert finding["code"] == "CML801" and finding["extra"]["basis"] == "here"
     assert finding["extra"]["measured"] == "wrong"
     assert "measuring aten.clamp.Tensor" not in second.stderr
+
+
+class Int16Output(torch.nn.Module):
+    """A partition returning int16 at iOS17: coremltools refuses the model's output type
+    (``dtype=int is unsupported for inputs/outputs of the model``) after converting every
+    node, so the crash names none."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return (x * 3).to(torch.int16)
+
+
+def test_a_crash_that_names_no_node_moves_nothing_and_says_why(tmp_path):
+    program = _save(Int16Output(), (torch.randn(2, 3, 4),), tmp_path / "int16.pt2")
+    cache, out = tmp_path / "cache", tmp_path / "int16.pte"
+    assert _errors(_lint(program, cache, "--ios", "17")) == []
+    result = _run(cache, "lower", str(program), "-o", str(out), "--ios", "17", "-q")
+    assert result.returncode == 2
+    last = result.stderr.strip().splitlines()[-1]
+    assert "is unsupported for inputs/outputs of the model" in last
+    assert last.endswith(
+        "nothing moved to the CPU: the converter named no node (the crash is not attributable)"
+    )
+    assert not out.exists() and not cache.exists()  # nothing measured either

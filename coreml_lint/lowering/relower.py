@@ -115,17 +115,21 @@ class Learned:
         move = Move(origin, self.aten[origin], CRASH, failure.node, failure.message)
         return self._new(move, failure.located)
 
-    def from_divergence(self, divergences: list[Any], lineages: dict[str, list[str]]) -> Move | str:
-        """The move the first divergence located at a node calls for, or why none."""
+    def from_divergence(
+        self, divergences: list[Any], lineages: dict[str, list[str]], aten: dict | None = None
+    ) -> Move | str:
+        """The move the first divergence located at a node calls for, or why none; ``aten``:
+        the ATen nodes of the attempt that diverged (else the latest bound)."""
+        aten = aten or self.aten
         located = [d for d in divergences if d.node]
         if not located:
             return "verify located no diverging node (the divergence is not attributable)"
         first = located[0]
-        origin = next((n for n in lineages.get(first.node, []) if n in self.aten), None)
+        origin = next((n for n in lineages.get(first.node, []) if n in aten), None)
         if origin is None:
             return f"the diverging node {first.node} maps to no node of the program lowered"
         why = f"{first.check} {first.kind} ({first.mil_op or 'MIL op'}): {first.message}"
-        return self._new(Move(origin, self.aten[origin], DIVERGENCE, first.node, why), first.node)
+        return self._new(Move(origin, aten[origin], DIVERGENCE, first.node, why), first.node)
 
     def _new(self, move: Move, seen: str) -> Move | str:
         if move.node in self.moves:

@@ -104,6 +104,7 @@ class _Attempt:
     models: list[Any]  # the MlModels, in delegate order
     linted: Any = None  # the lint of the program lowered (after the rewrites)
     lineages: dict[str, list[str]] = field(default_factory=dict)  # edge node -> made from
+    aten: dict[str, str] = field(default_factory=dict)  # the ATen nodes lowered -> their ops
 
     def verify(self, inputs: Any, say: Progress) -> None:
         from coreml_lint.verifier import verify_lowered
@@ -164,7 +165,7 @@ class _Job:
         )
         report.finish(second, plan, placed, mil_problems(models, self.program))
         report.moved = list(self.learned.moves.values())
-        return _Attempt(LowerResult(program, report), edge, models, second)
+        return _Attempt(LowerResult(program, report), edge, models, second, aten=self.learned.aten)
 
 
 def _lower_learning(job: _Job) -> _Attempt:
@@ -196,7 +197,7 @@ def _learn_from_divergence(job: _Job, attempt: _Attempt, inputs: Any) -> _Attemp
     result. When a retry cannot be lowered, the result before it stands, saying so."""
     while attempt.diverged:
         report = attempt.result.report.verify
-        move = job.learned.from_divergence(report.divergences, attempt.lineages)
+        move = job.learned.from_divergence(report.divergences, attempt.lineages, attempt.aten)
         if isinstance(move, str):
             report.notes.append(f"nothing moved to the CPU: {move}")
             return attempt
@@ -219,6 +220,7 @@ def _without_needless_moves(job: _Job, attempt: _Attempt, inputs: Any) -> _Attem
     and stays there when the result still verifies without it."""
     moves = [m for m in job.learned.moves.values() if m.kind == DIVERGENCE]
     for move in moves[:-1] if attempt.verified else []:
+        kept = dict(job.learned.moves)
         del job.learned.moves[move.node]
         job.say(f"trying {move.node} back on Core ML: was moving it needed?")
         try:
@@ -234,8 +236,7 @@ def _without_needless_moves(job: _Job, attempt: _Attempt, inputs: Any) -> _Attem
                 "but the result verifies with it there once a later node moved"
             )
         else:
-            job.learned.moves[move.node] = move
-            attempt.result.report.moved = list(job.learned.moves.values())
+            job.learned.moves = kept
     return attempt
 
 
