@@ -209,6 +209,7 @@ def _learn_from_divergence(job: _Job, attempt: _Attempt, inputs: Any) -> _Attemp
             report.notes.append(f"moving {move.node} to the CPU did not lower: {exc}")
             return attempt
         retry.verify(inputs, job.say)
+        retry.result.report.verify.notes[:0] = report.notes  # what was tried before, kept
         attempt = retry
     return _without_needless_moves(job, attempt, inputs)
 
@@ -230,6 +231,7 @@ def _without_needless_moves(job: _Job, attempt: _Attempt, inputs: Any) -> _Attem
             retry = None
         if retry is not None and retry.verified:
             attempt.release()
+            retry.result.report.verify.notes[:0] = attempt.result.report.verify.notes
             attempt = retry
             attempt.result.report.verify.notes.append(
                 f"{move.node} was kept on Core ML: verify had located a divergence at it, "
