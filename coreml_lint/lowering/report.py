@@ -54,6 +54,9 @@ class LowerReport:
     mil_problems: list[str] = field(default_factory=list)
     suggestions: list[str] = field(default_factory=list)
     verify: Any = None  # a VerifyReport when lower ran with verify=True
+    # Nodes the lowering itself showed must stay on the CPU (``relower.py``'s ``Move``s):
+    # the converter crashed on them, or verify located a divergence at them.
+    moved: list[Any] = field(default_factory=list)
 
     @classmethod
     def start(cls, first: Any, settings: PartitionerSettings) -> LowerReport:
@@ -115,6 +118,7 @@ class LowerReport:
             "cpu_ops": self.placement.cpu_ops,
             "mil_problems": self.mil_problems,
             "suggestions": self.suggestions,
+            "moved_to_cpu": [move.to_json() for move in self.moved],
             "verify": self.verify.to_json() if self.verify is not None else None,
         }
 
@@ -134,6 +138,7 @@ class LowerReport:
             lines.extend(f"  {code}  {action}" for action in actions)
         lines.extend(f"  rejected   {change}" for change in self.rejected_rewrites)
         lines.extend(f"  dropped    {change}" for change in self.dropped_rewrites)
+        lines.extend(f"  moved      {move.describe()}" for move in self.moved)
         if self.placement.cpu_ops:
             lines.append(f"  CPU ops: {', '.join(sorted(set(self.placement.cpu_ops)))}")
         lines.extend(f"  MIL PROBLEM {problem}" for problem in self.mil_problems)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import io
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -26,6 +26,7 @@ from coreml_lint.engine.program import ProgramReport
 from coreml_lint.lowering.eager import outputs_match, random_inputs
 from coreml_lint.lowering.mil import mil_problems
 from coreml_lint.lowering.partitioner import LoweringPlan, SafeCoreMLPartitioner
+from coreml_lint.lowering.relower import DIVERGENCE, Learned, delegate_lineages
 from coreml_lint.lowering.report import Delegation, LowerReport
 from coreml_lint.rulekit.rule import Rule
 from coreml_lint.rules import rule_by_code
@@ -34,7 +35,12 @@ Progress = Callable[[str], None]
 
 
 class LoweringError(Exception):
-    """Lowering failed; the message names the stage, the error, and what the lint knew."""
+    """Lowering failed; the message names the stage, the error, and what the lint knew.
+    ``failures``: the nodes the converter failed on, when the lowering itself crashed."""
+
+    def __init__(self, message: str, failures: list[Any] | None = None) -> None:
+        super().__init__(message)
+        self.failures = failures
 
 
 @dataclass
@@ -79,11 +85,12 @@ def lower(
         dequantize_on_cpu,
         progress or (lambda message: None),
     )
-    attempt = job.attempt(without=frozenset())
+    attempt = _lower_learning(job)
     if verify:
         attempt.verify(verify_inputs, job.say)
         if attempt.diverged and attempt.result.report.rewritten_codes:
             attempt = _keep_verified_rewrites(job, attempt, verify_inputs)
+        attempt = _learn_from_divergence(job, attempt, verify_inputs)
     job.say("done")
     return attempt.result
 
@@ -95,6 +102,9 @@ class _Attempt:
     result: LowerResult
     edge: Any  # the EdgeProgramManager
     models: list[Any]  # the MlModels, in delegate order
+    linted: Any = None  # the lint of the program lowered (after the rewrites)
+    lineages: dict[str, list[str]] = field(default_factory=dict)  # edge node -> made from
+    aten: dict[str, str] = field(default_factory=dict)  # the ATen nodes lowered -> their ops
 
     def verify(self, inputs: Any, say: Progress) -> None:
         from coreml_lint.verifier import verify_lowered
@@ -102,10 +112,17 @@ class _Attempt:
         say("verifying every Core ML delegate against eager")
         report = verify_lowered(self.edge, self.models, inputs=inputs, progress=say)
         self.result.report.verify = report
+        if report.status == "diverge":  # what a located divergence maps back to, kept
+            self.lineages = delegate_lineages(self.edge)
 
     def release(self) -> None:
         """Drop what only ``verify`` needed (the edge program, the MlModels)."""
         self.edge, self.models = None, []
+
+    @property
+    def verified(self) -> bool:
+        report = self.result.report.verify
+        return report is not None and report.status == "agree"
 
     @property
     def diverged(self) -> bool:
@@ -123,6 +140,8 @@ class _Job:
     compute_units: str
     dequantize_on_cpu: bool
     say: Progress
+    learned: Learned = field(default_factory=Learned)  # nodes the lowering showed for the CPU
+    linted: Any = None  # the lint of the program the latest attempt lowered
 
     def attempt(self, *, without: frozenset[str]) -> _Attempt:
         """Lint, rewrite (except for the rules in ``without``), lint again, refuse, lower."""
@@ -136,14 +155,91 @@ class _Job:
         ep = self.program.run_decompositions({})
         ep, second = _rewrite_until_stable(ep, first, self.config, report, say, without)
         stop_if_unanswered(second.findings, dequantize_on_cpu=dequantize)
-        rules = [rule() for rule in _fired(second)]
+        self.linted = second
+        self.learned.bind(ep)
+        rules = [rule() for rule in _fired(second)] + self.learned.rules()
         plan = LoweringPlan.for_rules(rules, self.config.partitioner, dequantize_on_cpu=dequantize)
         models: list[Any] = []
         program, placed, edge = _lower_with(
             ep, plan, models, self.compute_precision, self.compute_units, second, say
         )
         report.finish(second, plan, placed, mil_problems(models, self.program))
-        return _Attempt(LowerResult(program, report), edge, models)
+        report.moved = list(self.learned.moves.values())
+        return _Attempt(LowerResult(program, report), edge, models, second, aten=self.learned.aten)
+
+
+def _lower_learning(job: _Job) -> _Attempt:
+    """Lower; when the converter crashes on a node it names, keep that node on the CPU and
+    lower again (``relower.py``: a bounded number of times). A crash that names no node
+    stops ``lower`` as it is, saying why nothing was moved."""
+    while True:
+        try:
+            return job.attempt(without=frozenset())
+        except LoweringError as exc:
+            if exc.failures is None:  # not a crash of the lowering (a refusal before it)
+                raise
+            move = job.learned.from_crash(exc.failures)
+            if isinstance(move, str):
+                raise LoweringError(f"{exc}; nothing moved to the CPU: {move}{_after(job)}") from (
+                    exc.__cause__
+                )
+            job.learned.learn(move, job.linted, job.say)
+
+
+def _after(job: _Job) -> str:
+    moved = ", ".join(job.learned.moves)
+    return f" (after moving {moved} to the CPU)" if moved else ""
+
+
+def _learn_from_divergence(job: _Job, attempt: _Attempt, inputs: Any) -> _Attempt:
+    """While the result diverges at a node ``verify`` locates, keep that node on the CPU and
+    lower again (bounded as for crashes); the first result that verifies replaces the
+    result. When a retry cannot be lowered, the result before it stands, saying so."""
+    while attempt.diverged:
+        report = attempt.result.report.verify
+        move = job.learned.from_divergence(report.divergences, attempt.lineages, attempt.aten)
+        if isinstance(move, str):
+            report.notes.append(f"nothing moved to the CPU: {move}")
+            return attempt
+        job.learned.learn(move, attempt.linted, job.say)
+        attempt.release()
+        try:
+            retry = _lower_learning(job)
+        except LoweringError as exc:
+            report.notes.append(f"moving {move.node} to the CPU did not lower: {exc}")
+            return attempt
+        retry.verify(inputs, job.say)
+        retry.result.report.verify.notes[:0] = report.notes  # what was tried before, kept
+        attempt = retry
+    return _without_needless_moves(job, attempt, inputs)
+
+
+def _without_needless_moves(job: _Job, attempt: _Attempt, inputs: Any) -> _Attempt:
+    """A divergence is located at the first var that departs among those ``verify`` can
+    match, which may only carry the departure of an op it cannot match: so once the result
+    verifies, each node moved for a divergence before the last is tried back on Core ML,
+    and stays there when the result still verifies without it."""
+    moves = [m for m in job.learned.moves.values() if m.kind == DIVERGENCE]
+    for move in moves[:-1] if attempt.verified else []:
+        kept = dict(job.learned.moves)
+        del job.learned.moves[move.node]
+        job.say(f"trying {move.node} back on Core ML: was moving it needed?")
+        try:
+            retry = _lower_learning(job)
+            retry.verify(inputs, job.say)
+        except LoweringError:
+            retry = None
+        if retry is not None and retry.verified:
+            attempt.release()
+            retry.result.report.verify.notes[:0] = attempt.result.report.verify.notes
+            attempt = retry
+            attempt.result.report.verify.notes.append(
+                f"{move.node} was kept on Core ML: verify had located a divergence at it, "
+                "but the result verifies with it there once a later node moved"
+            )
+        else:
+            job.learned.moves = kept
+    return attempt
 
 
 def _keep_verified_rewrites(job: _Job, attempt: _Attempt, inputs: Any) -> _Attempt:
@@ -323,7 +419,8 @@ def _lower_with(
     models.extend(lowering.mlmodels)
     if lowering.error is not None:
         raise LoweringError(
-            describe_failure(lowering.stage, lowering.error, second.findings, plan)
+            describe_failure(lowering.stage, lowering.error, second.findings, plan),
+            failures=lowering.failures,
         ) from lowering.error
     return lowering.program, placed[0], lowering.edge
 

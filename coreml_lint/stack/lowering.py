@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from coreml_lint.core.settings import PartitionerSettings
-from coreml_lint.stack.capture import capture_mlmodels
+from coreml_lint.stack.capture import ConversionFailure, capture_mlmodels
 from coreml_lint.stack.partitioner import stock_partitioner
 
 EDGE_STAGE = "to_edge_transform_and_lower"
@@ -32,6 +32,8 @@ class Lowering:
     stage: str = ""
     timings: dict[str, float] = field(default_factory=dict)
     delegate_calls: int = 0  # executorch_call_delegate nodes of the edge program
+    # The nodes the converter failed on (``capture.py``): a crash that names its node.
+    failures: list[ConversionFailure] = field(default_factory=list)
     edge_cpu_ops: list[str] = field(default_factory=list)  # edge ops outside every delegate
 
     @property
@@ -79,7 +81,7 @@ def lower_program(
     level = logging.root.manager.disable
     logging.disable(logging.WARNING)
     try:
-        with capture_mlmodels(result.mlmodels):
+        with capture_mlmodels(result.mlmodels, result.failures):
             if not _timed(result, EDGE_STAGE, lambda: _edge(result, ep, partitioner)):
                 return result
             _record_placement(result)

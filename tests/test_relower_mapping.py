@@ -1,0 +1,224 @@
+"""How ``lower`` maps a node the converter or the verifier names back to the ATen node it
+keeps on the CPU (``lowering/relower.py``), and when it refuses to move anything."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+from coreml_lint.lowering.relower import CRASH, DIVERGENCE, LEARNED, MAX_MOVES, KeptOnCpu, Learned
+from coreml_lint.stack.capture import ConversionFailure, lineage
+
+
+def _source(*names: str) -> list | None:
+    """torch's ``from_node`` provenance: a list whose last entry is the newest source."""
+    source = None
+    for name in reversed(names):  # the oldest first, each made from the one before
+        source = [SimpleNamespace(name=name, from_node=source)]
+    return source
+
+
+class EdgeOpOverload:  # what an edge node's target is (matched by type name)
+    def __str__(self) -> str:
+        return "aten.where.self"
+
+
+def _edge_node(name: str, *made_from: str) -> SimpleNamespace:
+    return SimpleNamespace(
+        name=name, target=EdgeOpOverload(), meta={"from_node": _source(*made_from)}
+    )
+
+
+def _learned() -> Learned:
+    learned = Learned()
+    learned.aten = {
+        "conv1d": "aten.conv1d.default",
+        "prelu": "aten.prelu.default",
+        "add": "aten.add.Tensor",
+    }
+    return learned
+
+
+def test_lineage_is_newest_first():
+    node = _edge_node("aten_where_self", "prelu", "prelu_export")
+    assert lineage(node) == ["prelu", "prelu_export"]
+    assert lineage(SimpleNamespace(meta={})) == []
+
+
+def test_a_converter_crash_maps_to_the_aten_node_it_was_made_from():
+    failure = ConversionFailure(
+        "aten_prelu_default", "prelu", "aten.prelu.default", ["prelu"], "ValueError: x"
+    )
+    move = _learned().from_crash([failure])
+    assert not isinstance(move, str)
+    assert (move.node, move.target, move.kind, move.edge_node) == (
+        "prelu",
+        "aten.prelu.default",
+        CRASH,
+        "aten_prelu_default",
+    )
+    assert failure.located == "converting 'prelu' op (located at: 'aten_prelu_default')"
+
+
+def test_a_node_renamed_by_passes_maps_through_its_provenance():
+    """A dim-order copy ExecuTorch inserted for ``add`` is made from ``add``: it maps there."""
+    learned = _learned()
+    copy = _edge_node("dim_order_ops__to_dim_order_copy_default", "add", "add")
+    assert learned.origin(copy) == "add"
+    aten = SimpleNamespace(name="prelu", target="aten.prelu.default", meta={})
+    assert learned.origin(aten) == "prelu"  # an ATen node is itself
+    stranger = _edge_node("aten_mul_tensor", "mul_from_elsewhere")
+    assert learned.origin(stranger) is None
+
+
+def test_an_unattributable_crash_moves_nothing():
+    learned = _learned()
+    assert "named no node" in learned.from_crash([])
+    unknown = ConversionFailure("aten_x", "x", "aten.x.default", ["not_in_program"], "E: x")
+    assert "maps to no node" in learned.from_crash([unknown])
+    assert learned.moves == {}
+
+
+def test_moves_are_bounded_and_never_repeated():
+    learned = _learned()
+    failure = ConversionFailure("aten_prelu_default", "prelu", "aten.prelu.default", ["prelu"], "E")
+    learned.moves["prelu"] = learned.from_crash([failure])
+    assert "already on the CPU" in learned.from_crash([failure])
+    for index in range(MAX_MOVES):
+        learned.moves[f"n{index}"] = learned.moves["prelu"]
+    other = ConversionFailure("aten_add_tensor", "add", "aten.add.Tensor", ["add"], "E")
+    assert f"already moved {MAX_MOVES}" in learned.from_crash([other])
+
+
+def test_a_divergence_moves_only_a_located_node():
+    learned = _learned()
+    unlocated = SimpleNamespace(
+        node=None, check="semantic", kind="values", mil_op=None, message="m"
+    )
+    assert "not attributable" in learned.from_divergence([unlocated], {})
+    located = SimpleNamespace(
+        node="aten_prelu_default", check="semantic", kind="values", mil_op="prelu", message="off"
+    )
+    move = learned.from_divergence([unlocated, located], {"aten_prelu_default": ["prelu"]})
+    assert not isinstance(move, str) and (move.node, move.kind) == ("prelu", DIVERGENCE)
+
+
+def test_the_learned_answer_refuses_what_came_from_a_moved_node():
+    learned = _learned()
+    assert learned.rules() == []  # nothing learned: nothing asked
+    failure = ConversionFailure(
+        "aten_prelu_default", "prelu", "aten.prelu.default", ["prelu"], "E: boom"
+    )
+    learned.moves["prelu"] = learned.from_crash([failure])
+    (rule,) = learned.rules()
+    assert isinstance(rule, KeptOnCpu) and rule.code == LEARNED
+    why = rule.refuse(_edge_node("aten_where_self", "prelu"))
+    assert why == "the crash at aten_prelu_default: E: boom"
+    assert rule.refuse(SimpleNamespace(name="prelu", target="aten.prelu.default", meta={}))
+    assert rule.refuse(_edge_node("aten_add_tensor", "add")) is None
+
+
+def test_every_edge_node_maps_back_through_real_to_edge():
+    """On a real ``to_edge`` (no lowering), with the op decomposed as ``lower`` decomposes a
+    refused op: every edge node maps to the ATen node it came from, pieces of a decomposed
+    op and copies ExecuTorch inserts included."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("executorch")
+    from executorch.exir import EdgeCompileConfig, to_edge
+
+    class Block(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.conv = torch.nn.Conv1d(4, 8, 3)
+            self.act = torch.nn.PReLU(8)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.act(self.conv(x)) + 1
+
+    ep = torch.export.export(Block().eval(), (torch.randn(2, 4, 10),)).run_decompositions({})
+    learned = Learned()
+    learned.bind(ep)
+    assert set(learned.aten) == {"conv1d", "prelu", "add"}
+    edge = to_edge(ep, compile_config=EdgeCompileConfig(_check_ir_validity=False))
+    origins = {
+        n.name: learned.origin(n)
+        for n in edge.exported_program().graph.nodes
+        if n.op == "call_function"
+    }
+    assert origins["aten_add_tensor"] == "add"
+    assert origins["aten_convolution_default"] == "conv1d"
+    pieces = [name for name, origin in origins.items() if origin == "prelu"]
+    assert len(pieces) > 1 and "aten_where_self" in pieces  # prelu, decomposed
+    assert None not in origins.values()
+
+
+def test_the_lowering_report_names_each_moved_node_and_why():
+    from coreml_lint.core.settings import PartitionerSettings
+    from coreml_lint.lowering.relower import Move
+    from coreml_lint.lowering.report import LowerReport
+
+    report = LowerReport([], PartitionerSettings())
+    report.moved = [
+        Move("prelu", "aten.prelu.default", CRASH, "aten_prelu_default", "ValueError: rank 3"),
+        Move("clamp", "aten.clamp.Tensor", DIVERGENCE, "aten_clamp_tensor", "semantic values", "m"),
+    ]
+    text = report.render("model.pte")
+    assert (
+        "moved      prelu (aten.prelu.default) moved to the CPU: the converter crashed on "
+        "aten_prelu_default: ValueError: rank 3"
+    ) in text
+    assert "clamp (aten.clamp.Tensor) moved to the CPU: verify located a divergence at" in text
+    moved = report.to_json()["moved_to_cpu"]
+    assert [m["node"] for m in moved] == ["prelu", "clamp"] and moved[0][
+        "why"
+    ] == "ValueError: rank 3"
+
+
+def _job(crashes: list[list[ConversionFailure]]) -> SimpleNamespace:
+    """A stand-in for ``run._Job`` whose attempts crash with ``crashes`` in turn, then lower."""
+    from coreml_lint.lowering.run import LoweringError
+
+    learned = _learned()
+    attempts: list[int] = []
+
+    def attempt(*, without: frozenset) -> str:
+        attempts.append(len(learned.moves))
+        if len(attempts) <= len(crashes):
+            raise LoweringError(
+                "lowering failed in x: E: boom", failures=crashes[len(attempts) - 1]
+            )
+        return "lowered"
+
+    return SimpleNamespace(
+        attempt=attempt, learned=learned, linted=None, say=lambda m: None, attempts=attempts
+    )
+
+
+def test_lower_learns_a_bounded_number_of_times_and_stops_on_what_names_no_node(monkeypatch):
+    pytest.importorskip("torch")
+    from coreml_lint.lowering import relower, run
+
+    monkeypatch.setattr(relower, "measure_call", lambda linted, name, say: "not measured")
+    prelu = ConversionFailure("aten_prelu_default", "prelu", "aten.prelu.default", ["prelu"], "E")
+    add = ConversionFailure("aten_add_tensor", "add", "aten.add.Tensor", ["add"], "E")
+    job = _job([[prelu], [add]])
+    assert run._lower_learning(job) == "lowered"
+    assert list(job.learned.moves) == ["prelu", "add"] and job.attempts == [0, 1, 2]
+    job = _job([[prelu], [prelu]])  # the same node again: the move did not help, stop
+    with pytest.raises(run.LoweringError, match="already on the CPU, and the failure persists"):
+        run._lower_learning(job)
+    job = _job([[prelu], []])  # then a crash that names no node: stop, saying what moved
+    with pytest.raises(run.LoweringError) as raised:
+        run._lower_learning(job)
+    assert "nothing moved to the CPU: the converter named no node" in str(raised.value)
+    assert "(after moving prelu to the CPU)" in str(raised.value)
+    # never loops forever, whatever the crashes name
+    crashes = [
+        [ConversionFailure(f"e{i}", "x", "aten.x.default", [f"n{i}"], "E")] for i in range(100)
+    ]
+    job = _job(crashes)
+    job.learned.aten.update({f"n{i}": "aten.x.default" for i in range(100)})
+    with pytest.raises(run.LoweringError, match=f"already moved {relower.MAX_MOVES} node"):
+        run._lower_learning(job)
+    assert len(job.attempts) == relower.MAX_MOVES + 1
