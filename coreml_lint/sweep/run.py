@@ -1,7 +1,8 @@
 """The sweep's driver: generate every op's cases, measure them in groups on worker
 processes, then measure iOS16 and iOS17 where iOS15 and iOS18 disagree. Everything is
 appended to JSON-lines files in the output folder as it is known, so an interrupted sweep
-resumes where it stopped.
+resumes where it stopped. The tasks run on Dask distributed (``engine.py``): local worker
+processes, or a cluster by address.
 
 Grouping: most cases lower fine, so cases that are alike (same axis, target, first operand
 dtype and origin) share one program, and a group that crashes or disagrees anywhere is measured
@@ -21,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from coreml_lint.sweep.pool import Pool, Task
+from coreml_lint.sweep.engine import Engine, Task
 
 GENERATE_TIMEOUT = 600.0
 MAX_GROUP = 12
@@ -38,6 +39,7 @@ class Store:
         self.cases_path = folder / "cases.jsonl"
         self.results_path = folder / "results.jsonl"
         self.meta_path = folder / "meta.json"
+        self.costs_path = folder / "costs.jsonl"
 
     @staticmethod
     def _read(path: Path) -> list[dict[str, Any]]:
@@ -61,6 +63,14 @@ class Store:
         with path.open("a") as handle:
             handle.write(json.dumps(row, sort_keys=True) + "\n")
 
+    def add_cost(self, kind: str, seconds: float) -> None:
+        """The CPU seconds one task took on its worker (appended as it returns, so a sweep
+        killed at any moment still knows what it cost)."""
+        self.append(self.costs_path, {"kind": kind, "cpu": round(seconds, 3)})
+
+    def cpu_seconds(self) -> float:
+        return sum(row["cpu"] for row in self._read(self.costs_path))
+
     def meta(self) -> dict[str, Any]:
         return json.loads(self.meta_path.read_text()) if self.meta_path.exists() else {}
 
@@ -82,7 +92,7 @@ def bucket_of(case: dict[str, Any]) -> tuple[Any, ...]:
 class Scheduler:
     """Hands out groups of pending cases, sized by each bucket's failure rate so far."""
 
-    pool: Pool
+    engine: Engine
     store: Store
     say: Say
     pending: dict[tuple[Any, ...], list[dict[str, Any]]] = field(default_factory=dict)
@@ -117,7 +127,7 @@ class Scheduler:
 
     def submit(self, group: list[dict[str, Any]], first: bool = False) -> None:
         timeout = 90.0 + 30.0 * len(group)
-        self.pool.submit(
+        self.engine.submit(
             Task(
                 "measure",
                 group,
@@ -167,7 +177,7 @@ class Scheduler:
             self.say(f"measured {self.done}/{self.total} ({rate:.1f}/s, ~{left / 60:.0f} min left)")
 
 
-def generate_all(pool: Pool, store: Store, names: list[str], say: Say) -> None:
+def generate_all(engine: Engine, store: Store, names: list[str], say: Say) -> None:
     done = {row["op"] for row in store.generated()}
     todo = [n for n in names if n not in done]
     say(f"generating cases for {len(todo)} ops ({len(done)} already generated)")
@@ -179,19 +189,19 @@ def generate_all(pool: Pool, store: Store, names: list[str], say: Say) -> None:
         store.append(store.cases_path, {"op": name, "cases": [], "why": f"generation: {why}"})
 
     for name in todo:
-        pool.submit(
+        engine.submit(
             Task("generate", name, GENERATE_TIMEOUT, finished, lambda why, n=name: failed(n, why))
         )
-    pool.run()
+    engine.run()
 
 
-def measure_all(pool: Pool, store: Store, cases: list[dict[str, Any]], say: Say) -> None:
+def measure_all(engine: Engine, store: Store, cases: list[dict[str, Any]], say: Say) -> None:
     done = store.results()
     todo = [c for c in cases if c["id"] not in done]
     say(f"measuring {len(todo)} cases ({len(cases) - len(todo)} already measured)")
-    scheduler = Scheduler(pool, store, say)
+    scheduler = Scheduler(engine, store, say)
     scheduler.add(todo)
-    pool.run(scheduler.refill)
+    engine.run(scheduler.refill)
 
 
 def middle_targets(cases: list[dict[str, Any]], results: dict[str, dict]) -> list[dict]:
