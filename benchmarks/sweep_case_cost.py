@@ -29,7 +29,6 @@ import os
 import random
 import subprocess
 import sys
-import time
 from collections import defaultdict
 from contextlib import contextmanager
 from pathlib import Path
@@ -90,7 +89,6 @@ def instrument(phases: Phases) -> None:
     convert = CoreMLBackend._convert_to_mlmodel
     serialize = CoreMLBackend.preprocess_model
     emit = EdgeProgramManager.to_executorch
-    judge = measure_module.verify_lowered if hasattr(measure_module, "verify_lowered") else None
 
     def timed(name, fn):
         def wrapper(*args, **kwargs):
@@ -102,7 +100,6 @@ def instrument(phases: Phases) -> None:
     import executorch.exir as exir
     import torch
 
-    import coreml_lint.stack.lowering as lowering
     from coreml_lint.sweep import build as build_module
 
     CoreMLBackend._convert_to_mlmodel = staticmethod(timed("convert", convert))
@@ -110,14 +107,11 @@ def instrument(phases: Phases) -> None:
     exir.to_edge_transform_and_lower = timed("edge", exir.to_edge_transform_and_lower)
     measure_module.case_keys = timed("keys", measure_module.case_keys)
     measure_module.build = timed("build", build_module.build)
-    del lowering
     CoreMLBackend.preprocess_model = staticmethod(timed("serialize", serialize))
     EdgeProgramManager.to_executorch = timed("to_executorch", emit)
     import coreml_lint.verifier.api as api
 
-    api.verify_lowered = timed("judge", api.verify_lowered)
-    if judge is not None:
-        measure_module.verify_lowered = api.verify_lowered
+    api.verify_lowered = timed("judge", api.verify_lowered)  # measure imports it when called
 
 
 def main() -> int:

@@ -218,4 +218,3 @@ class Engine:
             self._start(running.task, running.tries + 1)
         else:
             running.task.failed(why)
-
