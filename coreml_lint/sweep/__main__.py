@@ -3,13 +3,16 @@
     python -m coreml_lint.sweep run [--out DIR] [--workers 2 | --scheduler HOST:8786]
                                     [--ops amax.default,...] [--axes dtype,variant]
                                     [--only IDS_FILE]
+    python -m coreml_lint.sweep rekey [--out DIR] [--workers 2 | --scheduler HOST:8786]
     python -m coreml_lint.sweep build [--out DIR] [--table PATH]
     python -m coreml_lint.sweep report [--out DIR]
 
 ``run`` generates, measures (resuming whatever ``DIR`` already holds) and builds the table,
 on ``--workers`` local Dask worker processes or on the Dask cluster whose scheduler is at
 ``--scheduler``;
-``build`` only aggregates; ``report`` prints the counts by op family and which catalogue
+``rekey`` keys every measured case again with today's key (after a key format change: the
+programs are exported again, never lowered, and no outcome changes); ``build`` only
+aggregates; ``report`` prints the counts by op family and which catalogue
 pitfalls the sweep found.
 """
 
@@ -68,6 +71,20 @@ def run(args: argparse.Namespace) -> int:
     return build(args)
 
 
+def rekey(args: argparse.Namespace) -> int:
+    from coreml_lint.sweep.engine import Engine
+    from coreml_lint.sweep.run import Store, rekey_all
+
+    store = Store(args.out)
+    engine = Engine(args.workers, address=args.scheduler, on_cost=store.add_cost)
+    try:
+        changed = rekey_all(engine, store, _say)
+    finally:
+        engine.close()
+    _say(f"{changed} measured cases keyed anew")
+    return 0
+
+
 def build(args: argparse.Namespace) -> int:
     from coreml_lint.sweep.report import sweep_summary
     from coreml_lint.sweep.run import Store
@@ -101,24 +118,25 @@ def main(argv: list[str] | None = None) -> int:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     commands = parser.add_subparsers(dest="command", required=True)
-    for name in ("run", "build", "report"):
+    for name in ("run", "rekey", "build", "report"):
         sub = commands.add_parser(name)
         sub.add_argument("--out", type=Path, default=DEFAULT_OUT, help="the sweep's folder")
         sub.add_argument("--table", type=Path, default=TABLE_PATH, help="the table to write")
-        if name == "run":
+        if name in ("run", "rekey"):
             sub.add_argument("--workers", type=int, default=2, help="local worker processes")
             sub.add_argument(
                 "--scheduler",
                 default=None,
                 help="the address of a Dask scheduler (a cluster) instead of local workers",
             )
+        if name == "run":
             sub.add_argument("--ops", type=lambda s: set(s.split(",")), default=None)
             sub.add_argument("--axes", type=lambda s: set(s.split(",")), default=None)
             sub.add_argument(
                 "--only", type=Path, default=None, help="a file of case ids to measure (a sample)"
             )
     args = parser.parse_args(argv)
-    return {"run": run, "build": build, "report": report}[args.command](args)
+    return {"run": run, "rekey": rekey, "build": build, "report": report}[args.command](args)
 
 
 if __name__ == "__main__":

@@ -87,6 +87,10 @@ class _Running:
     future: Any
     deadline: float
     tries: int
+    worker: str
+
+
+WARMING, IDLE, BUSY, BROKEN = "warming", "idle", "busy", "broken"
 
 
 class Engine:
@@ -111,17 +115,20 @@ class Engine:
                 "distributed.worker.profile.enabled": False,
             }
         )
-        self.queue: list[Task] = []
+        self.queue: list[tuple[Task, int]] = []  # each task with the tries it has had
         self.cpu_seconds = 0.0  # spent in tasks that returned, on every worker
         self.on_cost = on_cost  # (task kind, CPU seconds) of each task that returned
         self.running: dict[str, _Running] = {}
+        self.workers: dict[str, str] = {}  # address -> WARMING, IDLE, BUSY or BROKEN
+        self.warming: dict[str, Any] = {}  # address -> its warm-up future
+        self.seen_at = 0.0
         self.cluster = None
         if address is None:
             self.cluster = LocalCluster(
                 n_workers=workers,
                 threads_per_worker=1,
                 processes=True,
-                dashboard_address=None,
+                dashboard_address=":0",  # any free port: never another cluster's
                 silence_logs=logging.ERROR,
                 lifetime=WORKER_LIFETIME,
                 lifetime_stagger="5 minutes",
@@ -134,33 +141,45 @@ class Engine:
         else:
             self.client = Client(address)
         self.client.register_plugin(_quiet_workers())
-        self.size = max(1, len(self.client.scheduler_info(n_workers=-1)["workers"]) or workers)
+        self.size = workers if address is None else 1
+        self._see_workers()
 
     def submit(self, task: Task, first: bool = False) -> None:
         if first:
-            self.queue.insert(0, task)
+            self.queue.insert(0, (task, 0))
         else:
-            self.queue.append(task)
+            self.queue.append((task, 0))
 
     def run(self, refill: Callable[[], bool] | None = None) -> None:
         """Serve the queue (asking ``refill`` for more while workers would idle) until every
-        task is done or failed."""
+        task is done or failed.
+
+        Each task is placed on one idle, warm worker: a worker (new, or restarted by Dask)
+        first imports the heavy stack in a warm-up task of its own, so a task's timeout
+        measures the task and never a worker's start on a loaded machine."""
         from distributed import wait
 
+        more = refill if refill is not None else (lambda: False)
+        exhausted = refill is None  # refill has no more to give
         while True:
-            # One task per worker at a time: a task's deadline runs from its start.
-            room = self.size - len(self.running)
-            while refill is not None and len(self.queue) < room and refill():
-                pass
-            while self.queue and len(self.running) < self.size:
-                self._start(self.queue.pop(0), tries=0)
-            if not self.running:
+            self._see_workers()
+            idle = [w for w, state in self.workers.items() if state == IDLE]
+            while not exhausted and len(self.queue) < len(idle):
+                exhausted = not more()
+            for worker in idle:
                 if not self.queue:
-                    return
-                continue
-            futures = [r.future for r in self.running.values()]
-            with contextlib.suppress(TimeoutError):  # a deadline passed: _expire sees to it
-                wait(futures, timeout=self._next_deadline(), return_when="FIRST_COMPLETED")
+                    break
+                task, tries = self.queue.pop(0)
+                self._start(task, tries, worker)
+            if not self.running and not self.queue and exhausted:
+                return
+            futures = [r.future for r in self.running.values()] + list(self.warming.values())
+            if futures:
+                with contextlib.suppress(TimeoutError):  # a deadline passed: _expire sees it
+                    wait(futures, timeout=self._next_deadline(), return_when="FIRST_COMPLETED")
+            else:  # every worker is gone or starting: wait for the cluster
+                time.sleep(0.5)
+            self._warmed()
             for key in [k for k, r in self.running.items() if r.future.done()]:
                 self._finish(self.running.pop(key))
             self._expire()
@@ -172,19 +191,62 @@ class Engine:
             with contextlib.suppress(Exception):
                 self.cluster.close()
 
-    # ------------------------------------------------------------------ internals
-    def _start(self, task: Task, tries: int) -> None:
-        future = self.client.submit(run_task, task.kind, task.payload, pure=False)
-        self.running[future.key] = _Running(task, future, time.monotonic() + task.timeout, tries)
+    # ------------------------------------------------------------------ workers
+    def _see_workers(self) -> None:
+        """Follow the cluster's workers: a new one is warmed up, a gone one forgotten (its
+        task ends in ``KilledWorker``, which ``_finish`` retries)."""
+        now = time.monotonic()
+        if now - self.seen_at < 1.0:
+            return
+        self.seen_at = now
+        present = set(self.client.scheduler_info(n_workers=-1)["workers"])
+        for gone in set(self.workers) - present:
+            del self.workers[gone]
+            self.warming.pop(gone, None)
+            # Its task is bound to it, so Dask would hold the task for its return: it died.
+            for key in [k for k, r in self.running.items() if r.worker == gone]:
+                running = self.running.pop(key)
+                running.future.cancel()
+                self._retry_or_fail(running, "worker died (the process running it ended)")
+        for worker in present - set(self.workers):
+            self.workers[worker] = WARMING
+            self.warming[worker] = self.client.submit(
+                run_task, "warm", None, workers=[worker], allow_other_workers=False, pure=False
+            )
+        self.size = max(len(self.workers), 1)
+
+    def _warmed(self) -> None:
+        for worker, future in list(self.warming.items()):
+            if future.done():
+                del self.warming[worker]
+                if worker in self.workers:  # a warm-up that failed leaves the worker out
+                    self.workers[worker] = IDLE if future.status == "finished" else BROKEN
+
+    # ------------------------------------------------------------------ tasks
+    def _start(self, task: Task, tries: int, worker: str) -> None:
+        future = self.client.submit(
+            run_task,
+            task.kind,
+            task.payload,
+            workers=[worker],
+            allow_other_workers=False,
+            pure=False,
+        )
+        self.workers[worker] = BUSY
+        deadline = time.monotonic() + task.timeout
+        self.running[future.key] = _Running(task, future, deadline, tries, worker)
 
     def _next_deadline(self) -> float:
-        soonest = min(r.deadline for r in self.running.values())
+        deadlines = [r.deadline for r in self.running.values()]
+        soonest = min(deadlines) if deadlines else time.monotonic() + 5.0
         return max(0.05, min(soonest - time.monotonic(), 5.0))
 
     def _finish(self, running: _Running) -> None:
         from distributed import KilledWorker
 
         future, task = running.future, running.task
+        if self.workers.get(running.worker) == BUSY:
+            self.workers[running.worker] = IDLE
         if future.status == "finished":
             value, seconds = future.result()
             self.cpu_seconds += seconds
@@ -201,20 +263,18 @@ class Engine:
     def _expire(self) -> None:
         now = time.monotonic()
         late = [k for k, r in self.running.items() if now > r.deadline and not r.future.done()]
-        if not late:
-            return
-        processing = self.client.processing()
         for key in late:
             running = self.running.pop(key)
-            workers = [w for w, keys in processing.items() if key in keys]
             running.future.cancel()
-            if workers:  # a hang cannot be interrupted in its thread: restart the process
-                with contextlib.suppress(Exception):
-                    self.client.restart_workers(workers, timeout=120, raise_for_error=False)
+            # A hang cannot be interrupted in its thread: the worker process is restarted
+            # (it comes back under a new address and is warmed up again).
+            self.workers.pop(running.worker, None)
+            with contextlib.suppress(Exception):
+                self.client.restart_workers([running.worker], timeout=300, raise_for_error=False)
             self._retry_or_fail(running, f"timeout after {running.task.timeout:.0f} s")
 
     def _retry_or_fail(self, running: _Running, why: str) -> None:
-        if running.tries < RETRIES:
-            self._start(running.task, running.tries + 1)
+        if running.tries < RETRIES:  # first in line, on whichever worker is idle next
+            self.queue.insert(0, (running.task, running.tries + 1))
         else:
             running.task.failed(why)

@@ -68,6 +68,12 @@ class Store:
         killed at any moment still knows what it cost)."""
         self.append(self.costs_path, {"kind": kind, "cpu": round(seconds, 3)})
 
+    def rewrite_results(self, rows: list[dict[str, Any]]) -> None:
+        """Replace the results file whole (written aside, then renamed: never half-written)."""
+        aside = self.results_path.with_suffix(".tmp")
+        aside.write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in rows))
+        aside.replace(self.results_path)
+
     def cpu_seconds(self) -> float:
         return sum(row["cpu"] for row in self._read(self.costs_path))
 
@@ -79,7 +85,7 @@ class Store:
 
 
 # Measured first to last, so a sweep stopped early has the most telling cases.
-AXIS_ORDER = ("base", "dtype", "variant", "origin", "context", "shape", "inside", "rank")
+AXIS_ORDER = ("base", "dtype", "variant", "origin", "context", "pairs", "shape", "inside", "rank")
 
 
 def bucket_of(case: dict[str, Any]) -> tuple[Any, ...]:
@@ -228,3 +234,48 @@ def middle_targets(cases: list[dict[str, Any]], results: dict[str, dict]) -> lis
             made["id"] = case_id(made)
             extra.append(made)
     return extra
+
+
+REKEY_GROUP = 12
+
+
+def rekey_all(engine: Engine, store: Store, say: Say) -> int:
+    """Key every measured result again with today's ``KeyMaker`` (a key format changed):
+    each case's program is exported again, never lowered, and only its keys change (a
+    measured outcome is never touched). Returns how many results changed keys."""
+    cases = {c["id"]: c for row in store.generated() for c in row["cases"]}
+    results = store.results()
+    todo = [cases[i] for i in results if i in cases]
+    fresh: dict[str, Any] = {}
+
+    def done(value: Any, group: list[dict[str, Any]]) -> None:
+        for case in group:
+            if value.get(case["id"]) is not None:
+                fresh[case["id"]] = value[case["id"]]
+            elif len(group) > 1:
+                submit([case])
+
+    def submit(group: list[dict[str, Any]]) -> None:
+        engine.submit(
+            Task("rekey", group, 300.0, lambda v, g=group: done(v, g), lambda why: None),
+            first=len(group) == 1,
+        )
+
+    by_bucket: dict[tuple[Any, ...], list[dict[str, Any]]] = defaultdict(list)
+    for case in todo:
+        by_bucket[(case["op"], case["target"])].append(case)
+    for bucket in by_bucket.values():
+        for start in range(0, len(bucket), REKEY_GROUP):
+            submit(bucket[start : start + REKEY_GROUP])
+    say(f"keying {len(todo)} measured cases again (exported, not lowered)")
+    engine.run()
+    changed = 0
+    rows = []
+    for case_id, result in results.items():
+        keys = fresh.get(case_id)
+        if keys is not None and keys != result.get("keys"):
+            result = dict(result, keys=keys)
+            changed += 1
+        rows.append(result)
+    store.rewrite_results(rows)
+    return changed
