@@ -389,3 +389,27 @@ def test_the_coremltools_pre_release_table_ships_and_records_what_changed():
     alpha = Key("aten.add.Scalar", "float16:op", "a1=int;a2=frac", "r2")
     assert released.lookup(alpha, 18).outcome == "crash"
     assert newer.lookup(alpha, 18).outcome == "ok"
+
+
+def test_shards_keep_finished_ops_and_never_replace_a_measured_cell(tmp_path):
+    """An op is written to its shard once every generated case is measured; writing again
+    adds what the shard lacks and never replaces a result; a store reads shards as
+    measured (a sweep resumes from the repository on a fresh machine)."""
+    from coreml_lint.sweep import shards
+    from coreml_lint.sweep.run import Store
+
+    cases = [{"id": f"a{i}", "op": "abs.default"} for i in range(3)]
+    cases.append({"id": "n0", "op": "neg.default"})
+    results = {c["id"]: {"id": c["id"], "outcome": "ok", "message": ""} for c in cases[:3]}
+    folder = tmp_path / "measurements" / "stack"
+    assert shards.write(folder, cases, results) == ["abs.default"]  # neg is not finished
+    changed = dict(results, a0={"id": "a0", "outcome": "crash", "message": "E"})
+    assert shards.write(folder, cases, changed) == []  # nothing new: nothing written
+    kept, _ = shards.read(folder)
+    assert kept["a0"]["outcome"] == "ok"
+    store = Store(tmp_path / "live", shards=folder)
+    store.append(store.results_path, {"id": "a0", "outcome": "crash", "message": "E"})
+    assert store.results()["a0"]["outcome"] == "ok"  # the shard's cell wins
+    store.append(store.results_path, {"id": "n0", "outcome": "ok", "message": ""})
+    assert store.write_shards(cases) == ["neg.default"]
+    assert set(shards.read(folder)[0]) == {"a0", "a1", "a2", "n0"}

@@ -7,7 +7,9 @@
     python -m coreml_lint.sweep build [--out DIR] [--table PATH]
     python -m coreml_lint.sweep report [--out DIR]
 
-``run`` generates, measures (resuming whatever ``DIR`` already holds) and builds the table,
+``run`` generates, measures (resuming whatever ``DIR`` and the repository's shards,
+``measurements/<stack>/<op>.jsonl.gz``, already hold; every op measured in full is written
+there as it finishes) and builds the table,
 on ``--workers`` local Dask worker processes or on the Dask cluster whose scheduler is at
 ``--scheduler``;
 ``rekey`` keys every measured case again with today's key (after a key format change: the
@@ -39,7 +41,7 @@ def run(args: argparse.Namespace) -> int:
     from coreml_lint.sweep.run import Store, generate_all, measure_all, middle_targets
     from coreml_lint.sweep.schema import in_scope
 
-    store = Store(args.out)
+    store = Store(args.out, shards=_shards(args))
     meta = store.meta()
     started = time.monotonic()
     ops, left_out = in_scope(load_optable())
@@ -59,6 +61,7 @@ def run(args: argparse.Namespace) -> int:
         extra = middle_targets(cases, store.results())
         _say(f"{len(extra)} cases at iOS16/17 where iOS15 and iOS18 disagree")
         measure_all(engine, store, extra, _say)
+        store.write_shards(cases + extra)
     finally:
         engine.close()
         meta["wall_seconds"] = meta.get("wall_seconds", 0.0) + time.monotonic() - started
@@ -69,6 +72,16 @@ def run(args: argparse.Namespace) -> int:
         meta["no_legal_call"] = sorted(r["op"] for r in store.generated() if r.get("why"))
         store.save_meta(meta)
     return build(args)
+
+
+def _shards(args: argparse.Namespace) -> Path | None:
+    """The repository's shards of the installed stack (``--shards``), or None (``none``)."""
+    from coreml_lint.program.behaviour import installed_versions
+    from coreml_lint.sweep.shards import stack_folder
+
+    if args.shards == "none":
+        return None
+    return Path(args.shards) if args.shards else stack_folder(installed_versions())
 
 
 def rekey(args: argparse.Namespace) -> int:
@@ -130,6 +143,11 @@ def main(argv: list[str] | None = None) -> int:
                 help="the address of a Dask scheduler (a cluster) instead of local workers",
             )
         if name == "run":
+            sub.add_argument(
+                "--shards",
+                default=None,
+                help="where measured ops are kept (default: measurements/<stack>; 'none')",
+            )
             sub.add_argument("--ops", type=lambda s: set(s.split(",")), default=None)
             sub.add_argument("--axes", type=lambda s: set(s.split(",")), default=None)
             sub.add_argument(

@@ -22,19 +22,24 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from coreml_lint.sweep import shards
 from coreml_lint.sweep.engine import Engine, Task
 
 GENERATE_TIMEOUT = 600.0
 MAX_GROUP = 12
 GOOD = {"ok", "cpu", "edge"}
+SHARD_EVERY = 100  # results between writes of the finished ops' shards
 Say = Callable[[str], None]
 
 
 class Store:
-    """The sweep's folder: ``cases.jsonl`` (per op), ``results.jsonl`` (per case)."""
+    """The sweep's folder: ``cases.jsonl`` (per op), ``results.jsonl`` (per case); with
+    ``shards``, the measurements kept in the repository (``shards.py``) count as measured,
+    and every op measured in full is written there."""
 
-    def __init__(self, folder: Path) -> None:
+    def __init__(self, folder: Path, shards: Path | None = None) -> None:
         self.folder = folder
+        self.shards = shards
         folder.mkdir(parents=True, exist_ok=True)
         self.cases_path = folder / "cases.jsonl"
         self.results_path = folder / "results.jsonl"
@@ -57,7 +62,16 @@ class Store:
         return self._read(self.cases_path)
 
     def results(self) -> dict[str, dict[str, Any]]:
-        return {r["id"]: r for r in self._read(self.results_path)}
+        found = {r["id"]: r for r in self._read(self.results_path)}
+        if self.shards is not None:  # a shard's result is never replaced
+            found.update(shards.read(self.shards)[0])
+        return found
+
+    def write_shards(self, cases: list[dict[str, Any]]) -> list[str]:
+        """Keep every op whose ``cases`` are all measured in the repository's shards."""
+        if self.shards is None:
+            return []
+        return shards.write(self.shards, cases, self.results())
 
     def append(self, path: Path, row: dict[str, Any]) -> None:
         with path.open("a") as handle:
@@ -107,6 +121,7 @@ class Scheduler:
     )
     done: int = 0
     total: int = 0
+    cases: list[dict[str, Any]] = field(default_factory=list)
     started: float = field(default_factory=time.monotonic)
 
     def add(self, cases: list[dict[str, Any]]) -> None:
@@ -177,6 +192,10 @@ class Scheduler:
         counts[0] += 1
         counts[1] += result["outcome"] not in GOOD
         self.done += 1
+        if self.done % SHARD_EVERY == 0 or self.done == self.total:
+            written = self.store.write_shards(self.cases)
+            if written:
+                self.say(f"shards written: {', '.join(written)}")
         if self.done % 200 == 0 or self.done == self.total:
             rate = self.done / max(time.monotonic() - self.started, 1e-9)
             left = (self.total - self.done) / rate if rate else 0
@@ -207,7 +226,9 @@ def measure_all(engine: Engine, store: Store, cases: list[dict[str, Any]], say: 
     say(f"measuring {len(todo)} cases ({len(cases) - len(todo)} already measured)")
     scheduler = Scheduler(engine, store, say)
     scheduler.add(todo)
+    scheduler.cases = list(cases)  # an op is finished when all its cases are measured
     engine.run(scheduler.refill)
+    store.write_shards(cases)
 
 
 def middle_targets(cases: list[dict[str, Any]], results: dict[str, dict]) -> list[dict]:
