@@ -318,6 +318,40 @@ def _only_tensors(value: Any) -> bool:
     )
 
 
+# ---------------------------------------------------------------- op families
+# Families of ops, for the sweep's report and for where a prediction rule holds out
+# (``prediction_gates.json``): the first pattern an op's name matches.
+FAMILIES = (
+    ("attention", r"attention"),
+    ("normalization", r"norm"),
+    ("convolution", r"conv|col2im|im2col"),
+    ("pooling", r"pool"),
+    ("matmul/linear", r"^(mm|bmm|addmm|baddbmm|matmul|linear|dot|mv|outer|einsum)\."),
+    (
+        "reduction",
+        r"^(sum|mean|amax|amin|max|min|var|std|prod|any|all|argmax|argmin|logsumexp|cumsum|cumprod|norm|linalg)",
+    ),
+    ("comparison/logical", r"^(eq|ne|lt|le|gt|ge|logical|bitwise|isnan|where)"),
+    ("index/gather/scatter", r"index|gather|scatter|embedding|select|slice|take|masked"),
+    ("fill/factory", r"^(full|zeros|ones|empty|arange|eye|scalar_tensor|new_|fill|linspace)"),
+    (
+        "activation",
+        r"relu|gelu|silu|sigmoid|tanh|elu|softmax|softplus|hard|mish|glu|prelu|log_softmax|threshold",
+    ),
+    (
+        "shape/copy",
+        r"view|reshape|permute|transpose|expand|squeeze|unsqueeze|cat|stack|split|flatten|repeat|tile|flip|roll|copy|clone|pad|chunk|unbind|narrow|alias|contiguous|t\.|numpy_T|atleast|broadcast|pixel|upsample|interp|grid",
+    ),
+    ("elementwise math", r"."),
+)
+
+
+def family(op: str) -> str:
+    """The family of an op (``aten.`` prefix or not)."""
+    name = op.removeprefix("aten.")
+    return next(f for f, pattern in FAMILIES if re.search(pattern, name))
+
+
 # ---------------------------------------------------------------- the table
 def parse_targets(text: str) -> frozenset[int]:
     """``"15-18"`` / ``"15,17"`` -> the iOS versions."""
@@ -394,6 +428,8 @@ class BehaviourTable:
     by_op: dict[str, list[Entry]] = field(default_factory=dict)
     bases: dict[str, str] = field(default_factory=dict)  # op -> the base call's variant
     arg_names: dict[str, list[str]] = field(default_factory=dict)  # op -> schema names
+    # basis -> the op families where it did not hold out (None: no hold-out measured)
+    refused: dict[str, frozenset[str]] | None = None
     _free: dict[Any, Any] = field(default_factory=dict, repr=False)  # answers worked out once
 
     def lookup(self, key: Key, target: int, context: str = "") -> Entry | None:
@@ -405,14 +441,26 @@ class BehaviourTable:
         (``--measure``), else the predicted one, saying which."""
         entry = self.lookup(key, target, context)
         if entry is not None and entry.shape in ("*", key.shape):
-            return Answer(entry, MEASURED if same_call(entry, key) else CLASS)
+            basis = MEASURED if same_call(entry, key) else CLASS
+            if self.holds(basis, key.op):
+                return Answer(entry, basis)
         local = local_table()
         here = local._lookup(*astuple(key), target, context) if local is not None else None
         if here is not None:
             return Answer(here, HERE)
-        if entry is not None:
-            return Answer(entry, SHAPE)
-        return self.predicted(key, target, context)
+        if entry is not None and entry.shape not in ("*", key.shape):
+            return Answer(entry, SHAPE) if self.holds(SHAPE, key.op) else None
+        found = self.predicted(key, target, context)
+        return found if found is not None and self.holds(found.basis, key.op) else None
+
+    def holds(self, basis: str, op: str) -> bool:
+        """Whether answers reached this way are given for this op: a measurement always;
+        an answer for a call that was not measured except in the op families where that
+        way of answering fell below 95 % precision on the table's own held-out cells
+        (``benchmarks/optable_holdout.py``, ``prediction_gates.json``)."""
+        if self.refused is None or basis in (MEASURED, HERE):
+            return True
+        return family(op) not in self.refused.get(basis, ())
 
     def predict(self, key: Key, target: int, context: str = "") -> Entry | None:
         found = self.predicted(key, target, context)
@@ -669,7 +717,23 @@ def value_range(entry: Entry, names: list[str] | None = None) -> str:
     return found + (f" (measured with {said})" if big else "")
 
 
-def load_table(path: Path) -> BehaviourTable:
+GATES_PATH = DATA / "prediction_gates.json"
+
+
+def load_gates(path: Path) -> dict[str, frozenset[str]] | None:
+    """Where each way of answering an unmeasured call fell below the gate, for a shipped
+    table (its hold-out benchmark wrote ``prediction_gates.json``); None for any other."""
+    if path.resolve().parent != DATA.resolve() or not GATES_PATH.exists():
+        return None
+    found = json.loads(GATES_PATH.read_text()).get("tables", {}).get(path.name)
+    if found is None:
+        return None
+    return {basis: frozenset(families) for basis, families in found["refused"].items()}
+
+
+def load_table(path: Path, gated: bool = True) -> BehaviourTable:
+    """The table at ``path``; ``gated=False`` answers every way (the hold-out benchmark
+    measures the ways themselves)."""
     data = json.loads(path.read_text())
     if data.get("format") != FORMAT:
         raise ValueError(f"{path}: behaviour table format {data.get('format')} is not {FORMAT}")
@@ -699,6 +763,7 @@ def load_table(path: Path) -> BehaviourTable:
         by_op,
         dict(data.get("bases", {})),
         dict(data.get("arg_names", {})),
+        refused=load_gates(path) if gated else None,
     )
 
 
