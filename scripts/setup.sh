@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 python3 -m venv .venv
 .venv/bin/python -m pip install --quiet --upgrade pip
 .venv/bin/python -m pip install --quiet "torch==2.13.0"
-.venv/bin/python -m pip install --quiet -e ".[lower,dev]" "torch==2.13.0"
+.venv/bin/python -m pip install --quiet -e ".[lower,dev,sweep]" "torch==2.13.0"
 # Headless Chromium renders the HTML report in its tests (Debian's package; skipped with a
 # message where it cannot be installed, and those tests then say why they skip).
 bash scripts/setup_browser.sh || echo "note: chromium not installed; the HTML report's browser tests will be skipped"

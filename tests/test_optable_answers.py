@@ -172,3 +172,23 @@ def test_a_later_sample_adds_cells_and_never_changes_a_measured_one():
         ["float32:in", "", "inside", "r2", "15", "crash", 0, 1],
     ]
     assert merged["messages"] == ["E: boom"] and merged["sweep"]["added"][0]["rows"] == 1
+
+
+def test_an_unmeasured_call_is_not_answered_where_that_way_of_answering_fell_short(table):
+    """The shipped table's hold-out benchmark says, per op family, which ways of answering
+    an unmeasured call fell below 95 % precision; there the call is not measured, never
+    guessed. A measured call is always answered."""
+    users = Key(TOPK, "float32:in", "a1=4;a2=-1;a3=True;a4=False;outputs=partly-unused", "r2")
+    assert table.answer(users, 15).basis == FACTOR  # no hold-out measured: every way
+    table.refused = {FACTOR: frozenset({behaviour.family(TOPK)})}
+    assert table.answer(users, 15) is None
+    measured = Key(TOPK, "float32:in", "a1=1;a2=-1;a3=True;a4=False", "r2")
+    assert table.answer(measured, 15).basis == MEASURED
+    table.refused = {FACTOR: frozenset({"pooling"})}  # another family's shortfall
+    assert table.answer(users, 15).basis == FACTOR
+
+
+def test_the_shipped_table_carries_what_its_hold_out_measured():
+    table = behaviour.load_table(behaviour.TABLE_PATH)
+    assert table.refused is not None, "benchmarks/optable_holdout.py --write-gates"
+    assert behaviour.load_table(behaviour.TABLE_PATH, gated=False).refused is None

@@ -50,6 +50,81 @@ def test_argument_values_are_keyed_by_class(value, expected):
     assert value_class(value) == expected
 
 
+@pytest.mark.parametrize(
+    "value, text, its_class",
+    [
+        ([2, 2], "[2,2]", "ints2"),
+        ([3, 3], "[3,3]", "ints2"),
+        ([0, -1], "[0,-1]", "ints2-0"),
+        (7, "7", "int"),
+        (-3, "-3", "-int"),
+        (3001, "big", "big"),  # past the exact range: its class
+        ([1] * 7, "ints7", "ints7"),  # a long list: its class
+        (0.5, "frac", "frac"),
+        ("tanh", "tanh", "tanh"),
+    ],
+)
+def test_small_integers_and_their_lists_are_keyed_exactly(value, text, its_class):
+    """A stride of [1, 1] and one of [3, 3] can lower differently: the key keeps the exact
+    value, and its class is recovered from the text (to read a table keyed by classes)."""
+    assert behaviour.value_text(value) == text
+    assert behaviour.class_of_text(text) == its_class
+    assert behaviour.class_variant(f"a1={text};keepdim=True") == f"a1={its_class};keepdim=True"
+
+
+def _exact_table(tmp_path, rows: list[tuple[str, str, str]]):
+    """A table of ``avg_pool2d`` cells (variant, outcome, message) measured at r4, iOS15."""
+    from coreml_lint.sweep.table import build_table, write_table
+
+    results = [
+        dict(
+            id=f"{variant}{outcome}",
+            op="avg_pool2d.default",
+            target=15,
+            outcome=outcome,
+            message=message,
+            keys=[
+                dict(op=POOL2, operands="float32:in", variant=variant, shape="r4", context="")
+                | {"placed": "coreml"}
+            ],
+        )
+        for variant, outcome, message in rows
+    ]
+    path = tmp_path / "behaviour.json"
+    write_table(path, build_table(results, {"cases": len(results)}, {}))
+    return load_table(path)
+
+
+POOL2 = "aten.avg_pool2d.default"
+
+
+def test_an_exact_value_answers_for_another_of_its_class_only_when_all_measured_agree(tmp_path):
+    from coreml_lint.program.behaviour import CLASS, MEASURED
+
+    agreeing = _exact_table(
+        tmp_path, [("a1=[2,2];a2=[2,2]", "ok", ""), ("a1=[2,2];a2=[3,3]", "ok", "")]
+    )
+    unmeasured = Key(POOL2, "float32:in", "a1=[2,2];a2=[4,4]", "r4")
+    answer = agreeing.answer(unmeasured, 15)
+    assert answer.entry.outcome == "ok" and answer.basis == CLASS
+    measured = Key(POOL2, "float32:in", "a1=[2,2];a2=[3,3]", "r4")
+    assert agreeing.answer(measured, 15).basis == MEASURED
+    split = _exact_table(
+        tmp_path,
+        [("a1=[2,2];a2=[2,2]", "ok", ""), ("a1=[2,2];a2=[3,3]", "crash", "E: padding")],
+    )
+    assert split.lookup(unmeasured, 15) is None  # the class does not decide: not answered
+    assert split.lookup(measured, 15).outcome == "crash"
+
+
+def test_a_table_keyed_by_classes_answers_exact_keys_as_measured(tmp_path):
+    from coreml_lint.program.behaviour import MEASURED
+
+    old = _exact_table(tmp_path, [("a1=ints2;a2=ints2", "crash", "E: rank")])
+    answer = old.answer(Key(POOL2, "float32:in", "a1=[3,3];a2=[2,2]", "r4"), 15)
+    assert answer.entry.outcome == "crash" and answer.basis == MEASURED
+
+
 def test_targets_round_trip():
     assert parse_targets("15-18") == {15, 16, 17, 18}
     assert parse_targets("15,17-18") == {15, 17, 18}
@@ -233,7 +308,7 @@ def test_the_generator_covers_every_axis_with_calls_torch_accepts():
     ops = {info.name: info for info in in_scope(load_optable())[0]}
     cases, why = op_cases(ops["pow.Tensor_Scalar"])
     assert why is None
-    axes = {"base", "dtype", "variant", "shape", "origin", "context", "inside"}
+    axes = {"base", "dtype", "variant", "shape", "origin", "context", "inside"}  # one argument
     assert {c["axis"] for c in cases} == axes
     assert {c["target"] for c in cases} == {15, 18}
     dtypes = {c["tensors"][0]["dtype"] for c in cases if c["axis"] == "dtype"}
@@ -247,6 +322,26 @@ def test_the_generator_covers_every_axis_with_calls_torch_accepts():
     assert "exponent=frac -> addmm" in contexts
     amax, _ = op_cases(ops["amax.default"])
     assert "keepdim=True" in {c["label"] for c in amax}  # a bool flipped, from the schema
+
+
+def test_the_pairwise_axis_crosses_arguments_legal_only_together():
+    """avg_pool2d's padding may be at most half its kernel: padding [2, 2] alone is refused
+    beside the base kernel [2, 2]; crossed with kernel [4, 4] it is legal and measured."""
+    pytest.importorskip("torch")
+    from coreml_lint.program.optable import load_optable
+    from coreml_lint.sweep.generate import op_cases
+    from coreml_lint.sweep.legal import Call, is_legal
+    from coreml_lint.sweep.schema import in_scope
+
+    info = {i.name: i for i in in_scope(load_optable())[0]}["avg_pool2d.default"]
+    cases, _ = op_cases(info)
+    pairs = [c for c in cases if c["axis"] == "pairs"]
+    labels = {c["label"] for c in pairs}
+    assert "kernel_size=[4,4] padding=[2,2]" in labels
+    assert "padding=[2,2]" not in {c["label"] for c in cases if c["axis"] == "variant"}
+    assert any(label.startswith("ceil_mode=True ") for label in labels)
+    for case in pairs[::5]:
+        assert is_legal(info, Call(case["tensors"], case["args"], case["kwargs"]))
 
 
 def test_the_shipped_table_is_measured_on_the_installed_stack():
@@ -294,3 +389,27 @@ def test_the_coremltools_pre_release_table_ships_and_records_what_changed():
     alpha = Key("aten.add.Scalar", "float16:op", "a1=int;a2=frac", "r2")
     assert released.lookup(alpha, 18).outcome == "crash"
     assert newer.lookup(alpha, 18).outcome == "ok"
+
+
+def test_shards_keep_finished_ops_and_never_replace_a_measured_cell(tmp_path):
+    """An op is written to its shard once every generated case is measured; writing again
+    adds what the shard lacks and never replaces a result; a store reads shards as
+    measured (a sweep resumes from the repository on a fresh machine)."""
+    from coreml_lint.sweep import shards
+    from coreml_lint.sweep.run import Store
+
+    cases = [{"id": f"a{i}", "op": "abs.default"} for i in range(3)]
+    cases.append({"id": "n0", "op": "neg.default"})
+    results = {c["id"]: {"id": c["id"], "outcome": "ok", "message": ""} for c in cases[:3]}
+    folder = tmp_path / "measurements" / "stack"
+    assert shards.write(folder, cases, results) == ["abs.default"]  # neg is not finished
+    changed = dict(results, a0={"id": "a0", "outcome": "crash", "message": "E"})
+    assert shards.write(folder, cases, changed) == []  # nothing new: nothing written
+    kept, _ = shards.read(folder)
+    assert kept["a0"]["outcome"] == "ok"
+    store = Store(tmp_path / "live", shards=folder)
+    store.append(store.results_path, {"id": "a0", "outcome": "crash", "message": "E"})
+    assert store.results()["a0"]["outcome"] == "ok"  # the shard's cell wins
+    store.append(store.results_path, {"id": "n0", "outcome": "ok", "message": ""})
+    assert store.write_shards(cases) == ["neg.default"]
+    assert set(shards.read(folder)[0]) == {"a0", "a1", "a2", "n0"}

@@ -1,7 +1,8 @@
 """The shipped op-behaviour table still describes the installed stack: a sampled subset of
 the sweep's cases is generated again (generation is deterministic) and measured with the
-stock ``CoreMLPartitioner``, and each outcome must be the table's. Also the sweep's worker
-pool: a worker that dies or hangs costs its task, never the sweep.
+stock ``CoreMLPartitioner``, and each outcome must be the table's. Also the sweep's engine:
+a worker that dies or hangs costs its task (after one retry), never the sweep, and a local
+two-worker cluster measures the same cells as one process.
 
 Under a minute: a handful of lowerings. The full sweep is ``python -m coreml_lint.sweep``.
 """
@@ -83,16 +84,48 @@ def test_a_group_with_a_failing_case_is_measured_case_by_case():
     assert measure([wrong, crash]) == SPLIT
 
 
-def test_a_worker_that_dies_or_hangs_costs_one_task():
-    from coreml_lint.sweep.pool import Pool, Task
+def test_a_worker_that_dies_or_hangs_costs_one_task_after_one_retry():
+    """On a local Dask cluster of one worker: a task that kills its worker, and one that
+    hangs past its timeout, are each tried once more on a fresh worker and then reported as
+    failed; the sweep goes on (the last task is answered by yet another worker process)."""
+    pytest.importorskip("distributed", reason="the sweep's engine needs dask distributed")
+    from coreml_lint.sweep.engine import Engine, Task
 
     done, failed = [], []
-    pool = Pool(1)
+    engine = Engine(1)
     try:
-        for what, timeout in (("ok", 60.0), ("exit", 60.0), ("hang", 3.0), ("ok", 60.0)):
-            pool.submit(Task("probe", what, timeout, done.append, failed.append))
-        pool.run()
+        for what, timeout in (("ok", 120.0), ("exit", 120.0), ("hang", 3.0), ("ok", 120.0)):
+            engine.submit(Task("probe", what, timeout, done.append, failed.append))
+        engine.run()
     finally:
-        pool.close()
+        engine.close()
     assert len(done) == 2 and done[0] != done[1]  # the second answer came from a new worker
     assert failed[0].startswith("worker died") and failed[1].startswith("timeout")
+
+
+def test_a_two_worker_cluster_measures_the_same_cells_as_one_process(tmp_path):
+    """A sample swept on a local two-worker Dask cluster (the engine's default) gets, case for
+    case, the outcome, message and keys that measuring it serially in this process gets."""
+    pytest.importorskip("distributed", reason="the sweep's engine needs dask distributed")
+    from coreml_lint.sweep.engine import Engine
+    from coreml_lint.sweep.measure import measure
+    from coreml_lint.sweep.run import Store, measure_all
+    from coreml_lint.sweep.tasks import prepare
+
+    prepare()
+    cases = _cases()
+    store = Store(tmp_path / "sweep")
+    engine = Engine(2)
+    try:
+        assert engine.size == 2
+        measure_all(engine, store, cases, lambda message: None)
+    finally:
+        engine.close()
+    swept = store.results()
+    assert set(swept) == {c["id"] for c in cases}
+    for case in cases:
+        serial = measure([case])
+        assert isinstance(serial, list), case["label"]
+        cell = {k: serial[0][k] for k in ("outcome", "message", "keys")}
+        assert {k: swept[case["id"]][k] for k in cell} == cell, case["label"]
+    assert store.cpu_seconds() > 0  # every task's CPU time, recorded as it returned

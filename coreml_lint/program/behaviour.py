@@ -107,6 +107,51 @@ def value_class(value: Any) -> str:
     return type(value).__name__
 
 
+# Small integers and short lists of them are keyed by their exact value: a stride, padding,
+# dilation or output size of [1, 1] and [3, 3] can lower differently, and a class would
+# merge them. Which exact values of a class behave alike is then read off the measurements
+# (``BehaviourTable._by_class``), never assumed.
+EXACT_INT = 64
+EXACT_LIST = 6
+
+
+def value_text(value: Any) -> str:
+    """A non-tensor argument value as keys record it: the exact value of a small integer
+    or a short list of small integers, else its class (``value_class``)."""
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) <= EXACT_INT:
+        return str(value)
+    if (
+        isinstance(value, (list, tuple))
+        and 0 < len(value) <= EXACT_LIST
+        and all(isinstance(i, int) and not isinstance(i, bool) for i in value)
+        and all(abs(i) <= EXACT_INT for i in value)
+    ):
+        return "[" + ",".join(str(i) for i in value) + "]"
+    return value_class(value)
+
+
+_EXACT_INT = re.compile(r"-?\d+")
+_EXACT_LIST = re.compile(r"\[-?\d+(,-?\d+)*\]")
+
+
+def class_of_text(text: str) -> str:
+    """The class of a value as a key records it (an exact value's class; a class is its
+    own)."""
+    if _EXACT_INT.fullmatch(text):
+        return _int_class(int(text))
+    if _EXACT_LIST.fullmatch(text):
+        return _list_class([int(i) for i in text[1:-1].split(",")])
+    return text
+
+
+def class_variant(variant: str) -> str:
+    """A variant with every exact value replaced by its class."""
+    return ";".join(
+        f"{name}={class_of_text(value)}"
+        for name, value in (part.partition("=")[::2] for part in variant.split(";") if part)
+    )
+
+
 def _int_class(value: int) -> str:
     if value in (0, 1, -1):
         return str(value)
@@ -233,18 +278,27 @@ class KeyMaker:
 
 
 def variant_of(node: Node) -> str:
-    """The non-tensor arguments of a node as export recorded them, by value class."""
+    """The non-tensor arguments of a node as export recorded them: small integers and
+    lists of them exactly, other values by class."""
     parts = [
-        f"a{i}={value_class(v)}"
+        f"a{i}={value_text(v)}"
         for i, v in enumerate(node.args)
         if not isinstance(v, TensorRef) and not _only_tensors(v)
     ]
     parts += [
-        f"{k}={value_class(v)}"
+        f"{k}={value_text(v)}"
         for k, v in sorted(node.kwargs.items())
         if not isinstance(v, TensorRef) and not _only_tensors(v)
     ]
     return ";".join(parts)
+
+
+def _same_value(mine: str | None, measured: str | None) -> bool:
+    """Whether a node's argument value is the measured one: equal, or the measured one is
+    a class (a table keyed by classes) the node's exact value falls in."""
+    if mine == measured or mine is None or measured is None:
+        return mine == measured
+    return class_of_text(measured) == measured and class_of_text(mine) == measured
 
 
 def _distance(a: dict[str, str], b: dict[str, str]) -> int:
@@ -262,6 +316,40 @@ def _only_tensors(value: Any) -> bool:
         and bool(value)
         and all(isinstance(i, TensorRef) for i in value)
     )
+
+
+# ---------------------------------------------------------------- op families
+# Families of ops, for the sweep's report and for where a prediction rule holds out
+# (``prediction_gates.json``): the first pattern an op's name matches.
+FAMILIES = (
+    ("attention", r"attention"),
+    ("normalization", r"norm"),
+    ("convolution", r"conv|col2im|im2col"),
+    ("pooling", r"pool"),
+    ("matmul/linear", r"^(mm|bmm|addmm|baddbmm|matmul|linear|dot|mv|outer|einsum)\."),
+    (
+        "reduction",
+        r"^(sum|mean|amax|amin|max|min|var|std|prod|any|all|argmax|argmin|logsumexp|cumsum|cumprod|norm|linalg)",
+    ),
+    ("comparison/logical", r"^(eq|ne|lt|le|gt|ge|logical|bitwise|isnan|where)"),
+    ("index/gather/scatter", r"index|gather|scatter|embedding|select|slice|take|masked"),
+    ("fill/factory", r"^(full|zeros|ones|empty|arange|eye|scalar_tensor|new_|fill|linspace)"),
+    (
+        "activation",
+        r"relu|gelu|silu|sigmoid|tanh|elu|softmax|softplus|hard|mish|glu|prelu|log_softmax|threshold",
+    ),
+    (
+        "shape/copy",
+        r"view|reshape|permute|transpose|expand|squeeze|unsqueeze|cat|stack|split|flatten|repeat|tile|flip|roll|copy|clone|pad|chunk|unbind|narrow|alias|contiguous|t\.|numpy_T|atleast|broadcast|pixel|upsample|interp|grid",
+    ),
+    ("elementwise math", r"."),
+)
+
+
+def family(op: str) -> str:
+    """The family of an op (``aten.`` prefix or not)."""
+    name = op.removeprefix("aten.")
+    return next(f for f, pattern in FAMILIES if re.search(pattern, name))
 
 
 # ---------------------------------------------------------------- the table
@@ -309,6 +397,16 @@ class Entry:
 # every measured variant crashing alike, from one changed argument's crash).
 MEASURED, SHAPE, BASE, EVERY, FACTOR = "measured", "shape", "base", "every", "factor"
 HERE = "here"  # measured on this machine by ``check --measure``
+# Measured at other values of the same classes, which all agree (``_lookup_class``).
+CLASS = "class"
+
+
+def same_call(entry: Entry, key: Key) -> bool:
+    """Whether an entry measured the key's own call: its exact variant, or the variant's
+    classes in a table keyed by classes."""
+    return entry.variant in (key.variant, class_variant(key.variant)) and (
+        entry.variant == key.variant or entry.variant == class_variant(entry.variant)
+    )
 
 
 @dataclass(frozen=True)
@@ -330,6 +428,8 @@ class BehaviourTable:
     by_op: dict[str, list[Entry]] = field(default_factory=dict)
     bases: dict[str, str] = field(default_factory=dict)  # op -> the base call's variant
     arg_names: dict[str, list[str]] = field(default_factory=dict)  # op -> schema names
+    # basis -> the op families where it did not hold out (None: no hold-out measured)
+    refused: dict[str, frozenset[str]] | None = None
     _free: dict[Any, Any] = field(default_factory=dict, repr=False)  # answers worked out once
 
     def lookup(self, key: Key, target: int, context: str = "") -> Entry | None:
@@ -341,14 +441,26 @@ class BehaviourTable:
         (``--measure``), else the predicted one, saying which."""
         entry = self.lookup(key, target, context)
         if entry is not None and entry.shape in ("*", key.shape):
-            return Answer(entry, MEASURED)
+            basis = MEASURED if same_call(entry, key) else CLASS
+            if self.holds(basis, key.op):
+                return Answer(entry, basis)
         local = local_table()
         here = local._lookup(*astuple(key), target, context) if local is not None else None
         if here is not None:
             return Answer(here, HERE)
-        if entry is not None:
-            return Answer(entry, SHAPE)
-        return self.predicted(key, target, context)
+        if entry is not None and entry.shape not in ("*", key.shape):
+            return Answer(entry, SHAPE) if self.holds(SHAPE, key.op) else None
+        found = self.predicted(key, target, context)
+        return found if found is not None and self.holds(found.basis, key.op) else None
+
+    def holds(self, basis: str, op: str) -> bool:
+        """Whether answers reached this way are given for this op: a measurement always;
+        an answer for a call that was not measured except in the op families where that
+        way of answering fell below 95 % precision on the table's own held-out cells
+        (``benchmarks/optable_holdout.py``, ``prediction_gates.json``)."""
+        if self.refused is None or basis in (MEASURED, HERE):
+            return True
+        return family(op) not in self.refused.get(basis, ())
 
     def predict(self, key: Key, target: int, context: str = "") -> Entry | None:
         found = self.predicted(key, target, context)
@@ -399,7 +511,7 @@ class BehaviourTable:
             changed = {
                 f for f in measured.keys() | theirs.keys() if measured.get(f) != theirs.get(f)
             }
-            if not changed or any(mine.get(f) != measured.get(f) for f in changed):
+            if not changed or any(not _same_value(mine.get(f), measured.get(f)) for f in changed):
                 continue
             entry = self._lookup(key.op, key.operands, variant, key.shape, target, context)
             if entry is not None and entry.outcome == CRASH:
@@ -462,6 +574,40 @@ class BehaviourTable:
         ]
 
     def _lookup(self, op, operands, variant, shape, target, context) -> Entry | None:
+        """The entry of this exact call, else the one every other measured value of its
+        class agrees on (:meth:`_lookup_class`)."""
+        found = self._lookup_exact(op, operands, variant, shape, target, context)
+        if found is not None or not variant:
+            return found
+        return self._lookup_class(op, operands, variant, shape, target, context)
+
+    def _lookup_class(self, op, operands, variant, shape, target, context) -> Entry | None:
+        """The outcome, for one reason, of every other value of the same classes that was
+        measured (``[2, 2]`` answers for ``[3, 3]`` only where no measured value of the
+        class behaves otherwise): which values of an argument decide an op's outcome is
+        read off the measurements. A table keyed by classes (format 1) is its own class."""
+        members = self._by_class().get((op, operands, class_variant(variant), context), ())
+        found = [
+            entry
+            for other in sorted(members)
+            if other != variant
+            for entry in [self._lookup_exact(op, operands, other, shape, target, context)]
+            if entry is not None
+        ]
+        reasons = {(e.outcome, normalized(e.message)) for e in found}
+        return found[0] if len(reasons) == 1 else None
+
+    def _by_class(self) -> dict[tuple[str, str, str, str], set[str]]:
+        """(op, operands, class variant, context) -> the variants measured in it."""
+        if "by_class" not in self._free:
+            index: dict[tuple[str, str, str, str], set[str]] = {}
+            for op, operands, variant, context in self.entries:
+                group = (op, operands, class_variant(variant), context)
+                index.setdefault(group, set()).add(variant)
+            self._free["by_class"] = index
+        return self._free["by_class"]
+
+    def _lookup_exact(self, op, operands, variant, shape, target, context) -> Entry | None:
         """The entry at ``shape``, else the one for every shape (``*``), else, for a
         shape-free op, the one measured at another shape (when those agree)."""
         found = {}
@@ -571,7 +717,23 @@ def value_range(entry: Entry, names: list[str] | None = None) -> str:
     return found + (f" (measured with {said})" if big else "")
 
 
-def load_table(path: Path) -> BehaviourTable:
+GATES_PATH = DATA / "prediction_gates.json"
+
+
+def load_gates(path: Path) -> dict[str, frozenset[str]] | None:
+    """Where each way of answering an unmeasured call fell below the gate, for a shipped
+    table (its hold-out benchmark wrote ``prediction_gates.json``); None for any other."""
+    if path.resolve().parent != DATA.resolve() or not GATES_PATH.exists():
+        return None
+    found = json.loads(GATES_PATH.read_text()).get("tables", {}).get(path.name)
+    if found is None:
+        return None
+    return {basis: frozenset(families) for basis, families in found["refused"].items()}
+
+
+def load_table(path: Path, gated: bool = True) -> BehaviourTable:
+    """The table at ``path``; ``gated=False`` answers every way (the hold-out benchmark
+    measures the ways themselves)."""
     data = json.loads(path.read_text())
     if data.get("format") != FORMAT:
         raise ValueError(f"{path}: behaviour table format {data.get('format')} is not {FORMAT}")
@@ -601,6 +763,7 @@ def load_table(path: Path) -> BehaviourTable:
         by_op,
         dict(data.get("bases", {})),
         dict(data.get("arg_names", {})),
+        refused=load_gates(path) if gated else None,
     )
 
 

@@ -55,6 +55,7 @@ from coreml_lint.program.behaviour import (
     BAD,
     BASE,
     BOUNDARY_CRASH,
+    CLASS,
     CONTEXT_OPS,
     CRASH,
     EVERY,
@@ -219,6 +220,7 @@ BASIS_WORDS = {
     EVERY: "predicted (these arguments were not measured; every variant measured with "
     "these operands crashes alike)",
     HERE: "measured on this machine (`--measure`, cached per stack version)",
+    CLASS: "measured with {variant} (every value of these kinds measured behaves alike)",
     FACTOR: "predicted (this combination of arguments was not measured; with {variant} "
     "the op crashes, and the node has the same {changed})",
 }

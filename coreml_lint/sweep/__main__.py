@@ -1,19 +1,26 @@
 """``python -m coreml_lint.sweep``: measure what every delegated op does, write the table.
 
-    python -m coreml_lint.sweep run [--out DIR] [--workers 2] [--ops amax.default,...]
-                                    [--axes dtype,variant] [--only IDS_FILE]
+    python -m coreml_lint.sweep run [--out DIR] [--workers 2 | --scheduler HOST:8786]
+                                    [--ops amax.default,...] [--axes dtype,variant]
+                                    [--only IDS_FILE]
+    python -m coreml_lint.sweep rekey [--out DIR] [--workers 2 | --scheduler HOST:8786]
     python -m coreml_lint.sweep build [--out DIR] [--table PATH]
     python -m coreml_lint.sweep report [--out DIR]
 
-``run`` generates, measures (resuming whatever ``DIR`` already holds) and builds the table;
-``build`` only aggregates; ``report`` prints the counts by op family and which catalogue
+``run`` generates, measures (resuming whatever ``DIR`` and the repository's shards,
+``measurements/<stack>/<op>.jsonl.gz``, already hold; every op measured in full is written
+there as it finishes) and builds the table,
+on ``--workers`` local Dask worker processes or on the Dask cluster whose scheduler is at
+``--scheduler``;
+``rekey`` keys every measured case again with today's key (after a key format change: the
+programs are exported again, never lowered, and no outcome changes); ``build`` only
+aggregates; ``report`` prints the counts by op family and which catalogue
 pitfalls the sweep found.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 import signal
 import sys
 import time
@@ -30,19 +37,19 @@ def _say(message: str) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from coreml_lint.program.optable import load_optable
-    from coreml_lint.sweep.pool import Pool
+    from coreml_lint.sweep.engine import Engine
     from coreml_lint.sweep.run import Store, generate_all, measure_all, middle_targets
     from coreml_lint.sweep.schema import in_scope
 
-    store = Store(args.out)
+    store = Store(args.out, shards=_shards(args))
     meta = store.meta()
-    started, cpu = time.monotonic(), _cpu_seconds()
+    started = time.monotonic()
     ops, left_out = in_scope(load_optable())
     names = [i.name for i in ops if not args.ops or i.name in args.ops]
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # save the meta on a kill
-    pool = Pool(args.workers)
+    engine = Engine(args.workers, address=args.scheduler, on_cost=store.add_cost)
     try:
-        generate_all(pool, store, names, _say)
+        generate_all(engine, store, names, _say)
         generated = [row for row in store.generated() if row["op"] in names]
         cases = [c for row in generated for c in row["cases"]]
         if args.axes:
@@ -50,15 +57,16 @@ def run(args: argparse.Namespace) -> int:
         if args.only:
             wanted = set(args.only.read_text().split())
             cases = [c for c in cases if c["id"] in wanted]
-        measure_all(pool, store, cases, _say)
+        measure_all(engine, store, cases, _say)
         extra = middle_targets(cases, store.results())
         _say(f"{len(extra)} cases at iOS16/17 where iOS15 and iOS18 disagree")
-        measure_all(pool, store, extra, _say)
+        measure_all(engine, store, extra, _say)
+        store.write_shards(cases + extra)
     finally:
-        pool.close()
+        engine.close()
         meta["wall_seconds"] = meta.get("wall_seconds", 0.0) + time.monotonic() - started
-        meta["cpu_seconds"] = meta.get("cpu_seconds", 0.0) + _cpu_seconds() - cpu
-        meta["workers"] = args.workers
+        meta["cpu_seconds"] = round(store.cpu_seconds(), 1)  # every task's, on every worker
+        meta["workers"] = engine.size
         meta["left_out"] = left_out
         # Every op generated so far, not only this run's ``--ops``: a partial run adds to it.
         meta["no_legal_call"] = sorted(r["op"] for r in store.generated() if r.get("why"))
@@ -66,11 +74,28 @@ def run(args: argparse.Namespace) -> int:
     return build(args)
 
 
-def _cpu_seconds() -> float:
-    """CPU time of this process and its finished workers: what the sweep would take on
-    dedicated cores, whatever else the machine runs."""
-    times = os.times()
-    return times.user + times.system + times.children_user + times.children_system
+def _shards(args: argparse.Namespace) -> Path | None:
+    """The repository's shards of the installed stack (``--shards``), or None (``none``)."""
+    from coreml_lint.program.behaviour import installed_versions
+    from coreml_lint.sweep.shards import stack_folder
+
+    if args.shards == "none":
+        return None
+    return Path(args.shards) if args.shards else stack_folder(installed_versions())
+
+
+def rekey(args: argparse.Namespace) -> int:
+    from coreml_lint.sweep.engine import Engine
+    from coreml_lint.sweep.run import Store, rekey_all
+
+    store = Store(args.out)
+    engine = Engine(args.workers, address=args.scheduler, on_cost=store.add_cost)
+    try:
+        changed = rekey_all(engine, store, _say)
+    finally:
+        engine.close()
+    _say(f"{changed} measured cases keyed anew")
+    return 0
 
 
 def build(args: argparse.Namespace) -> int:
@@ -106,19 +131,30 @@ def main(argv: list[str] | None = None) -> int:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     commands = parser.add_subparsers(dest="command", required=True)
-    for name in ("run", "build", "report"):
+    for name in ("run", "rekey", "build", "report"):
         sub = commands.add_parser(name)
         sub.add_argument("--out", type=Path, default=DEFAULT_OUT, help="the sweep's folder")
         sub.add_argument("--table", type=Path, default=TABLE_PATH, help="the table to write")
+        if name in ("run", "rekey"):
+            sub.add_argument("--workers", type=int, default=2, help="local worker processes")
+            sub.add_argument(
+                "--scheduler",
+                default=None,
+                help="the address of a Dask scheduler (a cluster) instead of local workers",
+            )
         if name == "run":
-            sub.add_argument("--workers", type=int, default=2)
+            sub.add_argument(
+                "--shards",
+                default=None,
+                help="where measured ops are kept (default: measurements/<stack>; 'none')",
+            )
             sub.add_argument("--ops", type=lambda s: set(s.split(",")), default=None)
             sub.add_argument("--axes", type=lambda s: set(s.split(",")), default=None)
             sub.add_argument(
                 "--only", type=Path, default=None, help="a file of case ids to measure (a sample)"
             )
     args = parser.parse_args(argv)
-    return {"run": run, "build": build, "report": report}[args.command](args)
+    return {"run": run, "rekey": rekey, "build": build, "report": report}[args.command](args)
 
 
 if __name__ == "__main__":

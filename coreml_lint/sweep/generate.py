@@ -10,6 +10,8 @@ crosses the factors the catalogue shows interacting):
   special scalars (0, 1, -1, negative, non-integral, past float16's range, tiny, past 2048,
   infinite), scale factors with fractional output sizes, equations with ellipsis and
   repeated labels; a dtype, bool or string argument takes every value it has;
+- *pairs*: every two non-tensor arguments changed together (their first three other values
+  crossed, legal calls only, four per pair), in float32;
 - *shape*: ranks 0, 1, 3 (with a size-1 dim), 3 (with an empty dim) and 5 besides the
   base call's, in float32 (required arguments are searched again for each shape);
 - *rank*: each operand alone at rank 1 and rank 0 (a vector into ``matmul``);
@@ -29,7 +31,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from coreml_lint.program.behaviour import value_class
+from coreml_lint.program.behaviour import value_text
 from coreml_lint.sweep.build import CONSUMED
 from coreml_lint.sweep.legal import (
     SIDE,
@@ -87,6 +89,7 @@ def op_cases(info: OpInfo) -> tuple[list[dict[str, Any]], str | None]:
             wide = _retyped(info, call, "int64")
             if wide is not None:
                 cases.append(_case(info, wide, "variant", f"{label} int64"))
+    cases += [_case(info, c, "pairs", label) for label, c in _pairs(info, base)]
     cases += [_case(info, c, "shape", s) for s, c in _shapes(info, base, shape)]
     cases += [_case(info, c, "rank", s) for s, c in _edge_ranks(info, base)]
     cases += [_case(info, c, "origin", s) for s, c in _origins(info, base, dtype_calls)]
@@ -195,6 +198,52 @@ def _variants(info: OpInfo, base: Call) -> Iterator[tuple[str, Call]]:
                 break
 
 
+# The pairwise axis: for each two non-tensor arguments, their first values of distinct
+# classes crossed (legal calls only, a few per pair). One factor at a time never reaches a
+# value legal only beside another non-default one (a padding bounded by the kernel size, a
+# ceil_mode that matters only with a stride), nor a crash two changes cause together.
+PAIR_VALUES = 3
+PAIRS_PER_ARGS = 4
+
+
+def _pairs(info: OpInfo, base: Call) -> Iterator[tuple[str, Call]]:
+    """Two arguments changed together, each to one of its first ``PAIR_VALUES`` other
+    values (distinct key texts, legal or not alone: the pair is searched), at most
+    ``PAIRS_PER_ARGS`` legal calls per pair of arguments."""
+    import torch
+
+    given = _named(info, base)
+    options = {}
+    for arg in info.args:
+        if arg.kind in ("fixed", "unknown", "tensor", "tensors", "tensors?", "tensor?", "dtype"):
+            continue
+        current = _class(given.get(arg.name, arg.default))
+        values, seen = [], {current}
+        for value in _variant_values(info, base, arg, given):
+            if _class(value) in seen or _equal_default(arg, value):
+                continue
+            seen.add(_class(value))
+            values.append(value)
+            if len(values) >= PAIR_VALUES:
+                break
+        if values:
+            options[arg.name] = values
+    names = list(options)
+    for i, first in enumerate(names):
+        for second in names[i + 1 :]:
+            made = 0
+            for a in options[first]:
+                for b in options[second]:
+                    if made >= PAIRS_PER_ARGS:
+                        break
+                    call = with_given(info, base, {**given, first: a, second: b})
+                    with torch.no_grad():
+                        if not is_legal(info, call):
+                            continue
+                    made += 1
+                    yield f"{first}={_class(a)} {second}={_class(b)}", call
+
+
 def _cast_range(call: Call, dtype: str) -> None:
     """Float operands of a call that makes ``dtype`` hold values that dtype can hold."""
     for spec in call.tensors:
@@ -216,7 +265,7 @@ def _tensor_arg(info: OpInfo, name: str) -> bool:
 def _class(value: Any) -> str:
     if isinstance(value, dict) and "dtype" in value:
         return value["dtype"]
-    return value_class(decode(value, []))
+    return value_text(decode(value, []))
 
 
 def _equal_default(arg: Arg, value: Any) -> bool:

@@ -53,6 +53,21 @@ def measure(cases: list[dict[str, Any]]) -> list[dict[str, Any]] | str:
         return _lower_and_judge(ep, cases, built, keys, single)
 
 
+def keys_of(cases: list[dict[str, Any]]) -> list[list[dict[str, Any]]] | None:
+    """Each case's keys as the linter computes them today, from its exported program alone
+    (no lowering): what ``sweep rekey`` gives measured results when the key changes. None
+    when the group does not export (its cases are then keyed one by one)."""
+    import torch
+
+    with torch.no_grad():
+        built = build(cases)
+        try:
+            ep = torch.export.export(built.module, tuple(built.inputs), strict=False)
+        except Exception:
+            return None
+        return case_keys(ep, cases)
+
+
 def _lower_and_judge(ep, cases, built, keys, single) -> list[dict[str, Any]] | str:
     from coreml_lint.core.settings import PartitionerSettings
     from coreml_lint.stack import lower_stock

@@ -1,7 +1,8 @@
 """The sweep's driver: generate every op's cases, measure them in groups on worker
 processes, then measure iOS16 and iOS17 where iOS15 and iOS18 disagree. Everything is
 appended to JSON-lines files in the output folder as it is known, so an interrupted sweep
-resumes where it stopped.
+resumes where it stopped. The tasks run on Dask distributed (``engine.py``): local worker
+processes, or a cluster by address.
 
 Grouping: most cases lower fine, so cases that are alike (same axis, target, first operand
 dtype and origin) share one program, and a group that crashes or disagrees anywhere is measured
@@ -21,23 +22,29 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from coreml_lint.sweep.pool import Pool, Task
+from coreml_lint.sweep import shards
+from coreml_lint.sweep.engine import Engine, Task
 
 GENERATE_TIMEOUT = 600.0
 MAX_GROUP = 12
 GOOD = {"ok", "cpu", "edge"}
+SHARD_EVERY = 100  # results between writes of the finished ops' shards
 Say = Callable[[str], None]
 
 
 class Store:
-    """The sweep's folder: ``cases.jsonl`` (per op), ``results.jsonl`` (per case)."""
+    """The sweep's folder: ``cases.jsonl`` (per op), ``results.jsonl`` (per case); with
+    ``shards``, the measurements kept in the repository (``shards.py``) count as measured,
+    and every op measured in full is written there."""
 
-    def __init__(self, folder: Path) -> None:
+    def __init__(self, folder: Path, shards: Path | None = None) -> None:
         self.folder = folder
+        self.shards = shards
         folder.mkdir(parents=True, exist_ok=True)
         self.cases_path = folder / "cases.jsonl"
         self.results_path = folder / "results.jsonl"
         self.meta_path = folder / "meta.json"
+        self.costs_path = folder / "costs.jsonl"
 
     @staticmethod
     def _read(path: Path) -> list[dict[str, Any]]:
@@ -55,11 +62,34 @@ class Store:
         return self._read(self.cases_path)
 
     def results(self) -> dict[str, dict[str, Any]]:
-        return {r["id"]: r for r in self._read(self.results_path)}
+        found = {r["id"]: r for r in self._read(self.results_path)}
+        if self.shards is not None:  # a shard's result is never replaced
+            found.update(shards.read(self.shards)[0])
+        return found
+
+    def write_shards(self, cases: list[dict[str, Any]]) -> list[str]:
+        """Keep every op whose ``cases`` are all measured in the repository's shards."""
+        if self.shards is None:
+            return []
+        return shards.write(self.shards, cases, self.results())
 
     def append(self, path: Path, row: dict[str, Any]) -> None:
         with path.open("a") as handle:
             handle.write(json.dumps(row, sort_keys=True) + "\n")
+
+    def add_cost(self, kind: str, seconds: float) -> None:
+        """The CPU seconds one task took on its worker (appended as it returns, so a sweep
+        killed at any moment still knows what it cost)."""
+        self.append(self.costs_path, {"kind": kind, "cpu": round(seconds, 3)})
+
+    def rewrite_results(self, rows: list[dict[str, Any]]) -> None:
+        """Replace the results file whole (written aside, then renamed: never half-written)."""
+        aside = self.results_path.with_suffix(".tmp")
+        aside.write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in rows))
+        aside.replace(self.results_path)
+
+    def cpu_seconds(self) -> float:
+        return sum(row["cpu"] for row in self._read(self.costs_path))
 
     def meta(self) -> dict[str, Any]:
         return json.loads(self.meta_path.read_text()) if self.meta_path.exists() else {}
@@ -69,7 +99,7 @@ class Store:
 
 
 # Measured first to last, so a sweep stopped early has the most telling cases.
-AXIS_ORDER = ("base", "dtype", "variant", "origin", "context", "shape", "inside", "rank")
+AXIS_ORDER = ("base", "dtype", "variant", "origin", "context", "pairs", "shape", "inside", "rank")
 
 
 def bucket_of(case: dict[str, Any]) -> tuple[Any, ...]:
@@ -82,7 +112,7 @@ def bucket_of(case: dict[str, Any]) -> tuple[Any, ...]:
 class Scheduler:
     """Hands out groups of pending cases, sized by each bucket's failure rate so far."""
 
-    pool: Pool
+    engine: Engine
     store: Store
     say: Say
     pending: dict[tuple[Any, ...], list[dict[str, Any]]] = field(default_factory=dict)
@@ -91,6 +121,7 @@ class Scheduler:
     )
     done: int = 0
     total: int = 0
+    cases: list[dict[str, Any]] = field(default_factory=list)
     started: float = field(default_factory=time.monotonic)
 
     def add(self, cases: list[dict[str, Any]]) -> None:
@@ -117,7 +148,7 @@ class Scheduler:
 
     def submit(self, group: list[dict[str, Any]], first: bool = False) -> None:
         timeout = 90.0 + 30.0 * len(group)
-        self.pool.submit(
+        self.engine.submit(
             Task(
                 "measure",
                 group,
@@ -161,13 +192,17 @@ class Scheduler:
         counts[0] += 1
         counts[1] += result["outcome"] not in GOOD
         self.done += 1
+        if self.done % SHARD_EVERY == 0 or self.done == self.total:
+            written = self.store.write_shards(self.cases)
+            if written:
+                self.say(f"shards written: {', '.join(written)}")
         if self.done % 200 == 0 or self.done == self.total:
             rate = self.done / max(time.monotonic() - self.started, 1e-9)
             left = (self.total - self.done) / rate if rate else 0
             self.say(f"measured {self.done}/{self.total} ({rate:.1f}/s, ~{left / 60:.0f} min left)")
 
 
-def generate_all(pool: Pool, store: Store, names: list[str], say: Say) -> None:
+def generate_all(engine: Engine, store: Store, names: list[str], say: Say) -> None:
     done = {row["op"] for row in store.generated()}
     todo = [n for n in names if n not in done]
     say(f"generating cases for {len(todo)} ops ({len(done)} already generated)")
@@ -179,19 +214,21 @@ def generate_all(pool: Pool, store: Store, names: list[str], say: Say) -> None:
         store.append(store.cases_path, {"op": name, "cases": [], "why": f"generation: {why}"})
 
     for name in todo:
-        pool.submit(
+        engine.submit(
             Task("generate", name, GENERATE_TIMEOUT, finished, lambda why, n=name: failed(n, why))
         )
-    pool.run()
+    engine.run()
 
 
-def measure_all(pool: Pool, store: Store, cases: list[dict[str, Any]], say: Say) -> None:
+def measure_all(engine: Engine, store: Store, cases: list[dict[str, Any]], say: Say) -> None:
     done = store.results()
     todo = [c for c in cases if c["id"] not in done]
     say(f"measuring {len(todo)} cases ({len(cases) - len(todo)} already measured)")
-    scheduler = Scheduler(pool, store, say)
+    scheduler = Scheduler(engine, store, say)
     scheduler.add(todo)
-    pool.run(scheduler.refill)
+    scheduler.cases = list(cases)  # an op is finished when all its cases are measured
+    engine.run(scheduler.refill)
+    store.write_shards(cases)
 
 
 def middle_targets(cases: list[dict[str, Any]], results: dict[str, dict]) -> list[dict]:
@@ -218,3 +255,48 @@ def middle_targets(cases: list[dict[str, Any]], results: dict[str, dict]) -> lis
             made["id"] = case_id(made)
             extra.append(made)
     return extra
+
+
+REKEY_GROUP = 12
+
+
+def rekey_all(engine: Engine, store: Store, say: Say) -> int:
+    """Key every measured result again with today's ``KeyMaker`` (a key format changed):
+    each case's program is exported again, never lowered, and only its keys change (a
+    measured outcome is never touched). Returns how many results changed keys."""
+    cases = {c["id"]: c for row in store.generated() for c in row["cases"]}
+    results = store.results()
+    todo = [cases[i] for i in results if i in cases]
+    fresh: dict[str, Any] = {}
+
+    def done(value: Any, group: list[dict[str, Any]]) -> None:
+        for case in group:
+            if value.get(case["id"]) is not None:
+                fresh[case["id"]] = value[case["id"]]
+            elif len(group) > 1:
+                submit([case])
+
+    def submit(group: list[dict[str, Any]]) -> None:
+        engine.submit(
+            Task("rekey", group, 300.0, lambda v, g=group: done(v, g), lambda why: None),
+            first=len(group) == 1,
+        )
+
+    by_bucket: dict[tuple[Any, ...], list[dict[str, Any]]] = defaultdict(list)
+    for case in todo:
+        by_bucket[(case["op"], case["target"])].append(case)
+    for bucket in by_bucket.values():
+        for start in range(0, len(bucket), REKEY_GROUP):
+            submit(bucket[start : start + REKEY_GROUP])
+    say(f"keying {len(todo)} measured cases again (exported, not lowered)")
+    engine.run()
+    changed = 0
+    rows = []
+    for case_id, result in results.items():
+        keys = fresh.get(case_id)
+        if keys is not None and keys != result.get("keys"):
+            result = dict(result, keys=keys)
+            changed += 1
+        rows.append(result)
+    store.rewrite_results(rows)
+    return changed

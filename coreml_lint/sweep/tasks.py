@@ -54,6 +54,21 @@ def measure(cases: list[dict[str, Any]]) -> Any:
     return run(cases)
 
 
+def rekey(cases: list[dict[str, Any]]) -> dict[str, Any]:
+    """Case id -> its keys as the linter computes them now (None: the group must be split)."""
+    _heavy()
+    from coreml_lint.sweep.measure import keys_of
+
+    keys = keys_of(cases)
+    return {c["id"]: None if keys is None else keys[i] for i, c in enumerate(cases)}
+
+
+def warm(_: Any = None) -> int:
+    """A new worker's first task: the heavy imports, before any timed task."""
+    _heavy()
+    return os.getpid()
+
+
 def probe(what: str) -> Any:
     if what == "exit":
         os._exit(3)
@@ -62,4 +77,9 @@ def probe(what: str) -> Any:
     return os.getpid()
 
 
-HANDLERS = {"generate": generate, "measure": measure, "probe": probe}
+HANDLERS = {
+    "generate": generate,
+    "measure": measure,
+    "warm": warm,
+    "rekey": rekey,
+}

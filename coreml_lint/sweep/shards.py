@@ -1,0 +1,72 @@
+"""The sweep's measurements kept in the repository, one shard per op, so that a sweep
+stopped anywhere (a session ends, a machine restarts) resumes on any machine, and so that
+a key format change re-keys what was measured instead of lowering it again.
+
+A shard is ``measurements/<stack>/<op>.jsonl.gz``: one line per measured case, the case
+spec beside its result. An op's shard is written when every case generated for it is
+measured; a shard is only ever extended (a result already in it is never replaced: a merge
+never changes a measured cell).
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+ROOT = Path("measurements")
+
+
+def stack_folder(versions: dict[str, str], root: Path = ROOT) -> Path:
+    """``measurements/torch2.13.0+cpu-executorch1.5.1-coremltools9.0``."""
+    name = "-".join(f"{p}{versions.get(p, 'none')}" for p in ("torch", "executorch", "coremltools"))
+    return root / re.sub(r"[^\w.+-]", "_", name)
+
+
+def read(folder: Path) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]]]:
+    """(case id -> result, case id -> case) of every shard in ``folder``."""
+    results: dict[str, dict[str, Any]] = {}
+    cases: dict[str, dict[str, Any]] = {}
+    for path in sorted(folder.glob("*.jsonl.gz")) if folder.exists() else []:
+        for row in _rows(path):
+            results[row["result"]["id"]] = row["result"]
+            cases[row["case"]["id"]] = row["case"]
+    return results, cases
+
+
+def _rows(path: Path) -> list[dict[str, Any]]:
+    with gzip.open(path, "rt") as handle:
+        return [json.loads(line) for line in handle if line.strip()]
+
+
+def write(
+    folder: Path,
+    cases: list[dict[str, Any]],
+    results: dict[str, dict[str, Any]],
+) -> list[str]:
+    """Write the shard of every op whose generated cases are all measured (adding to a
+    shard what it lacks, never replacing a line); returns the ops written."""
+    by_op: dict[str, list[dict[str, Any]]] = {}
+    for case in cases:
+        by_op.setdefault(case["op"], []).append(case)
+    written = []
+    folder.mkdir(parents=True, exist_ok=True)
+    for op, own in sorted(by_op.items()):
+        if any(c["id"] not in results for c in own):
+            continue
+        path = folder / f"{op}.jsonl.gz"
+        kept = {row["case"]["id"]: row for row in _rows(path)} if path.exists() else {}
+        added = [{"case": c, "result": results[c["id"]]} for c in own if c["id"] not in kept]
+        if not added:
+            continue
+        rows = [*kept.values(), *added]
+        rows.sort(key=lambda row: row["case"]["id"])
+        aside = path.with_suffix(".tmp")
+        with gzip.GzipFile(aside, "wb", mtime=0) as handle:  # the same bytes on every machine
+            for row in rows:
+                handle.write((json.dumps(row, sort_keys=True) + "\n").encode())
+        aside.replace(path)
+        written.append(op)
+    return written
