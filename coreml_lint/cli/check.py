@@ -181,8 +181,11 @@ class CheckRun:
         """Fix every source file once: the ones given (all their findings) and the ones
         program findings point to inside the project (their rules place the fix with what
         the program knows, or the rule's own source check at the finding's line does)."""
+        from coreml_lint.fixers.relocate import relocate
         from coreml_lint.fixers.session import FixSession
 
+        for note in relocate(program_findings, self.roots[0]):  # a .pt2 made elsewhere
+            echo(note, err=True)
         pointed = self._program_targets(program_findings)
         given = {path.resolve() for path in sources}
         jobs: list[tuple[Path, Any, tuple[Finding, ...]]] = []
