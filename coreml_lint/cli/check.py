@@ -279,10 +279,8 @@ def unfixed_reason(finding: Finding, unsafe_at: set[tuple[Path, str, int]], unsa
         return f"its model source {loc.path} is not a Python file on disk"
     if (Path(loc.path).resolve(), finding.code, loc.line) in unsafe_at and not unsafe:
         return "the fix may change numerics: --unsafe-fixes"
-    from coreml_lint.rulekit.rule import Rule
-
     rule = rule_by_code(finding.code)
-    if rule is None or rule.transform is Rule.transform:  # flagged in source, maybe, not fixed
+    if rule is None or not rule.fixes_source():  # flagged in source, maybe, not fixed
         return f"{finding.code} has no source fix: change the model as its fix says"
     return (
         f"the source at line {loc.line} is not the pattern {finding.code}'s source fix "

@@ -9,7 +9,9 @@ carries, in one place:
 - **examples that are its tests**: ``examples`` (source snippets that must or must not be
   flagged, with the fixed text) and :meth:`Rule.program_cases` (models and what the stock
   lowering really does with them; the oracle tests lower every one);
-- **the source fix**: :meth:`Rule.transform`, the libcst rewrite of a finding's ``edit``;
+- **the source fix**: the finding's ``edit``, made where the finding is (``SourceContext.edit
+  (node, <rewrite>, ...)`` in ``check_source`` or ``program_fix``), carrying its libcst
+  rewrite: a ``@replacement`` function of the rule's module;
 - **the lowering answer**: hooks ``coreml-lint lower`` calls when the rule fires: a checked
   graph rewrite, a node refusal, partitioner changes, a buffer handed back to ExecuTorch,
   and a check of the Core ML program it produced. Each does nothing by default and imports
@@ -27,7 +29,7 @@ import sys
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from coreml_lint.core.findings import Finding, Outcome, Severity, SourceFix
+from coreml_lint.core.findings import Finding, Outcome, Severity, SourceFix, is_replacement
 from coreml_lint.core.settings import PartitionerSettings
 
 if TYPE_CHECKING:
@@ -145,13 +147,12 @@ class Rule:
         return iter(())
 
     # -- the source fix -------------------------------------------------------------------
-    def transform(self, fix: SourceFix, node: Any, edits: Any) -> Any:
-        """The libcst node replacing ``node`` (a call, a name or a string) for one of this
-        rule's ``SourceFix``es.
-
-        ``edits`` is the running codemod: ``edits.need_import(module, name=None)`` and
-        ``edits.need_helper(code)`` add what the new code needs to the file."""
-        raise NotImplementedError(f"{self.code} has no transform {fix.kind!r}")
+    @classmethod
+    def fixes_source(cls) -> bool:
+        """Whether the rule rewrites model source: its module holds a ``@replacement``
+        (the rewrite an edit carries, made beside the check that makes the finding)."""
+        module = sys.modules[cls.__module__]
+        return any(is_replacement(value) for value in vars(module).values())
 
     def program_fix(self, finding: Finding, source: SourceContext) -> SourceFix | str | None:
         """The source edit that fixes a program ``finding``, placed with what the program

@@ -26,7 +26,7 @@ import ast
 from collections.abc import Iterator
 from typing import Any
 
-from coreml_lint.core.findings import Finding, Outcome, SourceFix
+from coreml_lint.core.findings import Finding, Outcome, SourceFix, replacement
 from coreml_lint.rulekit.context import ProgramContext
 from coreml_lint.rulekit.examples import Invalid, Valid, case, nn, wrapped
 from coreml_lint.rulekit.rule import Rule
@@ -54,6 +54,36 @@ class Block(nn.Module):
 
 block = Block(64)
 """
+
+
+@replacement
+def _with_eps(fix: SourceFix, call: Any, edits: Any) -> Any:
+    """The norm call with ``eps=torch.finfo(torch.float32).eps`` (an ``eps=None`` it passed,
+    by keyword or at ``fix.get("position")``, removed)."""
+    from coreml_lint.rulekit.cst import kwarg, with_args
+
+    args = [a for a in call.args if not (a.keyword is not None and a.keyword.value == "eps")]
+    if fix.get("replace") and len(args) == len(call.args):  # eps=None passed positionally
+        position = fix.get("position", 1 if fix.callee == "RMSNorm" else 3)
+        args = args[:position] + args[position + 1 :]
+    return with_args(call, [*args, kwarg("eps", _fp32_eps(edits))])
+
+
+@replacement
+def _partial_with_eps(fix: SourceFix, node: Any, edits: Any) -> Any:
+    """The expression that chooses the norm class (``nn.RMSNorm`` as a default or an
+    argument) as ``functools.partial(nn.RMSNorm, eps=...)``."""
+    import libcst as cst
+
+    from coreml_lint.rulekit.cst import code
+
+    edits.need_import("functools")
+    return cst.parse_expression(f"functools.partial({code(node)}, eps={_fp32_eps(edits)})")
+
+
+def _fp32_eps(edits: Any) -> str:
+    torch = edits.torch()
+    return f"{torch}.finfo({torch}.float32).eps"
 
 
 class RmsNormWithoutEps(Rule):
@@ -177,29 +207,13 @@ class RmsNormWithoutEps(Rule):
                 fix="pass eps=torch.finfo(torch.float32).eps (torch's own default for float32)",
                 edit=ctx.edit(
                     call,
-                    "add-eps",
+                    _with_eps,
                     safe=True,
                     description="eps=torch.finfo(torch.float32).eps, torch's default for fp32",
                     replace=eps is not None,
                 ),
                 partitioner=None,
             )
-
-    def transform(self, fix: SourceFix, call: Any, edits: Any) -> Any:
-        from coreml_lint.rulekit.cst import code, kwarg, with_args
-
-        torch = edits.torch()
-        value = f"{torch}.finfo({torch}.float32).eps"
-        if fix.kind == "expression":  # the place that chooses the class, not a call
-            import libcst as cst
-
-            edits.need_import("functools")
-            return cst.parse_expression(f"functools.partial({code(call)}, eps={value})")
-        args = [a for a in call.args if not (a.keyword is not None and a.keyword.value == "eps")]
-        if fix.get("replace") and len(args) == len(call.args):  # eps=None passed positionally
-            position = fix.get("position", 1 if fix.callee == "RMSNorm" else 3)
-            args = args[:position] + args[position + 1 :]
-        return with_args(call, [*args, kwarg("eps", value)])
 
     def rewrite(self, ep: Any) -> tuple[Any, list[str]]:
         import torch
@@ -265,6 +279,7 @@ def _chosen_upstream(
     if resolved_qualname(source, origin) == "torch.nn.RMSNorm":
         return source.edit_expression(
             origin,
+            _partial_with_eps,
             safe=False,
             description="functools.partial(nn.RMSNorm, eps=torch.finfo(torch.float32).eps) "
             "where the norm layer is chosen (a partial where a class was)",
@@ -371,7 +386,7 @@ def _eps_edit(
     also = f" (also to any other {call.func.id} passed in)" if through_parameter else ""
     return source.edit(
         call,
-        "add-eps",
+        _with_eps,
         safe=not through_parameter,
         description=f"eps=torch.finfo(torch.float32).eps, torch's default for fp32{also}",
         replace=eps is not None,

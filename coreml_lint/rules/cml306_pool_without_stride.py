@@ -24,7 +24,7 @@ import ast
 from collections.abc import Iterator
 from typing import Any
 
-from coreml_lint.core.findings import Finding, Outcome, SourceFix
+from coreml_lint.core.findings import Finding, Outcome, SourceFix, replacement
 from coreml_lint.rulekit.context import ProgramContext
 from coreml_lint.rulekit.examples import F, Invalid, Valid, case, module, nn, torch, wrapped
 from coreml_lint.rulekit.rule import Rule
@@ -32,6 +32,24 @@ from coreml_lint.source.context import SourceContext, has_star_args, keyword
 from coreml_lint.source.patterns import is_simple
 
 POOLS = {"aten.max_pool1d.default", "aten.max_pool2d.default"}
+
+
+@replacement
+def _with_stride(fix: SourceFix, call: Any, edits: Any) -> Any:
+    """The pool call with ``stride=<its kernel size>`` (torch's default), positional where the
+    call passed one."""
+    import libcst as cst
+
+    from coreml_lint.rulekit.cst import kwarg, with_args
+
+    positional = [i for i, a in enumerate(call.args) if a.keyword is None]
+    if len(positional) >= 3:  # max_pool2d(x, 2, None, 1): replace the positional stride
+        args = list(call.args)
+        index = positional[2]
+        args[index] = args[index].with_changes(value=cst.parse_expression(fix.get("kernel")))
+        return call.with_changes(args=args)
+    args = [a for a in call.args if not (a.keyword is not None and a.keyword.value == "stride")]
+    return with_args(call, [*args, kwarg("stride", fix.get("kernel"))])
 
 
 class PoolWithoutStride(Rule):
@@ -79,7 +97,7 @@ class PoolWithoutStride(Rule):
             if kernel is not None and is_simple(kernel):
                 edit = ctx.edit(
                     call,
-                    "pool-stride",
+                    _with_stride,
                     safe=True,
                     description="stride=kernel_size, torch's default",
                     kernel=ast.get_source_segment(ctx.text, kernel),
@@ -91,20 +109,6 @@ class PoolWithoutStride(Rule):
                 fix="pass the stride explicitly (torch's default is the kernel size)",
                 edit=edit,
             )
-
-    def transform(self, fix: SourceFix, call: Any, edits: Any) -> Any:
-        import libcst as cst
-
-        from coreml_lint.rulekit.cst import kwarg, with_args
-
-        positional = [i for i, a in enumerate(call.args) if a.keyword is None]
-        if len(positional) >= 3:  # max_pool2d(x, 2, None, 1): replace the positional stride
-            args = list(call.args)
-            index = positional[2]
-            args[index] = args[index].with_changes(value=cst.parse_expression(fix.get("kernel")))
-            return call.with_changes(args=args)
-        args = [a for a in call.args if not (a.keyword is not None and a.keyword.value == "stride")]
-        return with_args(call, [*args, kwarg("stride", fix.get("kernel"))])
 
     def rewrite(self, ep: Any) -> tuple[Any, list[str]]:
         from coreml_lint.rulekit.fx import aten, finish

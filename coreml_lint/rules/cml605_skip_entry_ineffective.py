@@ -29,13 +29,21 @@ import ast
 from collections.abc import Iterator
 from typing import Any
 
-from coreml_lint.core.findings import Finding, Outcome, Severity, SourceFix
+from coreml_lint.core.findings import Finding, Outcome, Severity, SourceFix, replacement
 from coreml_lint.program.optable import load_optable
 from coreml_lint.program.placement import COREML
 from coreml_lint.rulekit.context import ProgramContext
 from coreml_lint.rulekit.examples import F, Invalid, Valid, case, module, nn, torch
 from coreml_lint.rulekit.rule import Rule
 from coreml_lint.source.context import SourceContext, keyword
+
+
+@replacement
+def _entry_spelled(fix: SourceFix, node: Any, edits: Any) -> Any:
+    """The skip entry as the partitioner matches it (``fix.get("value")``)."""
+    import libcst as cst
+
+    return cst.SimpleString(repr(fix.get("value")).replace("'", '"'))
 
 
 class SkipEntryIneffective(Rule):
@@ -129,7 +137,11 @@ class SkipEntryIneffective(Rule):
                     continue
                 code, message, replacement = verdict
                 edit = ctx.edit_string(
-                    element, safe=False, description=f"use {replacement!r}", value=replacement
+                    element,
+                    _entry_spelled,
+                    safe=False,
+                    description=f"use {replacement!r}",
+                    value=replacement,
                 )
                 # The G1 trap is CML603's consequence; this rule owns the rewrite.
                 yield ctx.finding(
@@ -139,11 +151,6 @@ class SkipEntryIneffective(Rule):
                     edit=edit,
                     rule=OpLeftWithoutKernel if code == "CML603" else None,
                 )
-
-    def transform(self, fix: SourceFix, node: Any, edits: Any) -> Any:
-        import libcst as cst
-
-        return cst.SimpleString(repr(fix.get("value")).replace("'", '"'))
 
 
 def judge_skip_entry(entry: str, table: Any) -> tuple[str, str, str | None] | None:
