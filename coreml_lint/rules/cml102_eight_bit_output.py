@@ -20,6 +20,10 @@ Fix
     (a) return float32/int32 and cast after the program; (b) keep the final cast on the CPU:
     ``skip_ops_for_coreml_delegation=["dim_order_ops._to_dim_order_copy.default"]``;
     (c) ``coreml-lint lower`` keeps the nodes that touch it on the CPU.
+
+References
+    - https://github.com/pytorch/executorch/issues/11686
+      CoreML partitioner errors out with 8-bit integer types (open)
 """
 
 from __future__ import annotations

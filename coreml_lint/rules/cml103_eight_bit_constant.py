@@ -25,6 +25,12 @@ Fix
     (a) store the buffer as int32 or float32 (float16 too with the default options);
     (b) minimum deployment target iOS17 or later; (c) widen the buffer in ``ep.state_dict``
     and drop the ``_assert_tensor_metadata`` guards.
+
+References
+    - https://github.com/pytorch/executorch/issues/11686
+      CoreML partitioner errors out with 8-bit integer types (open)
+    - https://github.com/pytorch/executorch/pull/19394
+      int8 weights lifted into Core ML subgraphs: `KeyError: torch.int8` (closed unmerged)
 """
 
 from __future__ import annotations
@@ -139,7 +145,9 @@ class EightBitConstant(Rule):
     source_fix = "store as int32, when every use casts it"
     examples = (
         Invalid(
-            EIGHT_BIT_BUFFER, EIGHT_BIT_BUFFER.replace("dtype=torch.uint8", "dtype=torch.int32")
+            EIGHT_BIT_BUFFER,
+            EIGHT_BIT_BUFFER.replace("dtype=torch.uint8", "dtype=torch.int32"),
+            at=(5, 9),
         ),
         Valid(EIGHT_BIT_BUFFER.replace("dtype=torch.uint8", "dtype=torch.int32")),
     )

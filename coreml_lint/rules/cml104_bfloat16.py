@@ -18,6 +18,10 @@ Fix
     ``skip_ops_for_coreml_delegation=["aten.linear.default",
     "dim_order_ops._to_dim_order_copy.default"]``; (c) rewrite bf16 parameters and casts
     to float32 in the ExportedProgram (changes numerics).
+
+References
+    None found: apple/coremltools and pytorch/executorch issues and pull requests were
+    searched (2026-12) without one that reports or fixes this pitfall.
 """
 
 from __future__ import annotations

@@ -20,6 +20,10 @@ Fix
     ``torch.logical_and`` for maximum/minimum, or cast to int32 first; (b) skip the op, e.g.
     ``skip_ops_for_coreml_delegation=["aten.amax.default"]``; (c) rewrite to any/all/logical
     ops in the ExportedProgram.
+
+References
+    None found: apple/coremltools and pytorch/executorch issues and pull requests were
+    searched (2026-12) without one that reports or fixes this pitfall.
 """
 
 from __future__ import annotations
@@ -92,9 +96,9 @@ class BoolMinMax(Rule):
     source_pattern = "`amax/amin/max/min/maximum/minimum` on visibly bool tensors"
     source_fix = "`any` / `all` / `logical_or` / `logical_and`"
     examples = (
-        Invalid("m = (x > 0).amax(dim=1)", "m = (x > 0).any(dim=1)"),
-        Invalid("m = torch.maximum(a > 0, b > 0)", "m = torch.logical_or(a > 0, b > 0)"),
-        Invalid("m = (x > 0).max(dim=1)"),  # returns (values, indices): no drop-in fix
+        Invalid("m = (x > 0).amax(dim=1)", "m = (x > 0).any(dim=1)", at=(1, 5)),
+        Invalid("m = torch.maximum(a > 0, b > 0)", "m = torch.logical_or(a > 0, b > 0)", at=(1, 5)),
+        Invalid("m = (x > 0).max(dim=1)", at=(1, 5)),  # returns (values, indices): no drop-in fix
         Valid("m = x.amax(dim=1)"),
         Valid("m = torch.maximum(a, b)"),
     )

@@ -36,6 +36,10 @@ Fix
     (a) the deployment target the table names (``--ios N``); (b) ``coreml-lint lower
     --dequantize-on-cpu`` runs the dequantize on the CPU where ExecuTorch has a kernel for it
     (PT2E, int8 casts): the .pte keeps int8 weights, Core ML computes with float ones.
+
+References
+    None found: apple/coremltools and pytorch/executorch issues and pull requests were
+    searched (2026-12) without one that reports or fixes this pitfall.
 """
 
 from __future__ import annotations

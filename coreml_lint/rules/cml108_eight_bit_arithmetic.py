@@ -29,6 +29,10 @@ Fix
     int32 result ``% 256`` where a uint8 wrap is meant); (b) ``coreml-lint lower`` keeps
     the nodes that touch 8-bit tensors on the CPU, where the portable runtime computes them
     in 8 bits.
+
+References
+    None found: apple/coremltools and pytorch/executorch issues and pull requests were
+    searched (2026-12) without one that reports or fixes this pitfall.
 """
 
 from __future__ import annotations

@@ -17,6 +17,10 @@ Example
 Fix
     (a) ``take_over_mutable_buffer=False``; (b) have the CPU op read a copy made inside Core
     ML (``self.count + 0.0``); (c) a partitioner that leaves only such buffers to ExecuTorch.
+
+References
+    None found: apple/coremltools and pytorch/executorch issues and pull requests were
+    searched (2026-12) without one that reports or fixes this pitfall.
 """
 
 from __future__ import annotations

@@ -22,6 +22,10 @@ Example
 Fix
     (a) ``take_over_mutable_buffer=False`` (ExecuTorch keeps the buffer with its dtype);
     (b) pass the position in as a program input instead of counting in a buffer.
+
+References
+    None found: apple/coremltools and pytorch/executorch issues and pull requests were
+    searched (2026-12) without one that reports or fixes this pitfall.
 """
 
 from __future__ import annotations

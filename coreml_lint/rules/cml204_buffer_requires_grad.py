@@ -24,6 +24,10 @@ Fix
     (a) export under ``with torch.no_grad():`` (or ``requires_grad_(False)`` on the
     parameters first); (b) iOS18 with the buffer as Core ML state; (c) ``coreml-lint
     lower`` clears the flag in the program, so no re-export is needed.
+
+References
+    None found: apple/coremltools and pytorch/executorch issues and pull requests were
+    searched (2026-12) without one that reports or fixes this pitfall.
 """
 
 from __future__ import annotations

@@ -33,6 +33,10 @@ Fix
     ``torch.full(size, 0, dtype=...)``; for ``new_zeros`` write ``torch.zeros_like(...)`` or
     ``torch.full(..., 0, dtype=x.dtype)``; (b) rewrite integer fills into
     ``aten.full(..., dtype=...)`` before lowering.
+
+References
+    None found: apple/coremltools and pytorch/executorch issues and pull requests were
+    searched (2026-12) without one that reports or fixes this pitfall.
 """
 
 from __future__ import annotations
@@ -265,22 +269,30 @@ class FillDtypeIgnored(Rule):
     )
     source_fix = "`dtype=torch.int64`; `torch.full(size, 0, dtype=...)`"
     examples = (
-        Invalid("x = torch.full((2, 3), 3001)", "x = torch.full((2, 3), 3001, dtype=torch.int64)"),
+        Invalid(
+            "x = torch.full((2, 3), 3001)",
+            "x = torch.full((2, 3), 3001, dtype=torch.int64)",
+            at=(1, 5),
+        ),
         Invalid(
             "x = torch.zeros(2, 3, dtype=torch.long)",
             "x = torch.full((2, 3), 0, dtype=torch.long)",
+            at=(1, 5),
         ),
         Invalid(
             "def f(x):\n    return x.new_zeros((2, 3), dtype=torch.int32)",
             "def f(x):\n    return torch.full((2, 3), 0, dtype=torch.int32, device=x.device)",
+            at=(2, 12),
         ),
         Invalid(
             _BASE_IN_INIT.format(fill="torch.full((1, n), self.base)"),
             _BASE_IN_INIT.format(fill="torch.full((1, n), self.base, dtype=torch.int64)"),
+            at=(8, 16),
         ),
         Invalid(
             "def f(n):\n    base = 3001\n    return torch.full((1, n), base)",
             "def f(n):\n    base = 3001\n    return torch.full((1, n), base, dtype=torch.int64)",
+            at=(3, 12),
         ),
         Valid("x = torch.full((2, 3), 3001, dtype=torch.int64)"),
         Valid("x = torch.full((2, 3), 0.5)"),

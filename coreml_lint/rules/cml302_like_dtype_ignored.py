@@ -27,6 +27,10 @@ Fix
     ``torch.zeros(mask.shape, dtype=q.dtype).masked_fill(mask, float("-inf"))`` or
     ``torch.where(mask, float("-inf"), 0.0)``, or pass a float additive mask; (b) rewrite
     ``*_like(dtype=...)`` into ``aten.full(shape, value, dtype=...)``.
+
+References
+    None found: apple/coremltools and pytorch/executorch issues and pull requests were
+    searched (2026-12) without one that reports or fixes this pitfall.
 """
 
 from __future__ import annotations
@@ -247,8 +251,8 @@ class LikeDtypeIgnored(Rule):
     source_pattern = "`nn.MultiheadAttention(...)(..., attn_mask=<bool>)`"
     source_fix = "a float additive mask built in the model"
     examples = (
-        Invalid(MHA_BOOL_MASK, MHA_BOOL_MASK_FIXED),
-        Invalid(MHA_CALL_MASK, MHA_CALL_MASK_FIXED),
+        Invalid(MHA_BOOL_MASK, MHA_BOOL_MASK_FIXED, at=(9, 44)),
+        Invalid(MHA_CALL_MASK, MHA_CALL_MASK_FIXED, at=(8, 44)),
         Invalid(
             MHA_CALL_MASK.replace(
                 "torch.ones(5, 5).triu(1).bool()", "torch.ones(5, 5).triu(1) > 0"
@@ -257,6 +261,7 @@ class LikeDtypeIgnored(Rule):
                 "additive_mask(torch.ones(5, 5).triu(1).bool())",
                 "additive_mask(torch.ones(5, 5).triu(1) > 0)",
             ),
+            at=(8, 44),
         ),
         Valid(MHA_BOOL_MASK.replace("attn_mask=mask", "attn_mask=None")),
     )

@@ -18,6 +18,12 @@ Fix
     spelling: torch decomposes it and the pieces are delegated); (c) append eps to the
     node's arguments. Note: once it lowers, the Core ML formula divides by max|x| first,
     which gives NaN for an all-zero row.
+
+References
+    - https://github.com/apple/coremltools/pull/2592
+      adds the rms_norm converter (for nn.RMSNorm) this rule's crash comes from
+    - https://github.com/apple/coremltools/issues/2821
+      the same converter inflates eps by max|x|^2 (open; fix proposed in PR #2822)
 """
 
 from __future__ import annotations
@@ -152,29 +158,36 @@ class RmsNormWithoutEps(Rule):
     source_fix = "`eps=torch.finfo(torch.float32).eps` (torch's fp32 default)"
     examples = (
         Invalid(
-            "norm = nn.RMSNorm(64)", "norm = nn.RMSNorm(64, eps=torch.finfo(torch.float32).eps)"
+            "norm = nn.RMSNorm(64)",
+            "norm = nn.RMSNorm(64, eps=torch.finfo(torch.float32).eps)",
+            at=(1, 8),
         ),
         Invalid(
             "y = F.rms_norm(x, (64,), None, None)",
             "y = F.rms_norm(x, (64,), None, eps=torch.finfo(torch.float32).eps)",
+            at=(1, 5),
         ),
         Invalid(
             "RMSNorm = nn.RMSNorm\nnorm = RMSNorm(64)",
             "RMSNorm = nn.RMSNorm\nnorm = RMSNorm(64, eps=torch.finfo(torch.float32).eps)",
+            at=(2, 8),
         ),
         Invalid(
             "norms = nn.ModuleList([nn.RMSNorm(64) for _ in range(4)])",
             "norms = nn.ModuleList([nn.RMSNorm(64, eps=torch.finfo(torch.float32).eps) "
             "for _ in range(4)])",
+            at=(1, 24),
         ),
         Invalid(
             RMSNORM_BY_DEFAULT,
             RMSNORM_BY_DEFAULT.replace(
                 "norm_layer(dim)", "norm_layer(dim, eps=torch.finfo(torch.float32).eps)"
             ),
+            at=(5, 21),
         ),
         Invalid(
-            RMSNORM_BY_DEFAULT + "other = Block(64, nn.LayerNorm)\n"
+            RMSNORM_BY_DEFAULT + "other = Block(64, nn.LayerNorm)\n",
+            at=(5, 21),
         ),  # flagged, not fixed: eps would change the LayerNorm's
         Valid(RMSNORM_BY_DEFAULT.replace("Block(64)", "Block(64, nn.LayerNorm)")),
         Valid("norm = nn.RMSNorm(64, eps=1e-6)"),

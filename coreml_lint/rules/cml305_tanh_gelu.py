@@ -20,6 +20,13 @@ Fix
     ``0.5 * x * (1 + torch.tanh(0.7978845608 * (x + 0.044715 * x.pow(3))))``;
     (b) ``skip_ops_for_coreml_delegation=["aten.gelu.default"]`` (CPU gelu);
     (c) ``ep.run_decompositions({aten.gelu.default: torch's decomposition})``.
+
+References
+    - https://github.com/apple/coremltools/pull/2863
+      fix the gelu converter ignoring the `approximate` keyword argument (open)
+    - https://github.com/apple/coremltools/pull/1911
+      allow gelu approximations: the converter reads `approximate` as a positional input
+      (merged 2023)
 """
 
 from __future__ import annotations
@@ -186,13 +193,14 @@ class TanhGelu(Rule):
     )
     source_fix = "the tanh formula (a `tanh_gelu` function, a `TanhGELU` module for `nn.GELU`)"
     examples = (
-        Invalid('y = F.gelu(x, approximate="tanh")', TANH_GELU_FUNCTION_FIXED),
-        Invalid('act = nn.GELU("tanh")', TANH_GELU_MODULE_FIXED),
+        Invalid('y = F.gelu(x, approximate="tanh")', TANH_GELU_FUNCTION_FIXED, at=(1, 5)),
+        Invalid('act = nn.GELU("tanh")', TANH_GELU_MODULE_FIXED, at=(1, 7)),
         Invalid(
             'def f(x):\n    mode = "tanh"\n    return F.gelu(x, approximate=mode)',
             _HEADER
             + TANH_GELU_FUNCTION
             + '\n\ndef f(x):\n    mode = "tanh"\n    return tanh_gelu(x)',
+            at=(3, 12),
         ),
         Valid("y = F.gelu(x)"),
         Valid("def f(x, mode):\n    return F.gelu(x, approximate=mode)"),

@@ -16,6 +16,12 @@ Example
 
 Fix
     (a) pass the stride: ``F.max_pool2d(x, 2, 2)``, or use ``nn.MaxPool2d(2)``.
+
+References
+    - https://github.com/apple/coremltools/issues/759
+      F.max_pool2d without an explicit stride fails to convert (TorchScript frontend, 2020)
+    - https://github.com/apple/coremltools/pull/779
+      default strides for avg_pool2d/max_pool2d in the TorchScript converter
 """
 
 from __future__ import annotations
@@ -76,8 +82,8 @@ class PoolWithoutStride(Rule):
     source_pattern = "`F.max_pool1d/2d(x, k)` without stride, or with stride `None` / `[]`"
     source_fix = "`stride=k` (torch's default)"
     examples = (
-        Invalid("y = F.max_pool2d(x, 2)", "y = F.max_pool2d(x, 2, stride=2)"),
-        Invalid("y = F.max_pool1d(x, 3, None)", "y = F.max_pool1d(x, 3, 3)"),
+        Invalid("y = F.max_pool2d(x, 2)", "y = F.max_pool2d(x, 2, stride=2)", at=(1, 5)),
+        Invalid("y = F.max_pool1d(x, 3, None)", "y = F.max_pool1d(x, 3, 3)", at=(1, 5)),
         Valid("y = F.max_pool2d(x, 2, 2)"),
         Valid("pool = nn.MaxPool2d(2)"),
     )

@@ -25,6 +25,11 @@ Fix
     first), and target iOS18 for masked attention; run the attention in float32; or write
     it out: ``(q @ k.transpose(-2, -1) * scale).masked_fill(~mask, -inf).softmax(-1) @ v``;
     (b) ``coreml-lint lower`` writes it out in the program (unfused, checked in eager).
+
+References
+    - https://github.com/apple/coremltools/pull/2864
+      an explicit `scale` sends SDPA to the matmul/softmax decomposition instead of the iOS18
+      fused op (open)
 """
 
 from __future__ import annotations

@@ -23,6 +23,10 @@ Fix
     (a) write the exponent as an int when it is whole (``x.pow(3)``, ``x * x * x``), or
     compute the power in float32 and cast it back; (b) ``coreml-lint lower`` does both: a
     whole exponent becomes an int (the same values), a fractional one runs in float32.
+
+References
+    None found: apple/coremltools and pytorch/executorch issues and pull requests were
+    searched (2026-12) without one that reports or fixes this pitfall.
 """
 
 from __future__ import annotations

@@ -17,6 +17,12 @@ Example
 Fix
     (a) count in int32: ``mask.int().sum(dim)`` (the same int64 result in torch; an int32
     ``reduce_sum`` in Core ML); (b) ``coreml-lint lower`` inserts that cast.
+
+References
+    - https://github.com/apple/coremltools/issues/1570
+      reduce_sum of a bool tensor is rejected by the MIL type domain
+    - https://github.com/apple/coremltools/pull/1623
+      adds the cast of a bool input in reduce_sum (merged 2022)
 """
 
 from __future__ import annotations

@@ -17,6 +17,10 @@ Example
 Fix
     (a) ``torch.div(1.0, x)`` or ``torch.ones_like(x) / x``; (b) ``coreml-lint lower``
     writes ``reciprocal(x)`` as ``full_like(x, 1) / x`` (checked equal in eager).
+
+References
+    - https://github.com/apple/coremltools/pull/2773
+      do not add MIL's stability epsilon in torch.reciprocal (merged after 9.0)
 """
 
 from __future__ import annotations

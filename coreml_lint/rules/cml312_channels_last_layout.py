@@ -28,6 +28,10 @@ Fix
     after the permute), or use ``mode="bilinear"``; (c) ``coreml-lint lower`` writes each
     channels-last copy as permute, contiguous copy, permute back (the same values and
     strides; checked equal in eager).
+
+References
+    None found: apple/coremltools and pytorch/executorch issues and pull requests were
+    searched (2026-12) without one that reports or fixes this pitfall.
 """
 
 from __future__ import annotations

@@ -33,6 +33,10 @@ Fix
     ``hardsigmoid``; (c) ``coreml-lint lower`` writes integer bounds as floats (the same
     values) and runs each float16 activation that fails at the target in float32, cast
     back, inside Core ML (checked in eager at 1e-2).
+
+References
+    None found: apple/coremltools and pytorch/executorch issues and pull requests were
+    searched (2026-12) without one that reports or fixes this pitfall.
 """
 
 from __future__ import annotations

@@ -25,6 +25,10 @@ Fix
     ``torch.broadcast_tensors``) and use non-negative indices;
     (b) ``skip_ops_for_coreml_delegation=["aten.index_put.default"]``;
     (c) rewrite the index_put into full, broadcast, non-negative indices.
+
+References
+    None found: apple/coremltools and pytorch/executorch issues and pull requests were
+    searched (2026-12) without one that reports or fixes this pitfall.
 """
 
 from __future__ import annotations

@@ -18,6 +18,10 @@ Fix
     (a) return a real op, ``x * 1.0`` / ``x + 0.0``, or return ``x`` itself and let ExecuTorch
     pass it through; (b) ``skip_ops_for_coreml_delegation=["aten.clone.default",
     "dim_order_ops._clone_dim_order.default"]``; (c) rewrite output clones to their source.
+
+References
+    None found: apple/coremltools and pytorch/executorch issues and pull requests were
+    searched (2026-12) without one that reports or fixes this pitfall.
 """
 
 from __future__ import annotations

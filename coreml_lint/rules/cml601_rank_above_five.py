@@ -17,6 +17,10 @@ Example
 Fix
     (a) stay at 5-D or below (``t.reshape(2, 3, 2, 2, 5).sum(0)``), or apply elementwise ops
     before the 6-D reshape; (b) a partitioner that refuses nodes touching >5-D tensors.
+
+References
+    None found: apple/coremltools and pytorch/executorch issues and pull requests were
+    searched (2026-12) without one that reports or fixes this pitfall.
 """
 
 from __future__ import annotations

@@ -19,6 +19,10 @@ Example
 Fix
     (a) an iOS18 target; (b) precompute the constant into a ``register_buffer``;
     (c) ``executorch.exir.passes.constant_prop_pass.constant_prop_pass(ep)`` before lowering.
+
+References
+    None found: apple/coremltools and pytorch/executorch issues and pull requests were
+    searched (2026-12) without one that reports or fixes this pitfall.
 """
 
 from __future__ import annotations

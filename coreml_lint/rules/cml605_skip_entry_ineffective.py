@@ -21,6 +21,11 @@ Fix
     portable CPU kernel; for non-core ops you want decomposed, the ATen spelling
     (``"rms_norm.default"``); to keep an op torch decomposes into one core op on the CPU,
     add that op's edge spelling (``"aten.native_layer_norm.default"``).
+
+References
+    - https://github.com/pytorch/executorch/blob/main/backends/apple/coreml/partition/coreml_partitioner.py
+      the partitioner compares a node's lower-cased `__name__` against
+      skip_ops_for_coreml_delegation
 """
 
 from __future__ import annotations
@@ -113,10 +118,12 @@ class SkipEntryIneffective(Rule):
         Invalid(
             'p = CoreMLPartitioner(skip_ops_for_coreml_delegation=["aten.div.Tensor"])',
             'p = CoreMLPartitioner(skip_ops_for_coreml_delegation=["aten.div.tensor"])',
+            at=(1, 55),
         ),
         Invalid(
             'p = CoreMLPartitioner(skip_ops_for_coreml_delegation=["gelu.default"])',
             'p = CoreMLPartitioner(skip_ops_for_coreml_delegation=["aten.gelu.default"])',
+            at=(1, 55),
         ),
         Valid('p = CoreMLPartitioner(skip_ops_for_coreml_delegation=["aten.gelu.default"])'),
     )

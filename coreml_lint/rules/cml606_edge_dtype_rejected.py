@@ -28,6 +28,10 @@ Fix
     compute them as pairs of reals (RoPE with cos/sin); (c) ``x // n``: divide by a tensor of
     ``x``'s dtype, or an int64 ``x``; float8/uint32: keep them out of the exported program
     (``lower`` answers only the cat/stack kind).
+
+References
+    None found: apple/coremltools and pytorch/executorch issues and pull requests were
+    searched (2026-12) without one that reports or fixes this pitfall.
 """
 
 from __future__ import annotations

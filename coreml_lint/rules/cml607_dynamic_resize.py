@@ -37,6 +37,10 @@ Fix
     ["aten.upsample_bilinear2d.vec"])`` does the same for every resize. (c) Resize by a
     fixed factor (``scale_factor=2``) where the architecture allows it, or export with
     static height and width (enumerated shapes for a few resolutions).
+
+References
+    None found: apple/coremltools and pytorch/executorch issues and pull requests were
+    searched (2026-12) without one that reports or fixes this pitfall.
 """
 
 from __future__ import annotations

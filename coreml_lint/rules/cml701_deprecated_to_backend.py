@@ -18,6 +18,11 @@ Example
 Fix
     ``to_edge_transform_and_lower(ep, partitioner=[CoreMLPartitioner()])`` (marked unsafe:
     the Core ML program changes, for the better, so compare outputs once).
+
+References
+    - https://github.com/pytorch/executorch/blob/main/backends/apple/coreml/partition/coreml_partitioner.py
+      CoreMLPartitioner warns that to_edge() + to_backend() decomposes ops Core ML has fused
+      forms of
 """
 
 from __future__ import annotations
@@ -86,7 +91,7 @@ class DeprecatedToBackend(Rule):
     source_triggers = ("to_backend",)
     source_pattern = "`to_edge(ep).to_backend(CoreMLPartitioner(...))`, also split over statements"
     source_fix = "`to_edge_transform_and_lower(ep, partitioner=[...])` (the chained form)"
-    examples = (Invalid(TO_BACKEND, TO_BACKEND_FIXED), Valid(TO_BACKEND_FIXED))
+    examples = (Invalid(TO_BACKEND, TO_BACKEND_FIXED, at=(7, 11)), Valid(TO_BACKEND_FIXED))
 
     def check_source(self, ctx: SourceContext) -> Iterator[Finding]:
         for call in ctx.calls():

@@ -42,6 +42,10 @@ Fix
     node on the CPU when the portable runtime has a kernel for it. When the installed (or
     ``--target-coremltools``/``--target-executorch`` declared) versions differ from the
     table's, ``check`` says so; re-measure with ``python -m coreml_lint.sweep run``.
+
+References
+    None found: apple/coremltools and pytorch/executorch issues and pull requests were
+    searched (2026-12) without one that reports or fixes this pitfall.
 """
 
 from __future__ import annotations
