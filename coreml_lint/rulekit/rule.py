@@ -77,9 +77,6 @@ class Rule:
     # node is dropped when another rule reports an error on the same node (one finding per
     # node, the one that explains).
     defers: ClassVar[bool] = False
-    # The settings ``lower`` lowers with, set on each rule that fired before its hooks are
-    # asked (for a hook whose answer depends on the deployment target).
-    settings: PartitionerSettings | None = None
 
     # -- reporting ------------------------------------------------------------------------
     @classmethod
@@ -165,8 +162,10 @@ class Rule:
         return None
 
     # -- the lowering answer (heavy: torch is imported inside the hooks) ------------------
-    def rewrite(self, ep: Any) -> tuple[Any, list[str]]:
-        """Rewrite the functional ``ExportedProgram`` so Core ML computes what it means.
+    def rewrite(self, ep: Any, settings: PartitionerSettings) -> tuple[Any, list[str]]:
+        """Rewrite the functional ``ExportedProgram`` so Core ML computes what it means, for
+        the partitioner ``settings`` it will be lowered with (every lowering hook is given
+        them: an answer may depend on the deployment target).
 
         Returns the (possibly new) program and one sentence per change, naming the node and
         what was done to the model; ``lower`` keeps it only when the rewritten program gives
@@ -179,7 +178,7 @@ class Rule:
         promise holds only where the outputs mean something says so here."""
         return inputs
 
-    def refuse(self, node: Any) -> str | None:
+    def refuse(self, node: Any, settings: PartitionerSettings) -> str | None:
         """Why this ``torch.fx`` node must stay on the CPU, or None. Asked in the ATen graph
         (so the node's op is decomposed rather than kept whole) and in the edge graph."""
         return None
@@ -188,7 +187,7 @@ class Rule:
         """Partitioner settings that avoid the failure (e.g. no Core ML state)."""
         return settings
 
-    def return_buffer(self, node: Any, program: Any) -> str | None:
+    def return_buffer(self, node: Any, program: Any, settings: PartitionerSettings) -> str | None:
         """Why the mutable buffer placeholder ``node`` must stay with ExecuTorch rather than
         become Core ML state, or None."""
         return None
@@ -207,7 +206,7 @@ class Rule:
             return None
         return f"{finding.message} ({self.cannot_lower or 'coreml-lint lower has no answer'})"
 
-    def dequantize_on_cpu(self, node: Any) -> str | None:
+    def dequantize_on_cpu(self, node: Any, settings: PartitionerSettings) -> str | None:
         """Why this ``torch.fx`` node runs on the CPU when the user chose to dequantize
         weights there (``lower(..., dequantize_on_cpu=True)``), or None. Asked like
         :meth:`refuse`, only when that choice is made: it gives up the quantized weights in

@@ -41,6 +41,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from coreml_lint.core.findings import Finding, Outcome
+from coreml_lint.core.settings import PartitionerSettings
 from coreml_lint.program.graph import EIGHT_BIT_DTYPES
 from coreml_lint.rulekit.context import ProgramContext
 from coreml_lint.rulekit.examples import Invalid, Valid, case, frame, module, torch
@@ -137,7 +138,7 @@ class EightBitPartitionInput(Rule):
         producer = ctx.producers.get(value)
         return f"made on the CPU by {ctx.edge_name(producer)}" if producer else "made on the CPU"
 
-    def refuse(self, node: Any) -> str | None:
+    def refuse(self, node: Any, settings: PartitionerSettings) -> str | None:
         from coreml_lint.rulekit.fx import EIGHT_BIT, touches
 
         return "touches a uint8/int8 tensor" if touches(node, EIGHT_BIT) else None

@@ -32,6 +32,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from coreml_lint.core.findings import Finding, Outcome
+from coreml_lint.core.settings import PartitionerSettings
 from coreml_lint.rulekit.context import ProgramContext
 from coreml_lint.rulekit.rule import Rule
 
@@ -60,7 +61,7 @@ class EightBitPartitionOutput(Rule):
                     dtype=dtype,
                 )
 
-    def refuse(self, node: Any) -> str | None:
+    def refuse(self, node: Any, settings: PartitionerSettings) -> str | None:
         import torch
 
         from coreml_lint.rulekit.fx import touches

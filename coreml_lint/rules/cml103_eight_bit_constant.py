@@ -40,6 +40,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from coreml_lint.core.findings import Finding, Outcome, SourceFix, replacement
+from coreml_lint.core.settings import PartitionerSettings
 from coreml_lint.program.graph import EIGHT_BIT_DTYPES, Node
 from coreml_lint.rulekit.context import ProgramContext
 from coreml_lint.rulekit.examples import Invalid, Valid, case, module, torch
@@ -190,7 +191,7 @@ class EightBitConstant(Rule):
                 partitioner={"minimum_deployment_target": 17},
             )
 
-    def rewrite(self, ep: Any) -> tuple[Any, list[str]]:
+    def rewrite(self, ep: Any, settings: PartitionerSettings) -> tuple[Any, list[str]]:
         """uint8/int8 parameters and buffers stored as int32, their dtype guards dropped."""
         import torch
 
@@ -219,7 +220,7 @@ class EightBitConstant(Rule):
         finish(ep)
         return ep.run_decompositions({}), done  # re-derives every node's metadata
 
-    def refuse(self, node: Any) -> str | None:
+    def refuse(self, node: Any, settings: PartitionerSettings) -> str | None:
         from coreml_lint.rulekit.fx import EIGHT_BIT, touches
 
         return "touches a uint8/int8 tensor" if touches(node, EIGHT_BIT) else None

@@ -33,6 +33,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from coreml_lint.core.findings import Finding, Outcome, SourceFix, replacement
+from coreml_lint.core.settings import PartitionerSettings
 from coreml_lint.rulekit.context import ProgramContext, not_one_call
 from coreml_lint.rulekit.examples import Invalid, Valid, case, module, torch
 from coreml_lint.rulekit.rule import Rule
@@ -159,7 +160,7 @@ class BoolMinMax(Rule):
         twin = BOOL_TWINS[op][0]
         return source.edit(matching[0], _bool_twin, safe=True, description=f"use {twin}", twin=twin)
 
-    def rewrite(self, ep: Any) -> tuple[Any, list[str]]:
+    def rewrite(self, ep: Any, settings: PartitionerSettings) -> tuple[Any, list[str]]:
         """Each bool min/max-family op becomes its any/all/logical twin (the same values)."""
         import torch
 
@@ -184,7 +185,7 @@ class BoolMinMax(Rule):
             done.append(f"{node.name}: {base} of a bool tensor written as {twin}")
         return finish(ep), done
 
-    def refuse(self, node: Any) -> str | None:
+    def refuse(self, node: Any, settings: PartitionerSettings) -> str | None:
         import torch
 
         from coreml_lint.rulekit.fx import touches

@@ -105,7 +105,7 @@ class Fp16InputBelowIOS16(Rule):
                 partitioner={"minimum_deployment_target": 16},
             )
 
-    def rewrite(self, ep: Any) -> tuple[Any, list[str]]:
+    def rewrite(self, ep: Any, settings: PartitionerSettings) -> tuple[Any, list[str]]:
         """Each float16 program input is cast to float32 and back to float16 before any op
         reads it; :meth:`refuse` keeps the first cast on the CPU, so the delegate receives
         float32 (and casts it to float16 itself, as the model's first op). The program's
@@ -132,7 +132,7 @@ class Fp16InputBelowIOS16(Rule):
             )
         return finish(ep), done
 
-    def refuse(self, node: Any) -> str | None:
+    def refuse(self, node: Any, settings: PartitionerSettings) -> str | None:
         """The float16 -> float32 cast of a program input that :meth:`rewrite` put there (a
         placeholder cast up and straight back down), in the ATen or the edge graph."""
         import torch

@@ -51,6 +51,7 @@ from functools import cache
 from typing import Any
 
 from coreml_lint.core.findings import Finding, Outcome, Severity
+from coreml_lint.core.settings import PartitionerSettings
 from coreml_lint.program.graph import EIGHT_BIT_DTYPES, FLOAT_DTYPES, Node
 from coreml_lint.rulekit.context import ProgramContext
 from coreml_lint.rulekit.examples import F, case, nn, returns, torch
@@ -489,7 +490,7 @@ class QuantizationTarget(Rule):
             line += ", or with --dequantize-on-cpu to dequantize them on the CPU"
         return line
 
-    def dequantize_on_cpu(self, node: Any) -> str | None:
+    def dequantize_on_cpu(self, node: Any, settings: PartitionerSettings) -> str | None:
         from coreml_lint.rulekit.fx import EIGHT_BIT, touches
 
         if "quantized_decomposed" in str(node.target):

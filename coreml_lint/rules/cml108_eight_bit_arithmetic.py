@@ -41,6 +41,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from coreml_lint.core.findings import Finding, Outcome
+from coreml_lint.core.settings import PartitionerSettings
 from coreml_lint.program.graph import EIGHT_BIT_DTYPES, Node
 from coreml_lint.rulekit.context import ProgramContext
 from coreml_lint.rulekit.examples import case, module, torch
@@ -129,7 +130,7 @@ class EightBitArithmetic(Rule):
                 dtype=dtype,
             )
 
-    def refuse(self, node: Any) -> str | None:
+    def refuse(self, node: Any, settings: PartitionerSettings) -> str | None:
         """Every node that reads or makes an 8-bit tensor stays on the CPU (the portable
         runtime has 8-bit kernels): refusing only the failing op would make the 8-bit value
         before it a Core ML output, which coremltools returns as int32 (CML102)."""

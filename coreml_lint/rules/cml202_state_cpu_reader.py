@@ -29,6 +29,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from coreml_lint.core.findings import Finding, Outcome
+from coreml_lint.core.settings import PartitionerSettings
 from coreml_lint.rulekit.context import ProgramContext
 from coreml_lint.rulekit.examples import case, module, torch
 from coreml_lint.rulekit.rule import Rule
@@ -61,7 +62,7 @@ class StateCpuReader(Rule):
                 buffer=buf.target,
             )
 
-    def return_buffer(self, node: Any, program: Any) -> str | None:
+    def return_buffer(self, node: Any, program: Any, settings: PartitionerSettings) -> str | None:
         from coreml_lint.rulekit.fx import mutable_buffer_readers
 
         readers = mutable_buffer_readers(node, program)

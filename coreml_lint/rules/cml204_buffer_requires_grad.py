@@ -36,6 +36,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from coreml_lint.core.findings import Finding, Outcome
+from coreml_lint.core.settings import PartitionerSettings
 from coreml_lint.rulekit.context import ProgramContext
 from coreml_lint.rulekit.examples import case, nn, torch
 from coreml_lint.rulekit.rule import Rule
@@ -81,7 +82,7 @@ class BufferRequiresGrad(Rule):
                 buffer=buf.target,
             )
 
-    def rewrite(self, ep: Any) -> tuple[Any, list[str]]:
+    def rewrite(self, ep: Any, settings: PartitionerSettings) -> tuple[Any, list[str]]:
         """The program's inputs stop requiring grad: nothing it computes changes."""
         from coreml_lint.rulekit.fx import stop_requiring_grad
 

@@ -47,6 +47,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from coreml_lint.core.findings import Finding, Outcome, Severity, replacement
+from coreml_lint.core.settings import PartitionerSettings
 from coreml_lint.program.graph import FLOAT_DTYPES, DType, Node
 from coreml_lint.rulekit.context import ProgramContext, not_one_call
 from coreml_lint.rulekit.examples import Invalid, Valid, case, module, returns, torch
@@ -390,7 +391,7 @@ class FillDtypeIgnored(Rule):
             calls[0], _with_dtype, safe=True, description=f"add dtype=torch.{dtype}", dtype=dtype
         )
 
-    def rewrite(self, ep: Any) -> tuple[Any, list[str]]:
+    def rewrite(self, ep: Any, settings: PartitionerSettings) -> tuple[Any, list[str]]:
         return integer_fills(ep)
 
 

@@ -41,6 +41,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from coreml_lint.core.findings import Finding, Outcome, SourceFix, replacement
+from coreml_lint.core.settings import PartitionerSettings
 from coreml_lint.program.graph import FLOAT_DTYPES, DType
 from coreml_lint.rulekit.context import ProgramContext, not_one_call
 from coreml_lint.rulekit.examples import Invalid, Valid, case, module, nn, returns, torch
@@ -293,12 +294,12 @@ class LikeDtypeIgnored(Rule):
                     edit=_mask_edit(ctx, mask, call, name),
                 )
 
-    def rewrite(self, ep: Any) -> tuple[Any, list[str]]:
+    def rewrite(self, ep: Any, settings: PartitionerSettings) -> tuple[Any, list[str]]:
         from coreml_lint.rules.cml301_fill_dtype_ignored import integer_fills
 
         return integer_fills(ep, likes=True)
 
-    def refuse(self, node: Any) -> str | None:
+    def refuse(self, node: Any, settings: PartitionerSettings) -> str | None:
         """A like-op the rewrite could not replace runs on the CPU."""
         from coreml_lint.rulekit.fx import op_base
 

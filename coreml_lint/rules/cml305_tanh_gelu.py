@@ -36,6 +36,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from coreml_lint.core.findings import Finding, Outcome, SourceFix, replacement
+from coreml_lint.core.settings import PartitionerSettings
 from coreml_lint.rulekit.context import ProgramContext, not_one_call
 from coreml_lint.rulekit.examples import (
     F,
@@ -236,7 +237,7 @@ class TanhGelu(Rule):
     # torch's decomposition of tanh GELU rounds differently from the fused kernel.
     rewrite_tolerance = 1e-5
 
-    def rewrite(self, ep: Any) -> tuple[Any, list[str]]:
+    def rewrite(self, ep: Any, settings: PartitionerSettings) -> tuple[Any, list[str]]:
         """torch's own decomposition of tanh GELU: Core ML then computes the formula with
         an explicit ``tanh`` (coremltools 9.0 does not fuse it back into a gelu op)."""
         import torch

@@ -31,6 +31,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from coreml_lint.core.findings import Finding, Outcome, SourceFix, replacement
+from coreml_lint.core.settings import PartitionerSettings
 from coreml_lint.rulekit.context import ProgramContext
 from coreml_lint.rulekit.examples import F, Invalid, Valid, case, module, nn, torch, wrapped
 from coreml_lint.rulekit.rule import Rule
@@ -116,7 +117,7 @@ class PoolWithoutStride(Rule):
                 edit=edit,
             )
 
-    def rewrite(self, ep: Any) -> tuple[Any, list[str]]:
+    def rewrite(self, ep: Any, settings: PartitionerSettings) -> tuple[Any, list[str]]:
         from coreml_lint.rulekit.fx import aten, finish
 
         done = []

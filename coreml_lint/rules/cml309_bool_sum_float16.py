@@ -32,6 +32,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from coreml_lint.core.findings import Finding, Outcome
+from coreml_lint.core.settings import PartitionerSettings
 from coreml_lint.program.graph import Node
 from coreml_lint.rulekit.context import ProgramContext
 from coreml_lint.rulekit.examples import case, module, returns, torch
@@ -67,7 +68,7 @@ class BoolSumFloat16(Rule):
                 extent=extent,
             )
 
-    def rewrite(self, ep: Any) -> tuple[Any, list[str]]:
+    def rewrite(self, ep: Any, settings: PartitionerSettings) -> tuple[Any, list[str]]:
         """Cast the bool operand of each sum to int32 (torch's result is int64 either way;
         Core ML then sums int32, exactly)."""
         import torch

@@ -43,6 +43,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from coreml_lint.core.findings import Finding, Outcome
+from coreml_lint.core.settings import PartitionerSettings
 from coreml_lint.program.graph import Node, TensorRef
 from coreml_lint.rulekit.context import ProgramContext
 from coreml_lint.rulekit.examples import F, Invalid, Valid, case, module, returns, torch
@@ -151,7 +152,7 @@ class MaskOverflowsFp16(Rule):
                 "pass a bool mask to scaled_dot_product_attention",
             )
 
-    def rewrite(self, ep: Any) -> tuple[Any, list[str]]:
+    def rewrite(self, ep: Any, settings: PartitionerSettings) -> tuple[Any, list[str]]:
         """Fill values beyond float16 that reach a softmax become -30000. exp() of either is
         exactly 0 in float32, so every row with a position left unmasked computes the same in
         eager; a fully masked row (padding) gives the softmax of its scores instead of a

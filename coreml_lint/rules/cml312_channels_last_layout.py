@@ -40,6 +40,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from coreml_lint.core.findings import Finding, Outcome
+from coreml_lint.core.settings import PartitionerSettings
 from coreml_lint.program.graph import CHANNELS_LAST, Node, Opaque, TensorInfo
 from coreml_lint.rulekit.context import ProgramContext
 from coreml_lint.rulekit.examples import F, case, module, torch
@@ -86,7 +87,7 @@ class ChannelsLastLayout(Rule):
                 fix=fix,
             )
 
-    def rewrite(self, ep: Any) -> tuple[Any, list[str]]:
+    def rewrite(self, ep: Any, settings: PartitionerSettings) -> tuple[Any, list[str]]:
         """Decompose bicubic upsampling of channels-last inputs (what the edge step would
         do), then write each channels-last copy as permute -> contiguous copy -> permute."""
         from coreml_lint.rulekit.fx import fake_mode, finish

@@ -38,6 +38,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from coreml_lint.core.findings import Finding, Outcome
+from coreml_lint.core.settings import PartitionerSettings
 from coreml_lint.program.graph import Node, TensorRef
 from coreml_lint.rulekit.context import ProgramContext
 from coreml_lint.rulekit.examples import case, module, returns, torch
@@ -117,7 +118,7 @@ class IndexPutForm(Rule):
             )
         return None
 
-    def rewrite(self, ep: Any) -> tuple[Any, list[str]]:
+    def rewrite(self, ep: Any, settings: PartitionerSettings) -> tuple[Any, list[str]]:
         """A write of several positions along one dim (a KV-cache update with a multi-token
         prefill) becomes ``scatter``, which coremltools converts into
         ``scatter_along_axis`` and, for a buffer at iOS18, keeps as Core ML state. Then
@@ -133,7 +134,7 @@ class IndexPutForm(Rule):
                 done.append(_as_scatter(ep, mode, node, *found))
         return ep, done + _drop_internal_clones(ep)
 
-    def refuse(self, node: Any) -> str | None:
+    def refuse(self, node: Any, settings: PartitionerSettings) -> str | None:
         """Every index_put then runs on the CPU (the portable index_put.out)."""
         from coreml_lint.rulekit.fx import op_base
 

@@ -30,6 +30,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from coreml_lint.core.findings import Finding, Outcome
+from coreml_lint.core.settings import PartitionerSettings
 from coreml_lint.rulekit.context import ProgramContext
 from coreml_lint.rulekit.examples import case, module, torch
 from coreml_lint.rulekit.rule import Rule
@@ -73,7 +74,7 @@ class OutputRepeatsValue(Rule):
                 partitioner=ctx.skip_advice(node),
             )
 
-    def rewrite(self, ep: Any) -> tuple[Any, list[str]]:
+    def rewrite(self, ep: Any, settings: PartitionerSettings) -> tuple[Any, list[str]]:
         """An output that is a clone of an input or of another output returns its source:
         ExecuTorch then passes the input through, or returns the value twice, itself."""
         from torch.export.graph_signature import TensorArgument

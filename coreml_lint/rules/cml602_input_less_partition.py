@@ -31,6 +31,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from coreml_lint.core.findings import Finding, Outcome
+from coreml_lint.core.settings import PartitionerSettings
 from coreml_lint.rulekit.context import ProgramContext
 from coreml_lint.rulekit.examples import case, module, torch
 from coreml_lint.rulekit.rule import Rule
@@ -60,7 +61,7 @@ class InputLessPartition(Rule):
                 partitioner={"minimum_deployment_target": 18},
             )
 
-    def rewrite(self, ep: Any) -> tuple[Any, list[str]]:
+    def rewrite(self, ep: Any, settings: PartitionerSettings) -> tuple[Any, list[str]]:
         """executorch's ``constant_prop_pass`` folds the constant-only subgraph."""
         from executorch.exir.passes.constant_prop_pass import constant_prop_pass
 

@@ -50,6 +50,7 @@ from fractions import Fraction
 from typing import Any
 
 from coreml_lint.core.findings import Finding, Outcome
+from coreml_lint.core.settings import PartitionerSettings
 from coreml_lint.program import symbolic
 from coreml_lint.program.graph import Node, SymRef, TensorRef
 from coreml_lint.rulekit.context import ProgramContext
@@ -123,7 +124,7 @@ class DynamicResize(Rule):
                 partitioner=skip,
             )
 
-    def refuse(self, node: Any) -> str | None:
+    def refuse(self, node: Any, settings: PartitionerSettings) -> str | None:
         base = _fx_base(node)
         if base is None:
             return None

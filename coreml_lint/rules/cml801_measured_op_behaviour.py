@@ -140,11 +140,10 @@ class MeasuredOpBehaviour(Rule):
             )
         return super().unanswered(finding, dequantize_on_cpu=dequantize_on_cpu)
 
-    def refuse(self, node: Any) -> str | None:
+    def refuse(self, node: Any, settings: PartitionerSettings) -> str | None:
         """A core ATen node whose measured outcome at the target is a crash or wrong values
         stays on the CPU, when the portable runtime has a kernel for it."""
-        settings = self.settings
-        if settings is None or getattr(node, "op", "") != "call_function":
+        if getattr(node, "op", "") != "call_function":
             return None
         name = fx_name(node.target)
         table = load_optable()
