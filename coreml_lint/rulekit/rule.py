@@ -149,7 +149,10 @@ class Rule:
         """Whether the rule rewrites model source: its module holds a ``@replacement``
         (the rewrite an edit carries, made beside the check that makes the finding)."""
         module = sys.modules[cls.__module__]
-        return any(is_replacement(value) for value in vars(module).values())
+        return any(
+            is_replacement(value) and value.__module__ == cls.__module__
+            for value in vars(module).values()
+        )
 
     def program_fix(self, finding: Finding, source: SourceContext) -> SourceFix | str | None:
         """The source edit that fixes a program ``finding``, placed with what the program
