@@ -82,10 +82,10 @@ def test_write_keeps_permissions(tmp_path, capsys):
 def test_broken_result_is_reverted(tmp_path, monkeypatch):
     import libcst as cst
 
-    from coreml_lint.rules.cml305_tanh_gelu import TanhGelu
+    from coreml_lint.rules import cml305_tanh_gelu
 
-    monkeypatch.setattr(
-        TanhGelu, "transform", lambda self, fix, call, edits: cst.parse_expression("(yield)")
+    monkeypatch.setattr(  # the rewrite the finding's edit carries
+        cml305_tanh_gelu, "_formula_call", lambda fix, call, edits: cst.parse_expression("(yield)")
     )
     target = tmp_path / "m.py"
     text = "import torch.nn.functional as F\n\ny = F.gelu(x, approximate='tanh')\n"

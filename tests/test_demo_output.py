@@ -18,6 +18,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from coreml_lint.core.findings import Severity  # noqa: E402
+from coreml_lint.core.settings import PartitionerSettings  # noqa: E402
 from coreml_lint.rules import all_rules  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -134,7 +135,7 @@ def test_fill_and_like_rewrites_are_filed_under_their_own_rule():
 
     def rewritten(rule):
         ep = torch.export.export(Fills(), (torch.randn(2, 4),)).run_decompositions({})
-        return rule().rewrite(ep)[1]
+        return rule().rewrite(ep, PartitionerSettings())[1]
 
     fills, likes = rewritten(FillDtypeIgnored), rewritten(LikeDtypeIgnored)
     assert fills and all(s.startswith("full") for s in fills), fills
@@ -149,7 +150,7 @@ def test_tanh_gelu_rewrite_says_what_it_makes():
             return torch.nn.functional.gelu(x, approximate="tanh")
 
     ep = torch.export.export(Gelu(), (torch.randn(2, 4),)).run_decompositions({})
-    ep, sentences = TanhGelu().rewrite(ep)
+    ep, sentences = TanhGelu().rewrite(ep, PartitionerSettings())
     targets = {str(n.target) for n in ep.graph.nodes if n.op == "call_function"}
     assert "aten.tanh.default" in targets and "aten.gelu.default" not in targets
     assert sentences and all("tanh formula" in s and "fuse" not in s for s in sentences)
@@ -219,7 +220,9 @@ def test_tanh_gelu_rewrite_lowers_to_what_its_sentence_says():
 
     from coreml_lint.rules.cml305_tanh_gelu import TanhGelu
 
-    ep, sentences = TanhGelu().rewrite(exported("gelu-tanh").run_decompositions({}))
+    ep, sentences = TanhGelu().rewrite(
+        exported("gelu-tanh").run_decompositions({}), PartitionerSettings()
+    )
     lowered = lower(ep)
     assert lowered.ok, lowered.message
     ops = set(re.findall(r"= (\w+)\(", lowered.mil))

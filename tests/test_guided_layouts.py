@@ -2,7 +2,8 @@
 comprehensions, generators, ``ModuleDict``s, helper methods and functions, ``add_module``;
 a norm layer a builder passes down (fixed where it is chosen); members of an
 ``nn.Sequential`` (positional, ``OrderedDict``, a subclass passing its layers to
-``super().__init__``); an ``F.gelu`` in a helper function the forward calls; and bool
+``super().__init__``); blocks appended in a loop as ``ModuleDict(dict(key=...))`` (issue
+32); an ``F.gelu`` in a helper function the forward calls; and bool
 attention masks whose type only the program knows. Each layout is a model file in
 ``tests/fixtures/guided``: exported, its stock lowering really fails (a crash, or
 ``verify`` sees Core ML diverge from eager), fixed with ``coreml-lint its.pt2 --fix
@@ -53,6 +54,15 @@ LAYOUTS = {
             '("act", TanhGELU()),',
             "super().__init__(nn.Linear(dim, dim), TanhGELU())",
             "def gelu_tanh(x):\n    return tanh_gelu(x)",
+        ],
+    ),
+    "layout_vit_blocks": (
+        "CML305",
+        ("diverge", None),
+        [
+            "nn.Linear(dim, hidden),\n                            TanhGELU(),\n",
+            'self.heads.append(nn.ModuleDict({"act": TanhGELU()}))',
+            'self.heads.append(nn.ModuleDict({"act": nn.Identity()}))',
         ],
     ),
     "layout_mha_mask": (

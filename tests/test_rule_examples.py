@@ -1,5 +1,6 @@
 """Every rule's own examples, declared beside it (Fixit's VALID/INVALID): an invalid snippet
-gets the rule's finding and, when the rule says so, fixes to exactly the expected text,
+gets the rule's finding where its ``at`` pins it (line and column in the snippet, as
+Fixit's ``range``) and, when the rule says so, fixes to exactly the expected text,
 and fixing again changes nothing; a valid snippet gets no finding of the rule."""
 
 from __future__ import annotations
@@ -8,7 +9,6 @@ import pytest
 
 from coreml_lint.engine.source import lint_source
 from coreml_lint.fixers.apply import compute_fix, selected_edits
-from coreml_lint.rulekit.rule import Rule
 from coreml_lint.rules import all_rules
 
 EXAMPLES = [(rule, example) for rule in all_rules() for example in rule.examples]
@@ -36,6 +36,8 @@ def test_rule_example(pair):
         assert not found, [f.message for f in found]
         return
     assert found, f"{rule.code} did not flag:\n{text}"
+    first = min((f.location.line, f.location.column) for f in found)
+    assert example.position(*first) == example.at, "the finding points elsewhere"
     expected = example.expected_fix()
     if expected is None:
         assert all(f.edit is None for f in found), "a fix exists: give the example its text"
@@ -51,5 +53,7 @@ def test_every_source_rule_has_flagged_and_clean_examples():
             continue
         kinds = {example.flagged for example in rule.examples}
         assert kinds == {True, False}, f"{rule.code} needs Invalid and Valid examples"
-        if rule.transform is not Rule.transform:
+        if rule.fixes_source():
             assert any(e.fixed for e in rule.examples), f"{rule.code}: show its fix"
+        for example in rule.examples:  # Fixit's range: an Invalid example says where
+            assert not example.flagged or example.at is not None, f"{rule.code}: pin `at`"

@@ -16,14 +16,14 @@ from coreml_lint.rulekit.rule import Rule  # noqa: E402
 class _RefusesBadly(Rule):
     code, name = "CML998", "refuses-badly"
 
-    def refuse(self, node):
+    def refuse(self, node, settings):
         raise KeyError("val")
 
 
 class _RefusesNothing(Rule):
     code, name = "CML997", "refuses-nothing"
 
-    def refuse(self, node):
+    def refuse(self, node, settings):
         return None
 
 

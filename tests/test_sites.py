@@ -222,6 +222,80 @@ CASES = {
         "layers.1",
         [],
     ),
+    "dict keywords of a ModuleDict appended in a loop (issue 32)": (
+        """
+        class M(nn.Module):
+            def __init__(self, d, depth):
+                self.blocks = nn.ModuleList()
+                for _ in range(depth):
+                    self.blocks.append(nn.ModuleDict(dict(
+                        norm=nn.LayerNorm(d),
+                        mlp=nn.Sequential(nn.Linear(d, d), nn.GELU(approximate="tanh")),
+                    )))
+        """,
+        "blocks.5.mlp.1",
+        ["nn.GELU(approximate='tanh')"],
+    ),
+    "a dict literal of a ModuleDict in a local list filled in a loop": (
+        """
+        class M(nn.Module):
+            def __init__(self, d, depth):
+                blocks = []
+                for _ in range(depth):
+                    blocks.append(nn.ModuleDict({"act": nn.GELU("tanh")}))
+                self.blocks = nn.ModuleList(blocks)
+        """,
+        "blocks.1.act",
+        ["nn.GELU('tanh')"],
+    ),
+    "a loop of stated count, then another append": (
+        """
+        class M(nn.Module):
+            def __init__(self, d):
+                self.layers = nn.ModuleList()
+                for _ in range(2):
+                    self.layers.append(nn.GELU("tanh"))
+                self.layers.append(nn.RMSNorm(d))
+        """,
+        "layers.1",
+        ["nn.GELU('tanh')"],
+    ),
+    "the append after a loop of stated count": (
+        """
+        class M(nn.Module):
+            def __init__(self, d):
+                self.layers = nn.ModuleList()
+                for _ in range(1, 3):
+                    for _ in ("a", "b"):
+                        self.layers.append(nn.GELU("tanh"))
+                self.layers.append(nn.RMSNorm(d))
+        """,
+        "layers.4",
+        ["nn.RMSNorm(d)"],
+    ),
+    "a loop of stated count that may stop early": (
+        """
+        class M(nn.Module):
+            def __init__(self, d, stop):
+                self.layers = nn.ModuleList()
+                for i in range(2):
+                    self.layers.append(nn.GELU("tanh"))
+                    if i == stop:
+                        break
+                self.layers.append(nn.RMSNorm(d))
+        """,
+        "layers.2",
+        [],
+    ),
+    "a dict spread after the key may replace it": (
+        """
+        class M(nn.Module):
+            def __init__(self, d, extra):
+                self.heads = nn.ModuleDict({"act": nn.GELU("tanh"), **extra})
+        """,
+        "heads.act",
+        [],
+    ),
 }
 
 

@@ -181,8 +181,11 @@ class CheckRun:
         """Fix every source file once: the ones given (all their findings) and the ones
         program findings point to inside the project (their rules place the fix with what
         the program knows, or the rule's own source check at the finding's line does)."""
+        from coreml_lint.fixers.relocate import relocate
         from coreml_lint.fixers.session import FixSession
 
+        for note in relocate(program_findings, self.roots[0]):  # a .pt2 made elsewhere
+            echo(note, err=True)
         pointed = self._program_targets(program_findings)
         given = {path.resolve() for path in sources}
         jobs: list[tuple[Path, Any, tuple[Finding, ...]]] = []
@@ -276,10 +279,8 @@ def unfixed_reason(finding: Finding, unsafe_at: set[tuple[Path, str, int]], unsa
         return f"its model source {loc.path} is not a Python file on disk"
     if (Path(loc.path).resolve(), finding.code, loc.line) in unsafe_at and not unsafe:
         return "the fix may change numerics: --unsafe-fixes"
-    from coreml_lint.rulekit.rule import Rule
-
     rule = rule_by_code(finding.code)
-    if rule is None or rule.transform is Rule.transform:  # flagged in source, maybe, not fixed
+    if rule is None or not rule.fixes_source():  # flagged in source, maybe, not fixed
         return f"{finding.code} has no source fix: change the model as its fix says"
     return (
         f"the source at line {loc.line} is not the pattern {finding.code}'s source fix "

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from enum import Enum
 from typing import Any
@@ -40,18 +41,39 @@ class Location:
     source_line: str | None = None
 
 
+# A rule's libcst rewrite of one fix: ``(fix, node, edits) -> new node``, where ``node`` is
+# the call (or name, or string) the fix points at and ``edits`` the running codemod
+# (``edits.torch()``, ``edits.need_import(module, name=None)``, ``edits.need_helper(name,
+# code)``). A module-level function of the rule's module, marked ``@replacement``: fixes
+# cross process boundaries (files are fixed on worker processes) by reference.
+Replacement = Callable[["SourceFix", Any, Any], Any]
+_REPLACEMENT = "__coreml_lint_replacement__"
+
+
+def replacement(func: Replacement) -> Replacement:
+    """Mark ``func`` as a rule's source rewrite (``SourceContext.edit(node, func, ...)``):
+    a rule fixes source when its module holds one (``Rule.fixes_source``)."""
+    setattr(func, _REPLACEMENT, True)
+    return func
+
+
+def is_replacement(value: Any) -> bool:
+    return callable(value) and getattr(value, _REPLACEMENT, False) is True
+
+
 @dataclass(frozen=True)
 class SourceFix:
     """A rewrite of the source expression at ``line``/``column`` (1-based line, 0-based
     character column); ``callee`` tells apart calls that start at the same column
     (``a(b)(c)``), or is ``<expr>`` / ``<str>`` for a name or a string literal.
 
-    ``kind`` names the transform in the rule module that owns it; ``safe`` fixes keep what
+    ``replacement`` is the rewrite itself, given where the finding is made (as ruff's
+    ``Fix`` travels on its violation): the fixer only calls it. ``safe`` fixes keep what
     the model computes, unsafe ones may change numerics or behaviour (``--unsafe-fixes``).
     """
 
     rule: str
-    kind: str
+    replacement: Replacement
     line: int
     column: int
     callee: str | None
@@ -61,6 +83,15 @@ class SourceFix:
 
     def get(self, key: str, default: Any = None) -> Any:
         return dict(self.data).get(key, default)
+
+    @property
+    def kind(self) -> str:
+        """The rewrite's name (``_with_dtype``), for messages."""
+        return getattr(self.replacement, "__name__", repr(self.replacement))
+
+    def apply(self, node: Any, edits: Any) -> Any:
+        """The libcst node replacing ``node``."""
+        return self.replacement(self, node, edits)
 
 
 @dataclass

@@ -59,7 +59,7 @@ def compute_fix(
     else:
         try:
             fixed, applied = _codemod(path, text, edits)
-        except Exception as exc:  # libcst parser limits, a transform that does not apply
+        except Exception as exc:  # libcst parser limits, a replacement that does not apply
             return FixResult(
                 path, text, text, error=f"{path}: fix not applied: {type(exc).__name__}: {exc}"
             )

@@ -1,7 +1,8 @@
 """One libcst codemod that applies every selected fix of a file in a single pass.
 
 Each ``SourceFix`` names the call it rewrites by position (and callee, since ``a(b)(c)``
-starts two calls at one column); the rewrite itself is the owning rule's ``transform``.
+starts two calls at one column) and carries its rewrite (``SourceFix.replacement``, made
+where the rule made the finding): this module knows no rule.
 Imports go through libcst's ``AddImportsVisitor``; module-level helpers a fix needs (a
 small ``nn.Module``) are inserted once, after the imports.
 """
@@ -14,7 +15,6 @@ from libcst.codemod.visitors import AddImportsVisitor
 from libcst.metadata import PositionProvider
 
 from coreml_lint.core.findings import SourceFix
-from coreml_lint.rules import rule_by_code
 
 
 def callee_name(func: cst.BaseExpression) -> str | None:
@@ -65,9 +65,7 @@ class ApplyFixes(VisitorBasedCodemodCommand):
         fix = self.fixes.get((start.line, start.column, callee_name(original.func)))
         if fix is None:
             return updated
-        rule = rule_by_code(fix.rule)
-        assert rule is not None
-        replacement = rule().transform(fix, updated, self)
+        replacement = fix.apply(updated, self)
         self.applied.append(fix)
         return replacement
 
@@ -95,10 +93,8 @@ class ApplyFixes(VisitorBasedCodemodCommand):
             return updated
         if fix.get("node", type(original).__name__) != type(original).__name__:
             return updated  # `nn` starts where the fix's `nn.RMSNorm` does
-        rule = rule_by_code(fix.rule)
-        assert rule is not None
         self.applied.append(fix)
-        return rule().transform(fix, updated, self)
+        return fix.apply(updated, self)
 
     def leave_Module(self, original: cst.Module, updated: cst.Module) -> cst.Module:
         if not self.helpers:

@@ -4,16 +4,16 @@ The codemod (``fixers/codemod.py``) parses the whole file with libcst, computes 
 node's position, walks the tree and renders it back: about 15x the cost of the parse
 alone, for a file whose fixes touch a few calls. Here, each call to fix is cut out of the
 text at the span ``ast`` gives it, parsed alone with ``libcst.parse_expression``, handed
-to its rule's ``transform`` and rendered in place. libcst renders every untouched node
+to the fix's ``replacement`` and rendered in place. libcst renders every untouched node
 exactly as it was parsed, so the file comes out as the codemod writes it, at the cost of
-parsing the fixed calls only. Where the transform kept the call's leading arguments as they
+parsing the fixed calls only. Where the replacement kept the call's leading arguments as they
 were (the same nodes: ``dtype=`` appended, a value replaced), only the arguments from the
 first changed one on are rendered; the text before them is the file's own.
 
 Whatever could make the two differ takes the codemod instead (``splice_fixes`` returns
-None): a transform that needs the module (an import, a helper, the codemod context), a
+None): a replacement that needs the module (an import, a helper, the codemod context), a
 fix of a name or a string, fixes nested in one another, parentheses around a call that
-libcst would hand to the transform and cannot be told apart from a call's own, calls in
+libcst would hand to the replacement and cannot be told apart from a call's own, calls in
 f-strings (whose ``ast`` positions Python 3.11 does not always get right), line breaks
 other than ``\\n`` (where ``ast`` and libcst count lines differently), and any error.
 """
@@ -27,7 +27,6 @@ from itertools import accumulate, pairwise
 from typing import Any, NamedTuple
 
 from coreml_lint.core.findings import SourceFix
-from coreml_lint.rules import rule_by_code
 from coreml_lint.source.context import SourceContext
 
 # Characters str.splitlines() (and with it SourceContext.lines) breaks on besides "\n".
@@ -36,11 +35,11 @@ _BY_NODE = ("<expr>", "<str>")  # fixes of a name, attribute or string: the code
 
 
 class NeedsModule(Exception):
-    """A transform asked for a change outside its call: the codemod has to make it."""
+    """A replacement asked for a change outside its call: the codemod has to make it."""
 
 
 class CallEdits:
-    """What a rule's ``transform`` gets as ``edits`` on the fast path: the file's name for
+    """What a fix's ``replacement`` gets as ``edits`` on the fast path: the file's name for
     torch, and nothing that changes the module (those raise NeedsModule)."""
 
     def __init__(self, torch_alias: str | None) -> None:
@@ -103,7 +102,6 @@ def _rewrite(
     from coreml_lint.fixers.codemod import callee_name
 
     render = cst.Module([]).code_for_node
-    rules: dict[str, Any] = {}
     pieces, applied, done = [], [], 0
     for span in spans:
         fix = span.fix
@@ -119,9 +117,7 @@ def _rewrite(
                 and callee_name(node.func) == fix.callee
             ):
                 return None
-            if fix.rule not in rules:
-                rules[fix.rule] = rule_by_code(fix.rule)
-            new = rules[fix.rule]().transform(fix, node, edits)
+            new = fix.apply(node, edits)
             cut = _first_changed_argument(text, span, node, new, starts)
             if cut is None:
                 replacement = render(new)
@@ -183,7 +179,7 @@ def _first_changed_argument(
 
 def _renders_alike(new: Any, old: Any) -> bool:
     """Whether argument ``new`` is ``old`` or a copy of it whose only change is an equal
-    comma (a transform that lays its arguments out again gives each a comma anew)."""
+    comma (a replacement that lays its arguments out again gives each a comma anew)."""
     import dataclasses
 
     from coreml_lint.rulekit.cst import same_comma

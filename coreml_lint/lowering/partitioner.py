@@ -64,8 +64,6 @@ class LoweringPlan:
                 for key, value in adjusted.differences(plan.settings).items():
                     plan.act(rule.code, f"setting {key}={value}")
                 plan.settings = adjusted
-        for rule in rules:
-            rule.settings = plan.settings
         return plan
 
     def act(self, code: str, what: str) -> None:
@@ -80,9 +78,9 @@ class LoweringPlan:
         reasons = []
         for rule in self.rules:
             try:
-                why = rule.refuse(node)
+                why = rule.refuse(node, self.settings)
                 if why is None and self.dequantize_on_cpu:
-                    why = rule.dequantize_on_cpu(node)
+                    why = rule.dequantize_on_cpu(node, self.settings)
             except Exception as exc:  # a silent skip would strand the node far from here
                 raise RuleHookError(rule.code, "refuse", node.name, exc) from exc
             if why is not None:
@@ -97,7 +95,7 @@ class LoweringPlan:
 
     def buffer_to_return(self, node: torch.fx.Node, program: Any) -> str | None:
         for rule in self.rules:
-            why = rule.return_buffer(node, program)
+            why = rule.return_buffer(node, program, self.settings)
             if why is not None:
                 self.returned_buffers[node.name] = (rule.code, why)
                 self.act(rule.code, f"buffer {node.name} kept by ExecuTorch ({why})")

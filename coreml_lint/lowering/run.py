@@ -365,7 +365,7 @@ def _apply_rewrites(
     report: LowerReport,
     say: Progress,
 ) -> ExportedProgram:
-    """Each fired rule's rewrite (told the settings lowered with, so an answer that depends
+    """Each fired rule's rewrite (given the settings lowered with, so an answer that depends
     on the target can ask), kept only when the program still computes the same."""
     inputs = random_inputs(ep)
     for rule in rules:
@@ -374,8 +374,7 @@ def _apply_rewrites(
         say(f"rewriting for {rule.code} {rule.name}")
         try:
             answer = rule()
-            answer.settings = settings
-            candidate, changes = answer.rewrite(_copy(ep))
+            candidate, changes = answer.rewrite(_copy(ep), settings)
             if not changes:
                 continue
             checked_on = answer.check_inputs(inputs) if inputs is not None else None

@@ -163,7 +163,11 @@ class Placement:
 
 
 def _override_reason(node: Node, name: str) -> str | None:
-    """executorch 1.5.1 ``should_override_support``: refusals regardless of coremltools."""
+    """executorch 1.5.1 ``should_override_support``: refusals regardless of coremltools.
+    ExecuTorch's partitioner cites the coremltools issue behind each: add/sub with alpha != 1
+    (https://github.com/apple/coremltools/issues/2573), diagonal
+    (https://github.com/apple/coremltools/issues/2565), acosh/asinh
+    (https://github.com/apple/coremltools/issues/2569)."""
     if node.namespace != "aten":
         return None
     if name in REFUSED_OPS:

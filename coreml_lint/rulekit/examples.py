@@ -3,7 +3,8 @@
 Two kinds:
 
 - :class:`Valid` / :class:`Invalid` source snippets in a rule's ``examples``: an invalid one
-  must get the rule's finding and, when ``fixed`` is given, fix to exactly that text; a
+  must get the rule's finding where its ``at`` says (line and column, as Fixit's ``range``)
+  and, when ``fixed`` is given, fix to exactly that text; a
   valid one must get no finding of the rule. ``tests/test_rule_examples.py`` runs them all.
 - :class:`ProgramCase`, registered with ``@case(...)`` in the rule's module: a small model,
   the error codes the linter must report on its exported program, and what the *stock*
@@ -33,10 +34,19 @@ class SourceExample:
     code: str
     fixed: str | None = None  # the expected text after --fix --unsafe-fixes (Invalid only)
     flagged: bool = True
+    # Where the rule's first finding points, as (line, column) in ``code`` (1-based, as a
+    # report prints them; Fixit's ``range``): an Invalid example pins what it flags.
+    at: tuple[int, int] | None = None
 
     def source(self) -> str:
         """The snippet as a file: the standard imports unless it has its own."""
         return _as_file(self.code)
+
+    def position(self, line: int, column: int) -> tuple[int, int]:
+        """A position in :meth:`source` as a position in ``code``."""
+        header = self.source().count("\n") - (self.code.strip("\n") + "\n").count("\n")
+        leading = len(self.code) - len(self.code.lstrip("\n"))
+        return line - header + leading, column
 
     def expected_fix(self) -> str | None:
         """The whole file ``--fix --unsafe-fixes`` must make of :meth:`source` (the standard
@@ -49,9 +59,12 @@ def _as_file(text: str) -> str:
     return text if text.startswith(("import ", "from ")) else SNIPPET_HEADER + text
 
 
-def Invalid(code: str, fixed: str | None = None) -> SourceExample:  # Fixit's name
-    """Source the rule must flag; ``fixed`` is what ``--fix --unsafe-fixes`` makes of it."""
-    return SourceExample(code, fixed, flagged=True)
+def Invalid(
+    code: str, fixed: str | None = None, *, at: tuple[int, int] | None = None
+) -> SourceExample:  # Fixit's name
+    """Source the rule must flag at ``at`` (line, column in ``code``); ``fixed`` is what
+    ``--fix --unsafe-fixes`` makes of it."""
+    return SourceExample(code, fixed, flagged=True, at=at)
 
 
 def Valid(code: str) -> SourceExample:  # Fixit's name

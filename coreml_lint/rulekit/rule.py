@@ -9,7 +9,9 @@ carries, in one place:
 - **examples that are its tests**: ``examples`` (source snippets that must or must not be
   flagged, with the fixed text) and :meth:`Rule.program_cases` (models and what the stock
   lowering really does with them; the oracle tests lower every one);
-- **the source fix**: :meth:`Rule.transform`, the libcst rewrite of a finding's ``edit``;
+- **the source fix**: the finding's ``edit``, made where the finding is (``SourceContext.edit
+  (node, <rewrite>, ...)`` in ``check_source`` or ``program_fix``), carrying its libcst
+  rewrite: a ``@replacement`` function of the rule's module;
 - **the lowering answer**: hooks ``coreml-lint lower`` calls when the rule fires: a checked
   graph rewrite, a node refusal, partitioner changes, a buffer handed back to ExecuTorch,
   and a check of the Core ML program it produced. Each does nothing by default and imports
@@ -27,7 +29,7 @@ import sys
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from coreml_lint.core.findings import Finding, Outcome, Severity, SourceFix
+from coreml_lint.core.findings import Finding, Outcome, Severity, SourceFix, is_replacement
 from coreml_lint.core.settings import PartitionerSettings
 
 if TYPE_CHECKING:
@@ -75,9 +77,6 @@ class Rule:
     # node is dropped when another rule reports an error on the same node (one finding per
     # node, the one that explains).
     defers: ClassVar[bool] = False
-    # The settings ``lower`` lowers with, set on each rule that fired before its hooks are
-    # asked (for a hook whose answer depends on the deployment target).
-    settings: PartitionerSettings | None = None
 
     # -- reporting ------------------------------------------------------------------------
     @classmethod
@@ -145,13 +144,15 @@ class Rule:
         return iter(())
 
     # -- the source fix -------------------------------------------------------------------
-    def transform(self, fix: SourceFix, node: Any, edits: Any) -> Any:
-        """The libcst node replacing ``node`` (a call, a name or a string) for one of this
-        rule's ``SourceFix``es.
-
-        ``edits`` is the running codemod: ``edits.need_import(module, name=None)`` and
-        ``edits.need_helper(code)`` add what the new code needs to the file."""
-        raise NotImplementedError(f"{self.code} has no transform {fix.kind!r}")
+    @classmethod
+    def fixes_source(cls) -> bool:
+        """Whether the rule rewrites model source: its module holds a ``@replacement``
+        (the rewrite an edit carries, made beside the check that makes the finding)."""
+        module = sys.modules[cls.__module__]
+        return any(
+            is_replacement(value) and value.__module__ == cls.__module__
+            for value in vars(module).values()
+        )
 
     def program_fix(self, finding: Finding, source: SourceContext) -> SourceFix | str | None:
         """The source edit that fixes a program ``finding``, placed with what the program
@@ -164,8 +165,10 @@ class Rule:
         return None
 
     # -- the lowering answer (heavy: torch is imported inside the hooks) ------------------
-    def rewrite(self, ep: Any) -> tuple[Any, list[str]]:
-        """Rewrite the functional ``ExportedProgram`` so Core ML computes what it means.
+    def rewrite(self, ep: Any, settings: PartitionerSettings) -> tuple[Any, list[str]]:
+        """Rewrite the functional ``ExportedProgram`` so Core ML computes what it means, for
+        the partitioner ``settings`` it will be lowered with (every lowering hook is given
+        them: an answer may depend on the deployment target).
 
         Returns the (possibly new) program and one sentence per change, naming the node and
         what was done to the model; ``lower`` keeps it only when the rewritten program gives
@@ -178,7 +181,7 @@ class Rule:
         promise holds only where the outputs mean something says so here."""
         return inputs
 
-    def refuse(self, node: Any) -> str | None:
+    def refuse(self, node: Any, settings: PartitionerSettings) -> str | None:
         """Why this ``torch.fx`` node must stay on the CPU, or None. Asked in the ATen graph
         (so the node's op is decomposed rather than kept whole) and in the edge graph."""
         return None
@@ -187,7 +190,7 @@ class Rule:
         """Partitioner settings that avoid the failure (e.g. no Core ML state)."""
         return settings
 
-    def return_buffer(self, node: Any, program: Any) -> str | None:
+    def return_buffer(self, node: Any, program: Any, settings: PartitionerSettings) -> str | None:
         """Why the mutable buffer placeholder ``node`` must stay with ExecuTorch rather than
         become Core ML state, or None."""
         return None
@@ -206,7 +209,7 @@ class Rule:
             return None
         return f"{finding.message} ({self.cannot_lower or 'coreml-lint lower has no answer'})"
 
-    def dequantize_on_cpu(self, node: Any) -> str | None:
+    def dequantize_on_cpu(self, node: Any, settings: PartitionerSettings) -> str | None:
         """Why this ``torch.fx`` node runs on the CPU when the user chose to dequantize
         weights there (``lower(..., dequantize_on_cpu=True)``), or None. Asked like
         :meth:`refuse`, only when that choice is made: it gives up the quantized weights in

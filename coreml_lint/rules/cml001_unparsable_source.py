@@ -16,6 +16,9 @@ Example
 
 Fix
     Fix the syntax error, or run coreml-lint with the Python version the file is written for.
+
+References
+    None: the finding is about the input file, not the stack.
 """
 
 from __future__ import annotations

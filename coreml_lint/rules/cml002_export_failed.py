@@ -18,6 +18,9 @@ Example
 Fix
     Follow torch.export's message: ``torch.cond`` for value-dependent branches, a
     ``dynamic-shapes`` entry that matches the model, or inputs the model accepts.
+
+References
+    None: the finding is about the input program, not the stack.
 """
 
 from __future__ import annotations

@@ -25,6 +25,14 @@ Fix
     (a) pass the frame as int32 or float32; (a+b) cast first and keep the cast on the CPU
     with ``skip_ops_for_coreml_delegation=["dim_order_ops._to_dim_order_copy.default"]``;
     (b) a partitioner that refuses the nodes touching 8-bit tensors.
+
+References
+    - https://github.com/pytorch/executorch/issues/11686
+      CoreML partitioner errors out with 8-bit integer types (KeyError; open)
+    - https://github.com/pytorch/executorch/pull/19245
+      reject Core ML delegation for unsupported input dtypes (closed unmerged)
+    - https://github.com/pytorch/executorch/pull/19394
+      patch coremltools' dtype map for int8/uint8 subgraph inputs (closed unmerged)
 """
 
 from __future__ import annotations
@@ -33,6 +41,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from coreml_lint.core.findings import Finding, Outcome
+from coreml_lint.core.settings import PartitionerSettings
 from coreml_lint.program.graph import EIGHT_BIT_DTYPES
 from coreml_lint.rulekit.context import ProgramContext
 from coreml_lint.rulekit.examples import Invalid, Valid, case, frame, module, torch
@@ -87,10 +96,12 @@ class EightBitPartitionInput(Rule):
     examples = (
         Invalid(
             "frame = torch.randint(0, 256, (1, 3, 8, 8), dtype=torch.uint8)\n"
-            "ep = torch.export.export(model, (frame,))\n"
+            "ep = torch.export.export(model, (frame,))\n",
+            at=(2, 34),
         ),
         Invalid(
-            'def make_programs():\n    return {"m": (Model(), (torch.zeros(4, 32).byte(),))}\n'
+            'def make_programs():\n    return {"m": (Model(), (torch.zeros(4, 32).byte(),))}\n',
+            at=(2, 29),
         ),
         Valid(
             "frame = torch.randint(0, 256, (1, 3, 8, 8), dtype=torch.int32)\n"
@@ -127,7 +138,7 @@ class EightBitPartitionInput(Rule):
         producer = ctx.producers.get(value)
         return f"made on the CPU by {ctx.edge_name(producer)}" if producer else "made on the CPU"
 
-    def refuse(self, node: Any) -> str | None:
+    def refuse(self, node: Any, settings: PartitionerSettings) -> str | None:
         from coreml_lint.rulekit.fx import EIGHT_BIT, touches
 
         return "touches a uint8/int8 tensor" if touches(node, EIGHT_BIT) else None

@@ -20,6 +20,10 @@ Fix
     (a) return float32/int32 and cast after the program; (b) keep the final cast on the CPU:
     ``skip_ops_for_coreml_delegation=["dim_order_ops._to_dim_order_copy.default"]``;
     (c) ``coreml-lint lower`` keeps the nodes that touch it on the CPU.
+
+References
+    - https://github.com/pytorch/executorch/issues/11686
+      CoreML partitioner errors out with 8-bit integer types (open)
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from coreml_lint.core.findings import Finding, Outcome
+from coreml_lint.core.settings import PartitionerSettings
 from coreml_lint.rulekit.context import ProgramContext
 from coreml_lint.rulekit.rule import Rule
 
@@ -56,7 +61,7 @@ class EightBitPartitionOutput(Rule):
                     dtype=dtype,
                 )
 
-    def refuse(self, node: Any) -> str | None:
+    def refuse(self, node: Any, settings: PartitionerSettings) -> str | None:
         import torch
 
         from coreml_lint.rulekit.fx import touches

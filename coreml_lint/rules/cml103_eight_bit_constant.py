@@ -25,6 +25,12 @@ Fix
     (a) store the buffer as int32 or float32 (float16 too with the default options);
     (b) minimum deployment target iOS17 or later; (c) widen the buffer in ``ep.state_dict``
     and drop the ``_assert_tensor_metadata`` guards.
+
+References
+    - https://github.com/pytorch/executorch/issues/11686
+      CoreML partitioner errors out with 8-bit integer types (open)
+    - https://github.com/pytorch/executorch/pull/19394
+      int8 weights lifted into Core ML subgraphs: `KeyError: torch.int8` (closed unmerged)
 """
 
 from __future__ import annotations
@@ -33,7 +39,8 @@ import ast
 from collections.abc import Iterator
 from typing import Any
 
-from coreml_lint.core.findings import Finding, Outcome, SourceFix
+from coreml_lint.core.findings import Finding, Outcome, SourceFix, replacement
+from coreml_lint.core.settings import PartitionerSettings
 from coreml_lint.program.graph import EIGHT_BIT_DTYPES, Node
 from coreml_lint.rulekit.context import ProgramContext
 from coreml_lint.rulekit.examples import Invalid, Valid, case, module, torch
@@ -51,6 +58,31 @@ class Lut(nn.Module):
         return x + self.lut[:8].float()
 """
 INT32_BUFFER = EIGHT_BIT_BUFFER.replace("dtype=torch.uint8", "dtype=torch.int32")
+
+
+@replacement
+def _retype_buffer(fix: SourceFix, call: Any, edits: Any) -> Any:
+    """``register_buffer(name, <8-bit tensor>)`` with the tensor's own dtype made int32
+    (the source shows where the dtype is chosen)."""
+    return _with_buffer_value(call, _retype, edits)
+
+
+@replacement
+def _widen_buffer(fix: SourceFix, call: Any, edits: Any) -> Any:
+    """``register_buffer(name, <any expression>)`` stored ``.to(torch.int32)``: the program
+    knows the expression is an 8-bit tensor."""
+    return _with_buffer_value(call, _as_int32, edits)
+
+
+def _with_buffer_value(call: Any, change: Any, edits: Any) -> Any:
+    import libcst as cst
+
+    from coreml_lint.rulekit.cst import with_args
+
+    args = list(call.args)
+    int32 = cst.parse_expression(f"{edits.torch()}.int32")
+    args[1] = args[1].with_changes(value=change(args[1].value, int32))
+    return with_args(call, args)
 
 
 class EightBitConstant(Rule):
@@ -105,7 +137,7 @@ class EightBitConstant(Rule):
                 return f"'{attribute}' is already stored as int32 in the source: export again"
             if call is not None:
                 return source.edit(
-                    call, "buffer-widen", safe=True, description="store the buffer as int32"
+                    call, _widen_buffer, safe=True, description="store the buffer as int32"
                 )
         return f"no `self.register_buffer('{attribute}', ...)` in a class {owner} of this file"
 
@@ -114,7 +146,9 @@ class EightBitConstant(Rule):
     source_fix = "store as int32, when every use casts it"
     examples = (
         Invalid(
-            EIGHT_BIT_BUFFER, EIGHT_BIT_BUFFER.replace("dtype=torch.uint8", "dtype=torch.int32")
+            EIGHT_BIT_BUFFER,
+            EIGHT_BIT_BUFFER.replace("dtype=torch.uint8", "dtype=torch.int32"),
+            at=(5, 9),
         ),
         Valid(EIGHT_BIT_BUFFER.replace("dtype=torch.uint8", "dtype=torch.int32")),
     )
@@ -150,29 +184,14 @@ class EightBitConstant(Rule):
                 else f"store '{name}' as int32 where its values are only read ({dtype} "
                 "arithmetic wraps around, int32 arithmetic does not), or target iOS17+",
                 edit=ctx.edit(
-                    call, "buffer-int32", safe=True, description="store the buffer as int32"
+                    call, _retype_buffer, safe=True, description="store the buffer as int32"
                 )
                 if all_cast
                 else None,
                 partitioner={"minimum_deployment_target": 17},
             )
 
-    def transform(self, fix: SourceFix, call: Any, edits: Any) -> Any:
-        import libcst as cst
-
-        from coreml_lint.rulekit.cst import with_args
-
-        value = call.args[1].value
-        widened = cst.parse_expression(f"{edits.torch()}.int32")
-        if fix.kind == "buffer-widen":  # any expression: the program knows its dtype
-            new_value = _as_int32(value, widened)
-        else:
-            new_value = _retype(value, widened)
-        args = list(call.args)
-        args[1] = args[1].with_changes(value=new_value)
-        return with_args(call, args)
-
-    def rewrite(self, ep: Any) -> tuple[Any, list[str]]:
+    def rewrite(self, ep: Any, settings: PartitionerSettings) -> tuple[Any, list[str]]:
         """uint8/int8 parameters and buffers stored as int32, their dtype guards dropped."""
         import torch
 
@@ -201,7 +220,7 @@ class EightBitConstant(Rule):
         finish(ep)
         return ep.run_decompositions({}), done  # re-derives every node's metadata
 
-    def refuse(self, node: Any) -> str | None:
+    def refuse(self, node: Any, settings: PartitionerSettings) -> str | None:
         from coreml_lint.rulekit.fx import EIGHT_BIT, touches
 
         return "touches a uint8/int8 tensor" if touches(node, EIGHT_BIT) else None

@@ -18,6 +18,10 @@ Fix
     ``skip_ops_for_coreml_delegation=["aten.linear.default",
     "dim_order_ops._to_dim_order_copy.default"]``; (c) rewrite bf16 parameters and casts
     to float32 in the ExportedProgram (changes numerics).
+
+References
+    None found: apple/coremltools and pytorch/executorch issues and pull requests were
+    searched (2026-12) without one that reports or fixes this pitfall.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from coreml_lint.core.findings import Finding, Outcome
+from coreml_lint.core.settings import PartitionerSettings
 from coreml_lint.program.graph import DType
 from coreml_lint.rulekit.context import ProgramContext
 from coreml_lint.rulekit.examples import case, module, nn, torch
@@ -55,7 +60,7 @@ class Bfloat16OnCoreML(Rule):
                 partitioner=ctx.skip_advice(node),
             )
 
-    def refuse(self, node: Any) -> str | None:
+    def refuse(self, node: Any, settings: PartitionerSettings) -> str | None:
         import torch
 
         from coreml_lint.rulekit.fx import touches

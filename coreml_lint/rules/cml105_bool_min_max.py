@@ -20,6 +20,10 @@ Fix
     ``torch.logical_and`` for maximum/minimum, or cast to int32 first; (b) skip the op, e.g.
     ``skip_ops_for_coreml_delegation=["aten.amax.default"]``; (c) rewrite to any/all/logical
     ops in the ExportedProgram.
+
+References
+    None found: apple/coremltools and pytorch/executorch issues and pull requests were
+    searched (2026-12) without one that reports or fixes this pitfall.
 """
 
 from __future__ import annotations
@@ -28,7 +32,8 @@ import ast
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from coreml_lint.core.findings import Finding, Outcome, SourceFix
+from coreml_lint.core.findings import Finding, Outcome, SourceFix, replacement
+from coreml_lint.core.settings import PartitionerSettings
 from coreml_lint.rulekit.context import ProgramContext, not_one_call
 from coreml_lint.rulekit.examples import Invalid, Valid, case, module, torch
 from coreml_lint.rulekit.rule import Rule
@@ -47,6 +52,19 @@ BOOL_TWINS = {
     "minimum": ("logical_and", "minimum", "`torch.logical_and(a, b)` (or `a & b`)"),
 }
 PAIRWISE = {"max": "maximum", "min": "minimum"}  # max(a, b) is maximum(a, b)
+
+
+@replacement
+def _bool_twin(fix: SourceFix, call: Any, edits: Any) -> Any:
+    """The call with its bool twin as callee (``x.max()`` -> ``x.any()``, ``torch.maximum``
+    -> ``torch.logical_or``): the same arguments, the same values."""
+    import libcst as cst
+
+    twin = fix.get("twin")
+    func = call.func
+    if isinstance(func, cst.Attribute):
+        return call.with_changes(func=func.with_changes(attr=cst.Name(twin)))
+    return call.with_changes(func=cst.parse_expression(f"{edits.torch()}.{twin}"))
 
 
 class BoolMinMax(Rule):
@@ -79,9 +97,9 @@ class BoolMinMax(Rule):
     source_pattern = "`amax/amin/max/min/maximum/minimum` on visibly bool tensors"
     source_fix = "`any` / `all` / `logical_or` / `logical_and`"
     examples = (
-        Invalid("m = (x > 0).amax(dim=1)", "m = (x > 0).any(dim=1)"),
-        Invalid("m = torch.maximum(a > 0, b > 0)", "m = torch.logical_or(a > 0, b > 0)"),
-        Invalid("m = (x > 0).max(dim=1)"),  # returns (values, indices): no drop-in fix
+        Invalid("m = (x > 0).amax(dim=1)", "m = (x > 0).any(dim=1)", at=(1, 5)),
+        Invalid("m = torch.maximum(a > 0, b > 0)", "m = torch.logical_or(a > 0, b > 0)", at=(1, 5)),
+        Invalid("m = (x > 0).max(dim=1)", at=(1, 5)),  # returns (values, indices): no drop-in fix
         Valid("m = x.amax(dim=1)"),
         Valid("m = torch.maximum(a, b)"),
     )
@@ -119,19 +137,10 @@ class BoolMinMax(Rule):
                 "and int32, so lowering fails (`expects ... ['fp16', 'fp32', 'int32'] but got "
                 "tensor[...,bool]`)",
                 fix=f"use {replacement}" if fixable else "cast to int32 first: `m.int().max(dim)`",
-                edit=ctx.edit(call, "bool-op", safe=True, description=f"use {twin}", twin=twin)
+                edit=ctx.edit(call, _bool_twin, safe=True, description=f"use {twin}", twin=twin)
                 if fixable
                 else None,
             )
-
-    def transform(self, fix: SourceFix, call: Any, edits: Any) -> Any:
-        import libcst as cst
-
-        twin = fix.get("twin")
-        func = call.func
-        if isinstance(func, cst.Attribute):
-            return call.with_changes(func=func.with_changes(attr=cst.Name(twin)))
-        return call.with_changes(func=cst.parse_expression(f"{edits.torch()}.{twin}"))
 
     def program_fix(self, finding: Finding, source: SourceContext) -> SourceFix | str | None:
         """The call at the finding's line, whatever names its operands have: the program
@@ -149,9 +158,9 @@ class BoolMinMax(Rule):
         if len(matching) != 1:
             return not_one_call(finding.location.line, len(matching), op)
         twin = BOOL_TWINS[op][0]
-        return source.edit(matching[0], "bool-op", safe=True, description=f"use {twin}", twin=twin)
+        return source.edit(matching[0], _bool_twin, safe=True, description=f"use {twin}", twin=twin)
 
-    def rewrite(self, ep: Any) -> tuple[Any, list[str]]:
+    def rewrite(self, ep: Any, settings: PartitionerSettings) -> tuple[Any, list[str]]:
         """Each bool min/max-family op becomes its any/all/logical twin (the same values)."""
         import torch
 
@@ -176,7 +185,7 @@ class BoolMinMax(Rule):
             done.append(f"{node.name}: {base} of a bool tensor written as {twin}")
         return finish(ep), done
 
-    def refuse(self, node: Any) -> str | None:
+    def refuse(self, node: Any, settings: PartitionerSettings) -> str | None:
         import torch
 
         from coreml_lint.rulekit.fx import touches

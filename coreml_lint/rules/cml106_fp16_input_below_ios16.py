@@ -24,6 +24,10 @@ On model source
 Fix
     (a) feed float32 and cast inside the model (``x.half()`` as the first op);
     (b) ``minimum_deployment_target`` iOS16 or later.
+
+References
+    None found: apple/coremltools and pytorch/executorch issues and pull requests were
+    searched (2026-12) without one that reports or fixes this pitfall.
 """
 
 from __future__ import annotations
@@ -72,11 +76,12 @@ class Fp16InputBelowIOS16(Rule):
     )
     source_fix = "float32 inputs cast inside the model, or target iOS16"
     examples = (
-        Invalid("ep = torch.export.export(model, (torch.randn(1, 3, 8, 8).half(),))"),
+        Invalid("ep = torch.export.export(model, (torch.randn(1, 3, 8, 8).half(),))", at=(1, 34)),
         Invalid(
             "def make_programs():\n"
             "    x = torch.zeros(1, 16, dtype=torch.float16)\n"
-            '    return {"m": (Model().half(), (x,))}\n'
+            '    return {"m": (Model().half(), (x,))}\n',
+            at=(3, 36),
         ),
         Valid("ep = torch.export.export(model.half(), (torch.randn(1, 3, 8, 8),))"),
         Valid("y = model(torch.randn(1, 3).half())"),
@@ -100,7 +105,7 @@ class Fp16InputBelowIOS16(Rule):
                 partitioner={"minimum_deployment_target": 16},
             )
 
-    def rewrite(self, ep: Any) -> tuple[Any, list[str]]:
+    def rewrite(self, ep: Any, settings: PartitionerSettings) -> tuple[Any, list[str]]:
         """Each float16 program input is cast to float32 and back to float16 before any op
         reads it; :meth:`refuse` keeps the first cast on the CPU, so the delegate receives
         float32 (and casts it to float16 itself, as the model's first op). The program's
@@ -127,7 +132,7 @@ class Fp16InputBelowIOS16(Rule):
             )
         return finish(ep), done
 
-    def refuse(self, node: Any) -> str | None:
+    def refuse(self, node: Any, settings: PartitionerSettings) -> str | None:
         """The float16 -> float32 cast of a program input that :meth:`rewrite` put there (a
         placeholder cast up and straight back down), in the ATen or the edge graph."""
         import torch

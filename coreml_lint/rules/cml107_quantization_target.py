@@ -36,6 +36,10 @@ Fix
     (a) the deployment target the table names (``--ios N``); (b) ``coreml-lint lower
     --dequantize-on-cpu`` runs the dequantize on the CPU where ExecuTorch has a kernel for it
     (PT2E, int8 casts): the .pte keeps int8 weights, Core ML computes with float ones.
+
+References
+    None found: apple/coremltools and pytorch/executorch issues and pull requests were
+    searched (2026-12) without one that reports or fixes this pitfall.
 """
 
 from __future__ import annotations
@@ -47,6 +51,7 @@ from functools import cache
 from typing import Any
 
 from coreml_lint.core.findings import Finding, Outcome, Severity
+from coreml_lint.core.settings import PartitionerSettings
 from coreml_lint.program.graph import EIGHT_BIT_DTYPES, FLOAT_DTYPES, Node
 from coreml_lint.rulekit.context import ProgramContext
 from coreml_lint.rulekit.examples import F, case, nn, returns, torch
@@ -485,7 +490,7 @@ class QuantizationTarget(Rule):
             line += ", or with --dequantize-on-cpu to dequantize them on the CPU"
         return line
 
-    def dequantize_on_cpu(self, node: Any) -> str | None:
+    def dequantize_on_cpu(self, node: Any, settings: PartitionerSettings) -> str | None:
         from coreml_lint.rulekit.fx import EIGHT_BIT, touches
 
         if "quantized_decomposed" in str(node.target):

@@ -29,6 +29,10 @@ Fix
     int32 result ``% 256`` where a uint8 wrap is meant); (b) ``coreml-lint lower`` keeps
     the nodes that touch 8-bit tensors on the CPU, where the portable runtime computes them
     in 8 bits.
+
+References
+    None found: apple/coremltools and pytorch/executorch issues and pull requests were
+    searched (2026-12) without one that reports or fixes this pitfall.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from coreml_lint.core.findings import Finding, Outcome
+from coreml_lint.core.settings import PartitionerSettings
 from coreml_lint.program.graph import EIGHT_BIT_DTYPES, Node
 from coreml_lint.rulekit.context import ProgramContext
 from coreml_lint.rulekit.examples import case, module, torch
@@ -125,7 +130,7 @@ class EightBitArithmetic(Rule):
                 dtype=dtype,
             )
 
-    def refuse(self, node: Any) -> str | None:
+    def refuse(self, node: Any, settings: PartitionerSettings) -> str | None:
         """Every node that reads or makes an 8-bit tensor stays on the CPU (the portable
         runtime has 8-bit kernels): refusing only the failing op would make the 8-bit value
         before it a Core ML output, which coremltools returns as int32 (CML102)."""

@@ -27,6 +27,17 @@ Fix
     (a) ``take_over_mutable_buffer=False`` (any target; costs a CPU copy per step and the
     buffer's initial value is not serialized); (b) an iOS18 target when every reader of the
     buffer is in Core ML (then see CML202 and CML203).
+
+References
+    - https://github.com/pytorch/executorch/issues/4209
+      Core ML state, the counterpart of a mutable buffer, starts at iOS 18
+    - https://github.com/pytorch/executorch/pull/5165
+      the partitioner tags mutable buffers as Core ML state (take_over_mutable_buffer)
+    - https://github.com/pytorch/executorch/issues/21855
+      builds fail at execute with "must be an MLState" although take_over_mutable_buffer=False
+      (open)
+    - https://github.com/apple/coremltools/issues/2826
+      `states=[]` cannot say "no states": every mutable buffer becomes a state (open)
 """
 
 from __future__ import annotations
@@ -96,7 +107,8 @@ class StateBelowIOS18(Rule):
             '        self.register_buffer("k", torch.zeros(1, 8, 4))\n'
             "    def forward(self, x, pos):\n"
             "        self.k.index_copy_(1, pos, x)\n"
-            "        return self.k.sum(1)\n"
+            "        return self.k.sum(1)\n",
+            at=(6, 9),
         ),
         Invalid(
             "class Cache(nn.Module):\n"
@@ -107,7 +119,8 @@ class StateBelowIOS18(Rule):
             "        self._update(x, pos)\n"
             "        return self.k.sum(1)\n"
             "    def _update(self, x, pos):\n"
-            "        self.k[:, pos] = x\n"
+            "        self.k[:, pos] = x\n",
+            at=(9, 9),
         ),
         Valid(
             "class Cache(nn.Module):\n"
@@ -126,7 +139,8 @@ class StateBelowIOS18(Rule):
             "    def forward(self, x):\n"
             "        y = torch.cat([self.tail, x], dim=-1)\n"
             "        self.tail.copy_(y[..., -2:])\n"
-            "        return y\n"
+            "        return y\n",
+            at=(7, 9),
         ),
         Valid(
             "class Stats(nn.Module):\n"

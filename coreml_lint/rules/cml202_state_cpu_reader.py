@@ -17,6 +17,10 @@ Example
 Fix
     (a) ``take_over_mutable_buffer=False``; (b) have the CPU op read a copy made inside Core
     ML (``self.count + 0.0``); (c) a partitioner that leaves only such buffers to ExecuTorch.
+
+References
+    None found: apple/coremltools and pytorch/executorch issues and pull requests were
+    searched (2026-12) without one that reports or fixes this pitfall.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from coreml_lint.core.findings import Finding, Outcome
+from coreml_lint.core.settings import PartitionerSettings
 from coreml_lint.rulekit.context import ProgramContext
 from coreml_lint.rulekit.examples import case, module, torch
 from coreml_lint.rulekit.rule import Rule
@@ -57,7 +62,7 @@ class StateCpuReader(Rule):
                 buffer=buf.target,
             )
 
-    def return_buffer(self, node: Any, program: Any) -> str | None:
+    def return_buffer(self, node: Any, program: Any, settings: PartitionerSettings) -> str | None:
         from coreml_lint.rulekit.fx import mutable_buffer_readers
 
         readers = mutable_buffer_readers(node, program)

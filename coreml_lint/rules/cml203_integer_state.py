@@ -22,6 +22,10 @@ Example
 Fix
     (a) ``take_over_mutable_buffer=False`` (ExecuTorch keeps the buffer with its dtype);
     (b) pass the position in as a program input instead of counting in a buffer.
+
+References
+    None found: apple/coremltools and pytorch/executorch issues and pull requests were
+    searched (2026-12) without one that reports or fixes this pitfall.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from coreml_lint.core.findings import Finding, Outcome
+from coreml_lint.core.settings import PartitionerSettings
 from coreml_lint.program.graph import FLOAT_DTYPES
 from coreml_lint.rulekit.context import ProgramContext
 from coreml_lint.rulekit.examples import case, module, nn, returns, torch
@@ -80,7 +85,7 @@ class IntegerStateFp16(Rule):
                 dtype=dtype,
             )
 
-    def return_buffer(self, node: Any, program: Any) -> str | None:
+    def return_buffer(self, node: Any, program: Any, settings: PartitionerSettings) -> str | None:
         import torch
 
         from coreml_lint.rulekit.fx import mutable_buffer_readers, val

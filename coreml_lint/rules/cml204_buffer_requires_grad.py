@@ -24,6 +24,10 @@ Fix
     (a) export under ``with torch.no_grad():`` (or ``requires_grad_(False)`` on the
     parameters first); (b) iOS18 with the buffer as Core ML state; (c) ``coreml-lint
     lower`` clears the flag in the program, so no re-export is needed.
+
+References
+    None found: apple/coremltools and pytorch/executorch issues and pull requests were
+    searched (2026-12) without one that reports or fixes this pitfall.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from coreml_lint.core.findings import Finding, Outcome
+from coreml_lint.core.settings import PartitionerSettings
 from coreml_lint.rulekit.context import ProgramContext
 from coreml_lint.rulekit.examples import case, nn, torch
 from coreml_lint.rulekit.rule import Rule
@@ -77,7 +82,7 @@ class BufferRequiresGrad(Rule):
                 buffer=buf.target,
             )
 
-    def rewrite(self, ep: Any) -> tuple[Any, list[str]]:
+    def rewrite(self, ep: Any, settings: PartitionerSettings) -> tuple[Any, list[str]]:
         """The program's inputs stop requiring grad: nothing it computes changes."""
         from coreml_lint.rulekit.fx import stop_requiring_grad
 

@@ -33,6 +33,10 @@ Fix
     ``torch.full(size, 0, dtype=...)``; for ``new_zeros`` write ``torch.zeros_like(...)`` or
     ``torch.full(..., 0, dtype=x.dtype)``; (b) rewrite integer fills into
     ``aten.full(..., dtype=...)`` before lowering.
+
+References
+    None found: apple/coremltools and pytorch/executorch issues and pull requests were
+    searched (2026-12) without one that reports or fixes this pitfall.
 """
 
 from __future__ import annotations
@@ -42,7 +46,8 @@ import struct
 from collections.abc import Iterator
 from typing import Any
 
-from coreml_lint.core.findings import Finding, Outcome, Severity
+from coreml_lint.core.findings import Finding, Outcome, Severity, replacement
+from coreml_lint.core.settings import PartitionerSettings
 from coreml_lint.program.graph import FLOAT_DTYPES, DType, Node
 from coreml_lint.rulekit.context import ProgramContext, not_one_call
 from coreml_lint.rulekit.examples import Invalid, Valid, case, module, returns, torch
@@ -90,6 +95,64 @@ class Positions(nn.Module):
     def forward(self, n):
         return {fill}
 """
+
+
+@replacement
+def _with_dtype(fix: SourceFix, call: Any, edits: Any) -> Any:
+    """``torch.full(size, fill)`` with the dtype torch gives it (``dtype=torch.int64``)."""
+    from coreml_lint.rulekit.cst import append_kwarg
+
+    return append_kwarg(call, "dtype", _torch_attribute(edits, fix.get("dtype", "int64")))
+
+
+@replacement
+def _zeros_as_full(fix: SourceFix, call: Any, edits: Any) -> Any:
+    """``torch.zeros(size, dtype=<int>)`` as ``torch.full(size, 0, dtype=<int>)``: one
+    sequence, or the integers made a tuple (``fix.get("size")``)."""
+    import libcst as cst
+
+    positional, keywords = _split_arguments(call)
+    if fix.get("size") == "sequence":
+        return _full(positional[0].value, keywords, edits)
+    return _full(cst.Tuple([cst.Element(a.value) for a in positional]), keywords, edits)
+
+
+@replacement
+def _new_zeros_as_full(fix: SourceFix, call: Any, edits: Any) -> Any:
+    """``x.new_zeros(size, dtype=<int>)`` as ``torch.full(size, 0, dtype=<int>,
+    device=x.device)``."""
+    import libcst as cst
+
+    from coreml_lint.rulekit.cst import kwarg
+
+    positional, keywords = _split_arguments(call)
+    if not any(k.keyword.value == "device" for k in keywords):
+        keywords.append(kwarg("device", cst.Attribute(call.func.value, cst.Name("device"))))
+    return _full(positional[0].value, keywords, edits)
+
+
+def _split_arguments(call: Any) -> tuple[list[Any], list[Any]]:
+    from coreml_lint.rulekit.cst import kwarg
+
+    positional = [a for a in call.args if a.keyword is None]
+    keywords = [kwarg(a.keyword.value, a.value) for a in call.args if a.keyword is not None]
+    return positional, keywords
+
+
+def _full(size: Any, keywords: list[Any], edits: Any) -> Any:
+    import libcst as cst
+
+    from coreml_lint.rulekit.cst import with_args
+
+    full = cst.Call(func=_torch_attribute(edits, "full"))
+    return with_args(full, [cst.Arg(size), cst.Arg(cst.Integer("0")), *keywords])
+
+
+def _torch_attribute(edits: Any, attr: str) -> Any:
+    """``torch.<attr>`` in the file's name for torch, built directly (no parse)."""
+    import libcst as cst
+
+    return cst.Attribute(value=cst.Name(edits.torch()), attr=cst.Name(attr))
 
 
 class FillDtypeIgnored(Rule):
@@ -207,22 +270,30 @@ class FillDtypeIgnored(Rule):
     )
     source_fix = "`dtype=torch.int64`; `torch.full(size, 0, dtype=...)`"
     examples = (
-        Invalid("x = torch.full((2, 3), 3001)", "x = torch.full((2, 3), 3001, dtype=torch.int64)"),
+        Invalid(
+            "x = torch.full((2, 3), 3001)",
+            "x = torch.full((2, 3), 3001, dtype=torch.int64)",
+            at=(1, 5),
+        ),
         Invalid(
             "x = torch.zeros(2, 3, dtype=torch.long)",
             "x = torch.full((2, 3), 0, dtype=torch.long)",
+            at=(1, 5),
         ),
         Invalid(
             "def f(x):\n    return x.new_zeros((2, 3), dtype=torch.int32)",
             "def f(x):\n    return torch.full((2, 3), 0, dtype=torch.int32, device=x.device)",
+            at=(2, 12),
         ),
         Invalid(
             _BASE_IN_INIT.format(fill="torch.full((1, n), self.base)"),
             _BASE_IN_INIT.format(fill="torch.full((1, n), self.base, dtype=torch.int64)"),
+            at=(8, 16),
         ),
         Invalid(
             "def f(n):\n    base = 3001\n    return torch.full((1, n), base)",
             "def f(n):\n    base = 3001\n    return torch.full((1, n), base, dtype=torch.int64)",
+            at=(3, 12),
         ),
         Valid("x = torch.full((2, 3), 3001, dtype=torch.int64)"),
         Valid("x = torch.full((2, 3), 0.5)"),
@@ -255,7 +326,7 @@ class FillDtypeIgnored(Rule):
                     fix="pass dtype=torch.int64, the dtype torch infers",
                     severity=Severity.ERROR if abs(value) > 2048 else Severity.WARNING,
                     edit=ctx.edit(
-                        call, "full-dtype", safe=True, description="add dtype=torch.int64"
+                        call, _with_dtype, safe=True, description="add dtype=torch.int64"
                     ),
                 )
             elif name == "torch.zeros" and ctx.is_torch_dtype(dtype, INTEGER_TORCH_NAMES):
@@ -268,7 +339,7 @@ class FillDtypeIgnored(Rule):
                     fix="use torch.full(size, 0, dtype=...)",
                     edit=ctx.edit(
                         call,
-                        "zeros-to-full",
+                        _zeros_as_full,
                         safe=True,
                         description="torch.full(size, 0, dtype=...)",
                         size=size,
@@ -290,34 +361,9 @@ class FillDtypeIgnored(Rule):
                     severity=Severity.WARNING,
                     fix="use torch.full(size, 0, dtype=..., device=x.device)",
                     edit=ctx.edit(
-                        call, "new-zeros-to-full", safe=True, description="torch.full(size, 0, ...)"
+                        call, _new_zeros_as_full, safe=True, description="torch.full(size, 0, ...)"
                     ),
                 )
-
-    def transform(self, fix: SourceFix, call: Any, edits: Any) -> Any:
-        import libcst as cst
-
-        from coreml_lint.rulekit.cst import append_kwarg, kwarg, with_args
-
-        torch = edits.torch()
-
-        def dotted(attr: str) -> Any:  # cst.parse_expression(f"{torch}.{attr}"), built directly
-            return cst.Attribute(value=cst.Name(torch), attr=cst.Name(attr))
-
-        if fix.kind == "full-dtype":
-            return append_kwarg(call, "dtype", dotted(fix.get("dtype", "int64")))
-        positional = [a for a in call.args if a.keyword is None]
-        keywords = [kwarg(a.keyword.value, a.value) for a in call.args if a.keyword is not None]
-        if fix.kind == "new-zeros-to-full":
-            size = positional[0].value
-            if not any(k.keyword.value == "device" for k in keywords):
-                keywords.append(kwarg("device", cst.Attribute(call.func.value, cst.Name("device"))))
-        elif fix.get("size") == "sequence":
-            size = positional[0].value
-        else:
-            size = cst.Tuple([cst.Element(a.value) for a in positional])
-        full = cst.Call(func=dotted("full"))
-        return with_args(full, [cst.Arg(size), cst.Arg(cst.Integer("0")), *keywords])
 
     def program_fix(self, finding: Finding, source: SourceContext) -> SourceFix | str | None:
         """``torch.full(size, <any value expression>)`` at the finding's line gets the dtype
@@ -342,10 +388,10 @@ class FillDtypeIgnored(Rule):
             return not_one_call(line, len(calls), "torch.full (without dtype)")
         dtype = finding.extra.get("dtype", "int64")
         return source.edit(
-            calls[0], "full-dtype", safe=True, description=f"add dtype=torch.{dtype}", dtype=dtype
+            calls[0], _with_dtype, safe=True, description=f"add dtype=torch.{dtype}", dtype=dtype
         )
 
-    def rewrite(self, ep: Any) -> tuple[Any, list[str]]:
+    def rewrite(self, ep: Any, settings: PartitionerSettings) -> tuple[Any, list[str]]:
         return integer_fills(ep)
 
 

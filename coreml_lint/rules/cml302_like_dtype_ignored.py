@@ -27,6 +27,10 @@ Fix
     ``torch.zeros(mask.shape, dtype=q.dtype).masked_fill(mask, float("-inf"))`` or
     ``torch.where(mask, float("-inf"), 0.0)``, or pass a float additive mask; (b) rewrite
     ``*_like(dtype=...)`` into ``aten.full(shape, value, dtype=...)``.
+
+References
+    None found: apple/coremltools and pytorch/executorch issues and pull requests were
+    searched (2026-12) without one that reports or fixes this pitfall.
 """
 
 from __future__ import annotations
@@ -36,7 +40,8 @@ import re
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from coreml_lint.core.findings import Finding, Outcome, SourceFix
+from coreml_lint.core.findings import Finding, Outcome, SourceFix, replacement
+from coreml_lint.core.settings import PartitionerSettings
 from coreml_lint.program.graph import FLOAT_DTYPES, DType
 from coreml_lint.rulekit.context import ProgramContext, not_one_call
 from coreml_lint.rulekit.examples import Invalid, Valid, case, module, nn, returns, torch
@@ -108,6 +113,49 @@ def _feeds_baddbmm(ctx: ProgramContext, written: list[Any]) -> bool:
                     nxt.append(user.outputs[0])
         frontier = nxt
     return False
+
+
+@replacement
+def _mask_written_out(fix: SourceFix, node: Any, edits: Any) -> Any:
+    """A bool mask named by a plain name as the float additive mask, written out."""
+    import libcst as cst
+
+    from coreml_lint.rulekit.cst import code
+
+    torch, mask = edits.torch(), code(node)
+    return cst.parse_expression(
+        f'{torch}.zeros({mask}.shape, device={mask}.device).masked_fill({mask}, float("-inf"))'
+    )
+
+
+@replacement
+def _mask_through_helper(fix: SourceFix, node: Any, edits: Any) -> Any:
+    """A bool mask made by a call as ``additive_mask(<call>)``: the helper reads it once."""
+    import libcst as cst
+
+    _need_additive_mask(edits)
+    return cst.Call(func=cst.Name("additive_mask"), args=[cst.Arg(node)])
+
+
+@replacement
+def _mask_argument_through_helper(fix: SourceFix, call: Any, edits: Any) -> Any:
+    """The MultiheadAttention call with its ``fix.get("name")`` mask argument (by keyword,
+    or at ``fix.get("position")``) passed through ``additive_mask``."""
+    import libcst as cst
+
+    _need_additive_mask(edits)
+    name, position = fix.get("name"), fix.get("position")
+    args = list(call.args)
+    for index, arg in enumerate(args):
+        keyword_name = arg.keyword.value if arg.keyword is not None else None
+        if keyword_name == name or (keyword_name is None and index == position):
+            wrapped_value = cst.Call(func=cst.Name("additive_mask"), args=[cst.Arg(arg.value)])
+            args[index] = arg.with_changes(value=wrapped_value)
+    return call.with_changes(args=args)
+
+
+def _need_additive_mask(edits: Any) -> None:
+    edits.need_helper("additive_mask", ADDITIVE_MASK.replace("torch.", f"{edits.torch()}."))
 
 
 class LikeDtypeIgnored(Rule):
@@ -204,8 +252,8 @@ class LikeDtypeIgnored(Rule):
     source_pattern = "`nn.MultiheadAttention(...)(..., attn_mask=<bool>)`"
     source_fix = "a float additive mask built in the model"
     examples = (
-        Invalid(MHA_BOOL_MASK, MHA_BOOL_MASK_FIXED),
-        Invalid(MHA_CALL_MASK, MHA_CALL_MASK_FIXED),
+        Invalid(MHA_BOOL_MASK, MHA_BOOL_MASK_FIXED, at=(9, 44)),
+        Invalid(MHA_CALL_MASK, MHA_CALL_MASK_FIXED, at=(8, 44)),
         Invalid(
             MHA_CALL_MASK.replace(
                 "torch.ones(5, 5).triu(1).bool()", "torch.ones(5, 5).triu(1) > 0"
@@ -214,6 +262,7 @@ class LikeDtypeIgnored(Rule):
                 "additive_mask(torch.ones(5, 5).triu(1).bool())",
                 "additive_mask(torch.ones(5, 5).triu(1) > 0)",
             ),
+            at=(8, 44),
         ),
         Valid(MHA_BOOL_MASK.replace("attn_mask=mask", "attn_mask=None")),
     )
@@ -245,48 +294,18 @@ class LikeDtypeIgnored(Rule):
                     edit=_mask_edit(ctx, mask, call, name),
                 )
 
-    def transform(self, fix: SourceFix, node: Any, edits: Any) -> Any:
-        import libcst as cst
-
-        from coreml_lint.rulekit.cst import code
-
-        torch = edits.torch()
-        if fix.kind in ("mask-helper", "mask-argument"):  # the helper reads the mask once
-            edits.need_helper("additive_mask", ADDITIVE_MASK.replace("torch.", f"{torch}."))
-            if fix.kind == "mask-helper":
-                return cst.Call(func=cst.Name("additive_mask"), args=[cst.Arg(node)])
-            return _wrap_argument(node, fix.get("name"), fix.get("position"))
-        mask = code(node)
-        return cst.parse_expression(
-            f'{torch}.zeros({mask}.shape, device={mask}.device).masked_fill({mask}, float("-inf"))'
-        )
-
-    def rewrite(self, ep: Any) -> tuple[Any, list[str]]:
+    def rewrite(self, ep: Any, settings: PartitionerSettings) -> tuple[Any, list[str]]:
         from coreml_lint.rules.cml301_fill_dtype_ignored import integer_fills
 
         return integer_fills(ep, likes=True)
 
-    def refuse(self, node: Any) -> str | None:
+    def refuse(self, node: Any, settings: PartitionerSettings) -> str | None:
         """A like-op the rewrite could not replace runs on the CPU."""
         from coreml_lint.rulekit.fx import op_base
 
         if op_base(node) in LIKE_OPS and "dtype" in node.kwargs:
             return "*_like with a dtype coremltools ignores"
         return None
-
-
-def _wrap_argument(call: Any, name: str, position: int | None) -> Any:
-    """``call`` with its ``name`` argument (by keyword, or at ``position``) passed through
-    ``additive_mask``."""
-    import libcst as cst
-
-    args = list(call.args)
-    for index, arg in enumerate(args):
-        keyword_name = arg.keyword.value if arg.keyword is not None else None
-        if keyword_name == name or (keyword_name is None and index == position):
-            wrapped_value = cst.Call(func=cst.Name("additive_mask"), args=[cst.Arg(arg.value)])
-            args[index] = arg.with_changes(value=wrapped_value)
-    return call.with_changes(args=args)
 
 
 def _mha_mask(stack_trace: str | None) -> str | None:
@@ -337,14 +356,19 @@ def _mask_edit(ctx: SourceContext, mask: ast.expr, call: ast.Call, name: str) ->
     of the MultiheadAttention call."""
     description = "float additive mask built in the model"
     if isinstance(mask, ast.Name):  # not an attribute: its first name starts where it does
-        return ctx.edit_expression(mask, safe=True, description=description)
+        return ctx.edit_expression(mask, _mask_written_out, safe=True, description=description)
     if isinstance(mask, ast.Call):
-        return ctx.edit(mask, "mask-helper", safe=True, description=description)
+        return ctx.edit(mask, _mask_through_helper, safe=True, description=description)
     if isinstance(mask, ast.Constant) or has_star_args(call):
         return None
     position = next((i for i, arg in enumerate(call.args) if arg is mask), None)
     return ctx.edit(
-        call, "mask-argument", safe=True, description=description, name=name, position=position
+        call,
+        _mask_argument_through_helper,
+        safe=True,
+        description=description,
+        name=name,
+        position=position,
     )
 
 

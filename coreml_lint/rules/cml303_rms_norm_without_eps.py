@@ -18,6 +18,12 @@ Fix
     spelling: torch decomposes it and the pieces are delegated); (c) append eps to the
     node's arguments. Note: once it lowers, the Core ML formula divides by max|x| first,
     which gives NaN for an all-zero row.
+
+References
+    - https://github.com/apple/coremltools/pull/2592
+      adds the rms_norm converter (for nn.RMSNorm) this rule's crash comes from
+    - https://github.com/apple/coremltools/issues/2821
+      the same converter inflates eps by max|x|^2 (open; fix proposed in PR #2822)
 """
 
 from __future__ import annotations
@@ -26,7 +32,8 @@ import ast
 from collections.abc import Iterator
 from typing import Any
 
-from coreml_lint.core.findings import Finding, Outcome, SourceFix
+from coreml_lint.core.findings import Finding, Outcome, SourceFix, replacement
+from coreml_lint.core.settings import PartitionerSettings
 from coreml_lint.rulekit.context import ProgramContext
 from coreml_lint.rulekit.examples import Invalid, Valid, case, nn, wrapped
 from coreml_lint.rulekit.rule import Rule
@@ -54,6 +61,36 @@ class Block(nn.Module):
 
 block = Block(64)
 """
+
+
+@replacement
+def _with_eps(fix: SourceFix, call: Any, edits: Any) -> Any:
+    """The norm call with ``eps=torch.finfo(torch.float32).eps`` (an ``eps=None`` it passed,
+    by keyword or at ``fix.get("position")``, removed)."""
+    from coreml_lint.rulekit.cst import kwarg, with_args
+
+    args = [a for a in call.args if not (a.keyword is not None and a.keyword.value == "eps")]
+    if fix.get("replace") and len(args) == len(call.args):  # eps=None passed positionally
+        position = fix.get("position", 1 if fix.callee == "RMSNorm" else 3)
+        args = args[:position] + args[position + 1 :]
+    return with_args(call, [*args, kwarg("eps", _fp32_eps(edits))])
+
+
+@replacement
+def _partial_with_eps(fix: SourceFix, node: Any, edits: Any) -> Any:
+    """The expression that chooses the norm class (``nn.RMSNorm`` as a default or an
+    argument) as ``functools.partial(nn.RMSNorm, eps=...)``."""
+    import libcst as cst
+
+    from coreml_lint.rulekit.cst import code
+
+    edits.need_import("functools")
+    return cst.parse_expression(f"functools.partial({code(node)}, eps={_fp32_eps(edits)})")
+
+
+def _fp32_eps(edits: Any) -> str:
+    torch = edits.torch()
+    return f"{torch}.finfo({torch}.float32).eps"
 
 
 class RmsNormWithoutEps(Rule):
@@ -122,29 +159,36 @@ class RmsNormWithoutEps(Rule):
     source_fix = "`eps=torch.finfo(torch.float32).eps` (torch's fp32 default)"
     examples = (
         Invalid(
-            "norm = nn.RMSNorm(64)", "norm = nn.RMSNorm(64, eps=torch.finfo(torch.float32).eps)"
+            "norm = nn.RMSNorm(64)",
+            "norm = nn.RMSNorm(64, eps=torch.finfo(torch.float32).eps)",
+            at=(1, 8),
         ),
         Invalid(
             "y = F.rms_norm(x, (64,), None, None)",
             "y = F.rms_norm(x, (64,), None, eps=torch.finfo(torch.float32).eps)",
+            at=(1, 5),
         ),
         Invalid(
             "RMSNorm = nn.RMSNorm\nnorm = RMSNorm(64)",
             "RMSNorm = nn.RMSNorm\nnorm = RMSNorm(64, eps=torch.finfo(torch.float32).eps)",
+            at=(2, 8),
         ),
         Invalid(
             "norms = nn.ModuleList([nn.RMSNorm(64) for _ in range(4)])",
             "norms = nn.ModuleList([nn.RMSNorm(64, eps=torch.finfo(torch.float32).eps) "
             "for _ in range(4)])",
+            at=(1, 24),
         ),
         Invalid(
             RMSNORM_BY_DEFAULT,
             RMSNORM_BY_DEFAULT.replace(
                 "norm_layer(dim)", "norm_layer(dim, eps=torch.finfo(torch.float32).eps)"
             ),
+            at=(5, 21),
         ),
         Invalid(
-            RMSNORM_BY_DEFAULT + "other = Block(64, nn.LayerNorm)\n"
+            RMSNORM_BY_DEFAULT + "other = Block(64, nn.LayerNorm)\n",
+            at=(5, 21),
         ),  # flagged, not fixed: eps would change the LayerNorm's
         Valid(RMSNORM_BY_DEFAULT.replace("Block(64)", "Block(64, nn.LayerNorm)")),
         Valid("norm = nn.RMSNorm(64, eps=1e-6)"),
@@ -177,7 +221,7 @@ class RmsNormWithoutEps(Rule):
                 fix="pass eps=torch.finfo(torch.float32).eps (torch's own default for float32)",
                 edit=ctx.edit(
                     call,
-                    "add-eps",
+                    _with_eps,
                     safe=True,
                     description="eps=torch.finfo(torch.float32).eps, torch's default for fp32",
                     replace=eps is not None,
@@ -185,23 +229,7 @@ class RmsNormWithoutEps(Rule):
                 partitioner=None,
             )
 
-    def transform(self, fix: SourceFix, call: Any, edits: Any) -> Any:
-        from coreml_lint.rulekit.cst import code, kwarg, with_args
-
-        torch = edits.torch()
-        value = f"{torch}.finfo({torch}.float32).eps"
-        if fix.kind == "expression":  # the place that chooses the class, not a call
-            import libcst as cst
-
-            edits.need_import("functools")
-            return cst.parse_expression(f"functools.partial({code(call)}, eps={value})")
-        args = [a for a in call.args if not (a.keyword is not None and a.keyword.value == "eps")]
-        if fix.get("replace") and len(args) == len(call.args):  # eps=None passed positionally
-            position = fix.get("position", 1 if fix.callee == "RMSNorm" else 3)
-            args = args[:position] + args[position + 1 :]
-        return with_args(call, [*args, kwarg("eps", value)])
-
-    def rewrite(self, ep: Any) -> tuple[Any, list[str]]:
+    def rewrite(self, ep: Any, settings: PartitionerSettings) -> tuple[Any, list[str]]:
         import torch
 
         from coreml_lint.rulekit.fx import aten, finish, val
@@ -265,6 +293,7 @@ def _chosen_upstream(
     if resolved_qualname(source, origin) == "torch.nn.RMSNorm":
         return source.edit_expression(
             origin,
+            _partial_with_eps,
             safe=False,
             description="functools.partial(nn.RMSNorm, eps=torch.finfo(torch.float32).eps) "
             "where the norm layer is chosen (a partial where a class was)",
@@ -371,7 +400,7 @@ def _eps_edit(
     also = f" (also to any other {call.func.id} passed in)" if through_parameter else ""
     return source.edit(
         call,
-        "add-eps",
+        _with_eps,
         safe=not through_parameter,
         description=f"eps=torch.finfo(torch.float32).eps, torch's default for fp32{also}",
         replace=eps is not None,

@@ -26,6 +26,10 @@ Fix
     (b) ``skip_ops_for_coreml_delegation=["rms_norm.default"]`` (ATen spelling: decomposed,
     and the pieces are delegated); (c) ``coreml-lint lower`` runs every float16 norm of
     these kinds in float32 and casts it back, inside Core ML (checked in eager at 1e-2).
+
+References
+    None found: apple/coremltools and pytorch/executorch issues and pull requests were
+    searched (2026-12) without one that reports or fixes this pitfall.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from coreml_lint.core.findings import Finding, Outcome
+from coreml_lint.core.settings import PartitionerSettings
 from coreml_lint.program.graph import Node
 from coreml_lint.rulekit.context import ProgramContext
 from coreml_lint.rulekit.examples import F, case, module, nn, torch, wrapped
@@ -83,7 +88,7 @@ class RmsNormFp16(Rule):
     # float32 arithmetic inside the norm instead of float16: closer to exact, not equal.
     rewrite_tolerance = 1e-2
 
-    def rewrite(self, ep: Any) -> tuple[Any, list[str]]:
+    def rewrite(self, ep: Any, settings: PartitionerSettings) -> tuple[Any, list[str]]:
         """Every float16 norm of these kinds computed in float32 and cast back: coremltools
         then pairs its fp32 eps with fp32 tensors, and the norm stays on Core ML (refusing it
         would split the partition around every norm). The hook does not know the target, so
@@ -100,7 +105,7 @@ class RmsNormFp16(Rule):
         done = float16_in_float32(ep, norms)
         return finish(ep), done
 
-    def refuse(self, node: Any) -> str | None:
+    def refuse(self, node: Any, settings: PartitionerSettings) -> str | None:
         """When the rewrite was not applied: rms_norm refused in the ATen graph is decomposed
         by torch; layer_norm, group_norm and instance_norm decompose to native_layer_norm,
         native_group_norm and _native_batch_norm_legit.no_stats, which the converter builds

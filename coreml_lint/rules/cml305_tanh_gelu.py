@@ -20,6 +20,13 @@ Fix
     ``0.5 * x * (1 + torch.tanh(0.7978845608 * (x + 0.044715 * x.pow(3))))``;
     (b) ``skip_ops_for_coreml_delegation=["aten.gelu.default"]`` (CPU gelu);
     (c) ``ep.run_decompositions({aten.gelu.default: torch's decomposition})``.
+
+References
+    - https://github.com/apple/coremltools/pull/2863
+      fix the gelu converter ignoring the `approximate` keyword argument (open)
+    - https://github.com/apple/coremltools/pull/1911
+      allow gelu approximations: the converter reads `approximate` as a positional input
+      (merged 2023)
 """
 
 from __future__ import annotations
@@ -28,7 +35,8 @@ import ast
 from collections.abc import Iterator
 from typing import Any
 
-from coreml_lint.core.findings import Finding, Outcome, SourceFix
+from coreml_lint.core.findings import Finding, Outcome, SourceFix, replacement
+from coreml_lint.core.settings import PartitionerSettings
 from coreml_lint.rulekit.context import ProgramContext, not_one_call
 from coreml_lint.rulekit.examples import (
     F,
@@ -85,6 +93,42 @@ class ExportableGELU(torch.nn.GELU):
 _HEADER = "import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n\n"
 TANH_GELU_FUNCTION_FIXED = _HEADER + TANH_GELU_FUNCTION + "\n\ny = tanh_gelu(x)"
 TANH_GELU_MODULE_FIXED = _HEADER + TANH_GELU_MODULE + "\n\nact = TanhGELU()"
+
+
+# The rewrites: a call of a small helper written once per file (a function for ``F.gelu``,
+# a module for ``nn.GELU``): short lines, and the formula in one place. Each helper is
+# written against the file's name for torch.
+@replacement
+def _formula_call(fix: SourceFix, call: Any, edits: Any) -> Any:
+    """``F.gelu(x, approximate="tanh")`` as ``tanh_gelu(x)``."""
+    import libcst as cst
+
+    from coreml_lint.rulekit.cst import code
+
+    edits.need_helper("tanh_gelu", TANH_GELU_FUNCTION.replace("torch.", f"{edits.torch()}."))
+    return cst.parse_expression(f"tanh_gelu({code(call.args[0].value)})")
+
+
+@replacement
+def _formula_module(fix: SourceFix, call: Any, edits: Any) -> Any:
+    """``nn.GELU("tanh")`` as ``TanhGELU()``."""
+    import libcst as cst
+
+    edits.need_helper("TanhGELU", TANH_GELU_MODULE.replace("torch.", f"{edits.torch()}."))
+    return cst.parse_expression("TanhGELU()")
+
+
+@replacement
+def _configurable_callee(fix: SourceFix, call: Any, edits: Any) -> Any:
+    """A GELU whose approximation an expression chooses: the same arguments, a callee
+    that writes the tanh branch out and keeps the choice."""
+    import libcst as cst
+
+    module = fix.callee == "GELU"
+    name = "ExportableGELU" if module else "exportable_gelu"
+    helper = CONFIGURABLE_GELU_MODULE if module else CONFIGURABLE_GELU_FUNCTION
+    edits.need_helper(name, helper.replace("torch.", f"{edits.torch()}."))
+    return call.with_changes(func=cst.Name(name))
 
 
 class TanhGelu(Rule):
@@ -150,13 +194,14 @@ class TanhGelu(Rule):
     )
     source_fix = "the tanh formula (a `tanh_gelu` function, a `TanhGELU` module for `nn.GELU`)"
     examples = (
-        Invalid('y = F.gelu(x, approximate="tanh")', TANH_GELU_FUNCTION_FIXED),
-        Invalid('act = nn.GELU("tanh")', TANH_GELU_MODULE_FIXED),
+        Invalid('y = F.gelu(x, approximate="tanh")', TANH_GELU_FUNCTION_FIXED, at=(1, 5)),
+        Invalid('act = nn.GELU("tanh")', TANH_GELU_MODULE_FIXED, at=(1, 7)),
         Invalid(
             'def f(x):\n    mode = "tanh"\n    return F.gelu(x, approximate=mode)',
             _HEADER
             + TANH_GELU_FUNCTION
             + '\n\ndef f(x):\n    mode = "tanh"\n    return tanh_gelu(x)',
+            at=(3, 12),
         ),
         Valid("y = F.gelu(x)"),
         Valid("def f(x, mode):\n    return F.gelu(x, approximate=mode)"),
@@ -183,36 +228,16 @@ class TanhGelu(Rule):
                 fix="write the tanh formula out (coremltools fuses it into TANH_APPROXIMATION)",
                 edit=ctx.edit(
                     call,
-                    "gelu-formula" if functional else "gelu-module",
+                    _formula_call if functional else _formula_module,
                     safe=False,
                     description="tanh GELU written out (same function; float rounding may differ)",
                 ),
             )
 
-    def transform(self, fix: SourceFix, call: Any, edits: Any) -> Any:
-        """A call of a small helper written once per file (a function for ``F.gelu``, a
-        module for ``nn.GELU``): short lines, and the formula in one place."""
-        import libcst as cst
-
-        from coreml_lint.rulekit.cst import code
-
-        torch = edits.torch()  # the helper is written against the file's name for torch
-        if fix.kind == "gelu-configurable":  # same arguments, a callee that keeps the choice
-            module = fix.callee == "GELU"
-            name = "ExportableGELU" if module else "exportable_gelu"
-            helper = CONFIGURABLE_GELU_MODULE if module else CONFIGURABLE_GELU_FUNCTION
-            edits.need_helper(name, helper.replace("torch.", f"{torch}."))
-            return call.with_changes(func=cst.Name(name))
-        if fix.kind == "gelu-module":
-            edits.need_helper("TanhGELU", TANH_GELU_MODULE.replace("torch.", f"{torch}."))
-            return cst.parse_expression("TanhGELU()")
-        edits.need_helper("tanh_gelu", TANH_GELU_FUNCTION.replace("torch.", f"{torch}."))
-        return cst.parse_expression(f"tanh_gelu({code(call.args[0].value)})")
-
     # torch's decomposition of tanh GELU rounds differently from the fused kernel.
     rewrite_tolerance = 1e-5
 
-    def rewrite(self, ep: Any) -> tuple[Any, list[str]]:
+    def rewrite(self, ep: Any, settings: PartitionerSettings) -> tuple[Any, list[str]]:
         """torch's own decomposition of tanh GELU: Core ML then computes the formula with
         an explicit ``tanh`` (coremltools 9.0 does not fuse it back into a gelu op)."""
         import torch
@@ -279,11 +304,11 @@ def _gelu_edit(source: SourceContext, call: ast.Call, functional: bool) -> Sourc
         approximate = call.args[0]
     description = "tanh GELU written out (same function; float rounding may differ)"
     if bound_constant(source, approximate, call) == "tanh":
-        kind = "gelu-formula" if functional else "gelu-module"
-        return source.edit(call, kind, safe=False, description=description)
+        written_out = _formula_call if functional else _formula_module
+        return source.edit(call, written_out, safe=False, description=description)
     return source.edit(
         call,
-        "gelu-configurable",
+        _configurable_callee,
         safe=False,
         description=f"{description}; the approximation is still chosen by "
         f"`{ast.unparse(approximate) if approximate is not None else 'none'}`",

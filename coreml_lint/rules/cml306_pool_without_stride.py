@@ -16,6 +16,12 @@ Example
 
 Fix
     (a) pass the stride: ``F.max_pool2d(x, 2, 2)``, or use ``nn.MaxPool2d(2)``.
+
+References
+    - https://github.com/apple/coremltools/issues/759
+      F.max_pool2d without an explicit stride fails to convert (TorchScript frontend, 2020)
+    - https://github.com/apple/coremltools/pull/779
+      default strides for avg_pool2d/max_pool2d in the TorchScript converter
 """
 
 from __future__ import annotations
@@ -24,7 +30,8 @@ import ast
 from collections.abc import Iterator
 from typing import Any
 
-from coreml_lint.core.findings import Finding, Outcome, SourceFix
+from coreml_lint.core.findings import Finding, Outcome, SourceFix, replacement
+from coreml_lint.core.settings import PartitionerSettings
 from coreml_lint.rulekit.context import ProgramContext
 from coreml_lint.rulekit.examples import F, Invalid, Valid, case, module, nn, torch, wrapped
 from coreml_lint.rulekit.rule import Rule
@@ -32,6 +39,24 @@ from coreml_lint.source.context import SourceContext, has_star_args, keyword
 from coreml_lint.source.patterns import is_simple
 
 POOLS = {"aten.max_pool1d.default", "aten.max_pool2d.default"}
+
+
+@replacement
+def _with_stride(fix: SourceFix, call: Any, edits: Any) -> Any:
+    """The pool call with ``stride=<its kernel size>`` (torch's default), positional where the
+    call passed one."""
+    import libcst as cst
+
+    from coreml_lint.rulekit.cst import kwarg, with_args
+
+    positional = [i for i, a in enumerate(call.args) if a.keyword is None]
+    if len(positional) >= 3:  # max_pool2d(x, 2, None, 1): replace the positional stride
+        args = list(call.args)
+        index = positional[2]
+        args[index] = args[index].with_changes(value=cst.parse_expression(fix.get("kernel")))
+        return call.with_changes(args=args)
+    args = [a for a in call.args if not (a.keyword is not None and a.keyword.value == "stride")]
+    return with_args(call, [*args, kwarg("stride", fix.get("kernel"))])
 
 
 class PoolWithoutStride(Rule):
@@ -58,8 +83,8 @@ class PoolWithoutStride(Rule):
     source_pattern = "`F.max_pool1d/2d(x, k)` without stride, or with stride `None` / `[]`"
     source_fix = "`stride=k` (torch's default)"
     examples = (
-        Invalid("y = F.max_pool2d(x, 2)", "y = F.max_pool2d(x, 2, stride=2)"),
-        Invalid("y = F.max_pool1d(x, 3, None)", "y = F.max_pool1d(x, 3, 3)"),
+        Invalid("y = F.max_pool2d(x, 2)", "y = F.max_pool2d(x, 2, stride=2)", at=(1, 5)),
+        Invalid("y = F.max_pool1d(x, 3, None)", "y = F.max_pool1d(x, 3, 3)", at=(1, 5)),
         Valid("y = F.max_pool2d(x, 2, 2)"),
         Valid("pool = nn.MaxPool2d(2)"),
     )
@@ -79,7 +104,7 @@ class PoolWithoutStride(Rule):
             if kernel is not None and is_simple(kernel):
                 edit = ctx.edit(
                     call,
-                    "pool-stride",
+                    _with_stride,
                     safe=True,
                     description="stride=kernel_size, torch's default",
                     kernel=ast.get_source_segment(ctx.text, kernel),
@@ -92,21 +117,7 @@ class PoolWithoutStride(Rule):
                 edit=edit,
             )
 
-    def transform(self, fix: SourceFix, call: Any, edits: Any) -> Any:
-        import libcst as cst
-
-        from coreml_lint.rulekit.cst import kwarg, with_args
-
-        positional = [i for i, a in enumerate(call.args) if a.keyword is None]
-        if len(positional) >= 3:  # max_pool2d(x, 2, None, 1): replace the positional stride
-            args = list(call.args)
-            index = positional[2]
-            args[index] = args[index].with_changes(value=cst.parse_expression(fix.get("kernel")))
-            return call.with_changes(args=args)
-        args = [a for a in call.args if not (a.keyword is not None and a.keyword.value == "stride")]
-        return with_args(call, [*args, kwarg("stride", fix.get("kernel"))])
-
-    def rewrite(self, ep: Any) -> tuple[Any, list[str]]:
+    def rewrite(self, ep: Any, settings: PartitionerSettings) -> tuple[Any, list[str]]:
         from coreml_lint.rulekit.fx import aten, finish
 
         done = []

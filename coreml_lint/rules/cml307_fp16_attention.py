@@ -25,6 +25,11 @@ Fix
     first), and target iOS18 for masked attention; run the attention in float32; or write
     it out: ``(q @ k.transpose(-2, -1) * scale).masked_fill(~mask, -inf).softmax(-1) @ v``;
     (b) ``coreml-lint lower`` writes it out in the program (unfused, checked in eager).
+
+References
+    - https://github.com/apple/coremltools/pull/2864
+      an explicit `scale` sends SDPA to the matmul/softmax decomposition instead of the iOS18
+      fused op (open)
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from coreml_lint.core.findings import Finding, Outcome
+from coreml_lint.core.settings import PartitionerSettings
 from coreml_lint.program.graph import TensorRef
 from coreml_lint.rulekit.context import ProgramContext
 from coreml_lint.rulekit.examples import F, case, module, nn, torch
@@ -75,7 +81,7 @@ class Fp16Attention(Rule):
     # Unfused fp16 attention rounds differently from torch's fused kernel: about 2e-3 seen.
     rewrite_tolerance = 1e-2
 
-    def rewrite(self, ep: Any) -> tuple[Any, list[str]]:
+    def rewrite(self, ep: Any, settings: PartitionerSettings) -> tuple[Any, list[str]]:
         from coreml_lint.rulekit.fx import aten, decompose
 
         sdpa = aten.scaled_dot_product_attention.default

@@ -23,6 +23,10 @@ Fix
     (a) write the exponent as an int when it is whole (``x.pow(3)``, ``x * x * x``), or
     compute the power in float32 and cast it back; (b) ``coreml-lint lower`` does both: a
     whole exponent becomes an int (the same values), a fractional one runs in float32.
+
+References
+    None found: apple/coremltools and pytorch/executorch issues and pull requests were
+    searched (2026-12) without one that reports or fixes this pitfall.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from coreml_lint.core.findings import Finding, Outcome
+from coreml_lint.core.settings import PartitionerSettings
 from coreml_lint.program.graph import Node, TensorRef
 from coreml_lint.rulekit.context import ProgramContext
 from coreml_lint.rulekit.examples import case, nn, torch
@@ -85,7 +90,7 @@ class Fp16FloatPow(Rule):
     # A fractional exponent computed in float32 rounds once instead of in fp16 steps.
     rewrite_tolerance = 1e-2
 
-    def rewrite(self, ep: Any) -> tuple[Any, list[str]]:
+    def rewrite(self, ep: Any, settings: PartitionerSettings) -> tuple[Any, list[str]]:
         """A whole exponent becomes an int (``pow(x, 3)``: the same values, kept in fp16); a
         fractional one is computed in float32 and cast back, so the MIL holds an explicit
         cast instead of an fp32 value flowing on."""

@@ -17,6 +17,12 @@ Example
 Fix
     (a) count in int32: ``mask.int().sum(dim)`` (the same int64 result in torch; an int32
     ``reduce_sum`` in Core ML); (b) ``coreml-lint lower`` inserts that cast.
+
+References
+    - https://github.com/apple/coremltools/issues/1570
+      reduce_sum of a bool tensor is rejected by the MIL type domain
+    - https://github.com/apple/coremltools/pull/1623
+      adds the cast of a bool input in reduce_sum (merged 2022)
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from coreml_lint.core.findings import Finding, Outcome
+from coreml_lint.core.settings import PartitionerSettings
 from coreml_lint.program.graph import Node
 from coreml_lint.rulekit.context import ProgramContext
 from coreml_lint.rulekit.examples import case, module, returns, torch
@@ -61,7 +68,7 @@ class BoolSumFloat16(Rule):
                 extent=extent,
             )
 
-    def rewrite(self, ep: Any) -> tuple[Any, list[str]]:
+    def rewrite(self, ep: Any, settings: PartitionerSettings) -> tuple[Any, list[str]]:
         """Cast the bool operand of each sum to int32 (torch's result is int64 either way;
         Core ML then sums int32, exactly)."""
         import torch

@@ -29,6 +29,11 @@ Fix
     bool masks; exp() of it is exactly 0 in float32 as well), or pass a bool mask to
     ``scaled_dot_product_attention``; (b) ``coreml-lint lower`` rewrites the fill value to
     -30000 (checked: the eager outputs are equal).
+
+References
+    - https://github.com/apple/coremltools/pull/2669
+      fix fp16 NaN from out-of-range fp32 sentinels such as finfo(float32).min masks (merged
+      after 9.0)
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from coreml_lint.core.findings import Finding, Outcome
+from coreml_lint.core.settings import PartitionerSettings
 from coreml_lint.program.graph import Node, TensorRef
 from coreml_lint.rulekit.context import ProgramContext
 from coreml_lint.rulekit.examples import F, Invalid, Valid, case, module, returns, torch
@@ -104,12 +110,14 @@ class MaskOverflowsFp16(Rule):
             "def attend(q, k, pad):\n"
             "    s = q @ k.transpose(-1, -2)\n"
             "    s = s.masked_fill(pad == 0, torch.finfo(torch.float32).min)\n"
-            "    return s.softmax(-1)\n"
+            "    return s.softmax(-1)\n",
+            at=(3, 9),
         ),
         Invalid(
             "def attend(q, k, v, keep):\n"
             "    bias = torch.where(keep.bool(), 0.0, -1e9)\n"
-            "    return F.scaled_dot_product_attention(q, k, v, attn_mask=bias)\n"
+            "    return F.scaled_dot_product_attention(q, k, v, attn_mask=bias)\n",
+            at=(2, 12),
         ),
         Valid(
             "def attend(q, k, pad):\n"
@@ -144,7 +152,7 @@ class MaskOverflowsFp16(Rule):
                 "pass a bool mask to scaled_dot_product_attention",
             )
 
-    def rewrite(self, ep: Any) -> tuple[Any, list[str]]:
+    def rewrite(self, ep: Any, settings: PartitionerSettings) -> tuple[Any, list[str]]:
         """Fill values beyond float16 that reach a softmax become -30000. exp() of either is
         exactly 0 in float32, so every row with a position left unmasked computes the same in
         eager; a fully masked row (padding) gives the softmax of its scores instead of a

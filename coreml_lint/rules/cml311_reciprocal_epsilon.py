@@ -17,6 +17,10 @@ Example
 Fix
     (a) ``torch.div(1.0, x)`` or ``torch.ones_like(x) / x``; (b) ``coreml-lint lower``
     writes ``reciprocal(x)`` as ``full_like(x, 1) / x`` (checked equal in eager).
+
+References
+    - https://github.com/apple/coremltools/pull/2773
+      do not add MIL's stability epsilon in torch.reciprocal (merged after 9.0)
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from coreml_lint.core.findings import Finding, Outcome
+from coreml_lint.core.settings import PartitionerSettings
 from coreml_lint.rulekit.context import ProgramContext
 from coreml_lint.rulekit.examples import case, module, returns, torch
 from coreml_lint.rulekit.rule import Rule
@@ -54,7 +59,7 @@ class ReciprocalEpsilon(Rule):
                 fix="write torch.div(1.0, x) (Core ML real_div computes the division itself)",
             )
 
-    def rewrite(self, ep: Any) -> tuple[Any, list[str]]:
+    def rewrite(self, ep: Any, settings: PartitionerSettings) -> tuple[Any, list[str]]:
         from coreml_lint.rulekit.fx import aten, finish, val
 
         done = []

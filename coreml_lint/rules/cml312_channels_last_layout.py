@@ -28,6 +28,10 @@ Fix
     after the permute), or use ``mode="bilinear"``; (c) ``coreml-lint lower`` writes each
     channels-last copy as permute, contiguous copy, permute back (the same values and
     strides; checked equal in eager).
+
+References
+    None found: apple/coremltools and pytorch/executorch issues and pull requests were
+    searched (2026-12) without one that reports or fixes this pitfall.
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from coreml_lint.core.findings import Finding, Outcome
+from coreml_lint.core.settings import PartitionerSettings
 from coreml_lint.program.graph import CHANNELS_LAST, Node, Opaque, TensorInfo
 from coreml_lint.rulekit.context import ProgramContext
 from coreml_lint.rulekit.examples import F, case, module, torch
@@ -82,7 +87,7 @@ class ChannelsLastLayout(Rule):
                 fix=fix,
             )
 
-    def rewrite(self, ep: Any) -> tuple[Any, list[str]]:
+    def rewrite(self, ep: Any, settings: PartitionerSettings) -> tuple[Any, list[str]]:
         """Decompose bicubic upsampling of channels-last inputs (what the edge step would
         do), then write each channels-last copy as permute -> contiguous copy -> permute."""
         from coreml_lint.rulekit.fx import fake_mode, finish

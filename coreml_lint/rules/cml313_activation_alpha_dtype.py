@@ -33,6 +33,10 @@ Fix
     ``hardsigmoid``; (c) ``coreml-lint lower`` writes integer bounds as floats (the same
     values) and runs each float16 activation that fails at the target in float32, cast
     back, inside Core ML (checked in eager at 1e-2).
+
+References
+    None found: apple/coremltools and pytorch/executorch issues and pull requests were
+    searched (2026-12) without one that reports or fixes this pitfall.
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from coreml_lint.core.findings import Finding, Outcome
+from coreml_lint.core.settings import PartitionerSettings
 from coreml_lint.rulekit.context import ProgramContext
 from coreml_lint.rulekit.examples import F, case, module, nn, torch, wrapped
 from coreml_lint.rulekit.rule import Rule
@@ -105,7 +110,7 @@ class ActivationAlphaDtype(Rule):
     # float32 arithmetic instead of float16: closer to exact, not equal.
     rewrite_tolerance = 1e-2
 
-    def rewrite(self, ep: Any) -> tuple[Any, list[str]]:
+    def rewrite(self, ep: Any, settings: PartitionerSettings) -> tuple[Any, list[str]]:
         """Integer bounds written as floats (the same values), then every float16 activation
         of the kinds that fail at the target computed in float32 and cast back: the
         converter's constant then has the tensor's dtype, and the node stays on Core ML (a
@@ -118,12 +123,12 @@ class ActivationAlphaDtype(Rule):
             if node.target in scalar_ops and integer_scalars(node.args):
                 node.args = (node.args[0], *(_as_float(a) for a in node.args[1:]))
                 done.append(f"{node.name}: integer bounds written as floats")
-        ios = self.settings.minimum_deployment_target if self.settings else 15
+        ios = settings.minimum_deployment_target
         ops = [getattr(aten, name).default for name in failing_ops(ios)]
         done += float16_in_float32(ep, ops)
         return finish(ep), done
 
-    def refuse(self, node: Any) -> str | None:
+    def refuse(self, node: Any, settings: PartitionerSettings) -> str | None:
         """When the rewrite was not applied: the activation stays off Core ML (on the CPU
         where the portable runtime has a kernel, else torch decomposes it into ops that
         lower)."""
@@ -134,7 +139,7 @@ class ActivationAlphaDtype(Rule):
         base = op_base(node)
         if base in _SCALAR_ARGS and integer_scalars(getattr(node, "args", ())):
             return "activation with an integer bound in Core ML"
-        ios = self.settings.minimum_deployment_target if self.settings else 15
+        ios = settings.minimum_deployment_target
         if base in failing_ops(ios) and touches(node, {torch.float16}):
             return "float16 activation with an fp32 constant in Core ML"
         return None

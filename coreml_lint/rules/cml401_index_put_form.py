@@ -25,6 +25,10 @@ Fix
     ``torch.broadcast_tensors``) and use non-negative indices;
     (b) ``skip_ops_for_coreml_delegation=["aten.index_put.default"]``;
     (c) rewrite the index_put into full, broadcast, non-negative indices.
+
+References
+    None found: apple/coremltools and pytorch/executorch issues and pull requests were
+    searched (2026-12) without one that reports or fixes this pitfall.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from coreml_lint.core.findings import Finding, Outcome
+from coreml_lint.core.settings import PartitionerSettings
 from coreml_lint.program.graph import Node, TensorRef
 from coreml_lint.rulekit.context import ProgramContext
 from coreml_lint.rulekit.examples import case, module, returns, torch
@@ -113,7 +118,7 @@ class IndexPutForm(Rule):
             )
         return None
 
-    def rewrite(self, ep: Any) -> tuple[Any, list[str]]:
+    def rewrite(self, ep: Any, settings: PartitionerSettings) -> tuple[Any, list[str]]:
         """A write of several positions along one dim (a KV-cache update with a multi-token
         prefill) becomes ``scatter``, which coremltools converts into
         ``scatter_along_axis`` and, for a buffer at iOS18, keeps as Core ML state. Then
@@ -129,7 +134,7 @@ class IndexPutForm(Rule):
                 done.append(_as_scatter(ep, mode, node, *found))
         return ep, done + _drop_internal_clones(ep)
 
-    def refuse(self, node: Any) -> str | None:
+    def refuse(self, node: Any, settings: PartitionerSettings) -> str | None:
         """Every index_put then runs on the CPU (the portable index_put.out)."""
         from coreml_lint.rulekit.fx import op_base
 

@@ -18,6 +18,10 @@ Fix
     (a) return a real op, ``x * 1.0`` / ``x + 0.0``, or return ``x`` itself and let ExecuTorch
     pass it through; (b) ``skip_ops_for_coreml_delegation=["aten.clone.default",
     "dim_order_ops._clone_dim_order.default"]``; (c) rewrite output clones to their source.
+
+References
+    None found: apple/coremltools and pytorch/executorch issues and pull requests were
+    searched (2026-12) without one that reports or fixes this pitfall.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from coreml_lint.core.findings import Finding, Outcome
+from coreml_lint.core.settings import PartitionerSettings
 from coreml_lint.rulekit.context import ProgramContext
 from coreml_lint.rulekit.examples import case, module, torch
 from coreml_lint.rulekit.rule import Rule
@@ -69,7 +74,7 @@ class OutputRepeatsValue(Rule):
                 partitioner=ctx.skip_advice(node),
             )
 
-    def rewrite(self, ep: Any) -> tuple[Any, list[str]]:
+    def rewrite(self, ep: Any, settings: PartitionerSettings) -> tuple[Any, list[str]]:
         """An output that is a clone of an input or of another output returns its source:
         ExecuTorch then passes the input through, or returns the value twice, itself."""
         from torch.export.graph_signature import TensorArgument

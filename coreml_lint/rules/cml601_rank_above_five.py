@@ -17,6 +17,10 @@ Example
 Fix
     (a) stay at 5-D or below (``t.reshape(2, 3, 2, 2, 5).sum(0)``), or apply elementwise ops
     before the 6-D reshape; (b) a partitioner that refuses nodes touching >5-D tensors.
+
+References
+    None found: apple/coremltools and pytorch/executorch issues and pull requests were
+    searched (2026-12) without one that reports or fixes this pitfall.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from coreml_lint.core.findings import Finding, Outcome
+from coreml_lint.core.settings import PartitionerSettings
 from coreml_lint.rulekit.context import ProgramContext
 from coreml_lint.rulekit.examples import case, module, torch
 from coreml_lint.rulekit.rule import Rule
@@ -74,7 +79,7 @@ class RankAboveFive(Rule):
                 rank=info.rank,
             )
 
-    def refuse(self, node: Any) -> str | None:
+    def refuse(self, node: Any, settings: PartitionerSettings) -> str | None:
         from coreml_lint.rulekit.fx import tensors_of
 
         return (

@@ -19,6 +19,10 @@ Example
 Fix
     (a) an iOS18 target; (b) precompute the constant into a ``register_buffer``;
     (c) ``executorch.exir.passes.constant_prop_pass.constant_prop_pass(ep)`` before lowering.
+
+References
+    None found: apple/coremltools and pytorch/executorch issues and pull requests were
+    searched (2026-12) without one that reports or fixes this pitfall.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from coreml_lint.core.findings import Finding, Outcome
+from coreml_lint.core.settings import PartitionerSettings
 from coreml_lint.rulekit.context import ProgramContext
 from coreml_lint.rulekit.examples import case, module, torch
 from coreml_lint.rulekit.rule import Rule
@@ -56,7 +61,7 @@ class InputLessPartition(Rule):
                 partitioner={"minimum_deployment_target": 18},
             )
 
-    def rewrite(self, ep: Any) -> tuple[Any, list[str]]:
+    def rewrite(self, ep: Any, settings: PartitionerSettings) -> tuple[Any, list[str]]:
         """executorch's ``constant_prop_pass`` folds the constant-only subgraph."""
         from executorch.exir.passes.constant_prop_pass import constant_prop_pass
 

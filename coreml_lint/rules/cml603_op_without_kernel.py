@@ -28,6 +28,10 @@ Fix
     the program again with the ATen spelling and prints it only when it holds: a decomposed
     op can still be delegated and crash there (``"layer_norm.default"`` on a float16 model
     below iOS17 leaves ``native_layer_norm`` in Core ML: CML304).
+
+References
+    None found: apple/coremltools and pytorch/executorch issues and pull requests were
+    searched (2026-12) without one that reports or fixes this pitfall.
 """
 
 from __future__ import annotations
@@ -64,6 +68,7 @@ class OpLeftWithoutKernel(Rule):
         Invalid(
             'p = CoreMLPartitioner(skip_ops_for_coreml_delegation=["aten.rms_norm.default"])',
             'p = CoreMLPartitioner(skip_ops_for_coreml_delegation=["rms_norm.default"])',
+            at=(1, 55),
         ),
         Valid('p = CoreMLPartitioner(skip_ops_for_coreml_delegation=["rms_norm.default"])'),
     )

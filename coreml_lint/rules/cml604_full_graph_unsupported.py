@@ -15,6 +15,10 @@ Example
 
 Fix
     (a) ``lower_full_graph=False``; (b) replace the op with one Core ML converts.
+
+References
+    - https://github.com/pytorch/executorch/pull/12532
+      adds lower_full_graph, which raises when an op cannot be delegated
 """
 
 from __future__ import annotations

@@ -21,6 +21,11 @@ Fix
     portable CPU kernel; for non-core ops you want decomposed, the ATen spelling
     (``"rms_norm.default"``); to keep an op torch decomposes into one core op on the CPU,
     add that op's edge spelling (``"aten.native_layer_norm.default"``).
+
+References
+    - https://github.com/pytorch/executorch/blob/main/backends/apple/coreml/partition/coreml_partitioner.py
+      the partitioner compares a node's lower-cased `__name__` against
+      skip_ops_for_coreml_delegation
 """
 
 from __future__ import annotations
@@ -29,13 +34,21 @@ import ast
 from collections.abc import Iterator
 from typing import Any
 
-from coreml_lint.core.findings import Finding, Outcome, Severity, SourceFix
+from coreml_lint.core.findings import Finding, Outcome, Severity, SourceFix, replacement
 from coreml_lint.program.optable import load_optable
 from coreml_lint.program.placement import COREML
 from coreml_lint.rulekit.context import ProgramContext
 from coreml_lint.rulekit.examples import F, Invalid, Valid, case, module, nn, torch
 from coreml_lint.rulekit.rule import Rule
 from coreml_lint.source.context import SourceContext, keyword
+
+
+@replacement
+def _entry_spelled(fix: SourceFix, node: Any, edits: Any) -> Any:
+    """The skip entry as the partitioner matches it (``fix.get("value")``)."""
+    import libcst as cst
+
+    return cst.SimpleString(repr(fix.get("value")).replace("'", '"'))
 
 
 class SkipEntryIneffective(Rule):
@@ -105,10 +118,12 @@ class SkipEntryIneffective(Rule):
         Invalid(
             'p = CoreMLPartitioner(skip_ops_for_coreml_delegation=["aten.div.Tensor"])',
             'p = CoreMLPartitioner(skip_ops_for_coreml_delegation=["aten.div.tensor"])',
+            at=(1, 55),
         ),
         Invalid(
             'p = CoreMLPartitioner(skip_ops_for_coreml_delegation=["gelu.default"])',
             'p = CoreMLPartitioner(skip_ops_for_coreml_delegation=["aten.gelu.default"])',
+            at=(1, 55),
         ),
         Valid('p = CoreMLPartitioner(skip_ops_for_coreml_delegation=["aten.gelu.default"])'),
     )
@@ -129,7 +144,11 @@ class SkipEntryIneffective(Rule):
                     continue
                 code, message, replacement = verdict
                 edit = ctx.edit_string(
-                    element, safe=False, description=f"use {replacement!r}", value=replacement
+                    element,
+                    _entry_spelled,
+                    safe=False,
+                    description=f"use {replacement!r}",
+                    value=replacement,
                 )
                 # The G1 trap is CML603's consequence; this rule owns the rewrite.
                 yield ctx.finding(
@@ -139,11 +158,6 @@ class SkipEntryIneffective(Rule):
                     edit=edit,
                     rule=OpLeftWithoutKernel if code == "CML603" else None,
                 )
-
-    def transform(self, fix: SourceFix, node: Any, edits: Any) -> Any:
-        import libcst as cst
-
-        return cst.SimpleString(repr(fix.get("value")).replace("'", '"'))
 
 
 def judge_skip_entry(entry: str, table: Any) -> tuple[str, str, str | None] | None:

@@ -28,6 +28,10 @@ Fix
     compute them as pairs of reals (RoPE with cos/sin); (c) ``x // n``: divide by a tensor of
     ``x``'s dtype, or an int64 ``x``; float8/uint32: keep them out of the exported program
     (``lower`` answers only the cat/stack kind).
+
+References
+    None found: apple/coremltools and pytorch/executorch issues and pull requests were
+    searched (2026-12) without one that reports or fixes this pitfall.
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from coreml_lint.core.findings import Finding, Outcome
+from coreml_lint.core.settings import PartitionerSettings
 from coreml_lint.program.graph import Node, TensorRef
 from coreml_lint.rulekit.context import ProgramContext
 from coreml_lint.rulekit.examples import case, module, torch
@@ -113,7 +118,7 @@ class EdgeDtypeRejected(Rule):
                     kind=kind,
                 )
 
-    def rewrite(self, ep: Any) -> tuple[Any, list[str]]:
+    def rewrite(self, ep: Any, settings: PartitionerSettings) -> tuple[Any, list[str]]:
         """Each ``cat``/``stack`` reads its tensors cast to the result's dtype (what type
         promotion makes of them anyway)."""
         from coreml_lint.rulekit.fx import aten, cast, finish, val

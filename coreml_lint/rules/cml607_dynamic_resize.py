@@ -37,6 +37,10 @@ Fix
     ["aten.upsample_bilinear2d.vec"])`` does the same for every resize. (c) Resize by a
     fixed factor (``scale_factor=2``) where the architecture allows it, or export with
     static height and width (enumerated shapes for a few resolutions).
+
+References
+    None found: apple/coremltools and pytorch/executorch issues and pull requests were
+    searched (2026-12) without one that reports or fixes this pitfall.
 """
 
 from __future__ import annotations
@@ -46,6 +50,7 @@ from fractions import Fraction
 from typing import Any
 
 from coreml_lint.core.findings import Finding, Outcome
+from coreml_lint.core.settings import PartitionerSettings
 from coreml_lint.program import symbolic
 from coreml_lint.program.graph import Node, SymRef, TensorRef
 from coreml_lint.rulekit.context import ProgramContext
@@ -119,7 +124,7 @@ class DynamicResize(Rule):
                 partitioner=skip,
             )
 
-    def refuse(self, node: Any) -> str | None:
+    def refuse(self, node: Any, settings: PartitionerSettings) -> str | None:
         base = _fx_base(node)
         if base is None:
             return None

@@ -26,6 +26,10 @@ Fix
     the dim as a plain ``Dim`` (``Dim("h", min=16, max=512)``) when any size in the range
     is acceptable. ``coreml-lint lower`` reads the saved file and cannot undo what
     ``torch.export.load`` built.
+
+References
+    None found: apple/coremltools and pytorch/executorch issues and pull requests were
+    searched (2026-12) without one that reports or fixes this pitfall.
 """
 
 from __future__ import annotations

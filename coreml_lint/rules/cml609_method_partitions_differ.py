@@ -29,6 +29,13 @@ Fix
     ``compile_specs`` with ``CoreMLBackend.generate_multimethod_weight_sharing_strategy_
     compile_spec(MULTIMETHOD_WEIGHT_SHARING_STRATEGY.DISABLED)`` (each method then carries
     its own copy of the weights).
+
+References
+    - https://github.com/pytorch/executorch/issues/21951
+      the Core ML delegate emits an unloadable multi-method program (0x23)
+    - https://github.com/pytorch/executorch/pull/18531
+      a ONE_BLOB weight sharing strategy without POSITIONAL's equal partition counts (closed
+      unmerged)
 """
 
 from __future__ import annotations

@@ -26,6 +26,10 @@ Fix
     2 stem; lower in the exporting process, CML608). (b) Keep the CPU op out of the middle
     of the dynamic part (an op Core ML delegates instead), or keep the ops after it on the
     CPU too (``skip_ops_for_coreml_delegation``). (c) Static sizes, or enumerated shapes.
+
+References
+    None found: apple/coremltools and pytorch/executorch issues and pull requests were
+    searched (2026-12) without one that reports or fixes this pitfall.
 """
 
 from __future__ import annotations

@@ -18,6 +18,11 @@ Example
 Fix
     ``to_edge_transform_and_lower(ep, partitioner=[CoreMLPartitioner()])`` (marked unsafe:
     the Core ML program changes, for the better, so compare outputs once).
+
+References
+    - https://github.com/pytorch/executorch/blob/main/backends/apple/coreml/partition/coreml_partitioner.py
+      CoreMLPartitioner warns that to_edge() + to_backend() decomposes ops Core ML has fused
+      forms of
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ import ast
 from collections.abc import Iterator
 from typing import Any
 
-from coreml_lint.core.findings import Finding, Outcome, Severity, SourceFix
+from coreml_lint.core.findings import Finding, Outcome, Severity, SourceFix, replacement
 from coreml_lint.rulekit.examples import Invalid, Valid
 from coreml_lint.rulekit.rule import Rule
 from coreml_lint.source.context import SourceContext, has_star_args
@@ -58,6 +63,25 @@ lowered = to_edge_transform_and_lower(ep, partitioner=[CoreMLPartitioner()])
 """
 
 
+@replacement
+def _transform_and_lower(fix: SourceFix, call: Any, edits: Any) -> Any:
+    """``to_edge(ep).to_backend(CoreMLPartitioner(...))`` as
+    ``to_edge_transform_and_lower(ep, partitioner=[CoreMLPartitioner(...)])``."""
+    import libcst as cst
+
+    from coreml_lint.rulekit.cst import kwarg, with_args
+
+    inner = call.func.value
+    partitioner = cst.List([cst.Element(call.args[0].value)])
+    from libcst.codemod.visitors import RemoveImportsVisitor
+
+    edits.need_import("executorch.exir", "to_edge_transform_and_lower")
+    for module in ("executorch.exir", "executorch.exir.program"):
+        RemoveImportsVisitor.remove_unused_import(edits.context, module, "to_edge")
+    lowered = cst.Call(func=cst.Name("to_edge_transform_and_lower"))
+    return with_args(lowered, [*inner.args, kwarg("partitioner", partitioner)])
+
+
 class DeprecatedToBackend(Rule):
     code = "CML701"
     name = "deprecated-to-backend"
@@ -67,7 +91,7 @@ class DeprecatedToBackend(Rule):
     source_triggers = ("to_backend",)
     source_pattern = "`to_edge(ep).to_backend(CoreMLPartitioner(...))`, also split over statements"
     source_fix = "`to_edge_transform_and_lower(ep, partitioner=[...])` (the chained form)"
-    examples = (Invalid(TO_BACKEND, TO_BACKEND_FIXED), Valid(TO_BACKEND_FIXED))
+    examples = (Invalid(TO_BACKEND, TO_BACKEND_FIXED, at=(7, 11)), Valid(TO_BACKEND_FIXED))
 
     def check_source(self, ctx: SourceContext) -> Iterator[Finding]:
         for call in ctx.calls():
@@ -95,28 +119,13 @@ class DeprecatedToBackend(Rule):
                 fix="use to_edge_transform_and_lower(ep, partitioner=[CoreMLPartitioner(...)])",
                 edit=ctx.edit(
                     call,
-                    "to-edge-transform-and-lower",
+                    _transform_and_lower,
                     safe=False,
                     description="to_edge_transform_and_lower(..., partitioner=[...])",
                 )
                 if chained
                 else None,
             )
-
-    def transform(self, fix: SourceFix, call: Any, edits: Any) -> Any:
-        import libcst as cst
-
-        from coreml_lint.rulekit.cst import kwarg, with_args
-
-        inner = call.func.value
-        partitioner = cst.List([cst.Element(call.args[0].value)])
-        from libcst.codemod.visitors import RemoveImportsVisitor
-
-        edits.need_import("executorch.exir", "to_edge_transform_and_lower")
-        for module in ("executorch.exir", "executorch.exir.program"):
-            RemoveImportsVisitor.remove_unused_import(edits.context, module, "to_edge")
-        lowered = cst.Call(func=cst.Name("to_edge_transform_and_lower"))
-        return with_args(lowered, [*inner.args, kwarg("partitioner", partitioner)])
 
 
 def _is_coreml_partitioner(expr: ast.AST) -> bool:

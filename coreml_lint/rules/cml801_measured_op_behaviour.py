@@ -42,6 +42,10 @@ Fix
     node on the CPU when the portable runtime has a kernel for it. When the installed (or
     ``--target-coremltools``/``--target-executorch`` declared) versions differ from the
     table's, ``check`` says so; re-measure with ``python -m coreml_lint.sweep run``.
+
+References
+    None found: apple/coremltools and pytorch/executorch issues and pull requests were
+    searched (2026-12) without one that reports or fixes this pitfall.
 """
 
 from __future__ import annotations
@@ -137,11 +141,10 @@ class MeasuredOpBehaviour(Rule):
             )
         return super().unanswered(finding, dequantize_on_cpu=dequantize_on_cpu)
 
-    def refuse(self, node: Any) -> str | None:
+    def refuse(self, node: Any, settings: PartitionerSettings) -> str | None:
         """A core ATen node whose measured outcome at the target is a crash or wrong values
         stays on the CPU, when the portable runtime has a kernel for it."""
-        settings = self.settings
-        if settings is None or getattr(node, "op", "") != "call_function":
+        if getattr(node, "op", "") != "call_function":
             return None
         name = fx_name(node.target)
         table = load_optable()

@@ -24,6 +24,10 @@ Example
 Fix
     The rule named in the finding, if any; otherwise keep the node on the CPU
     (``skip_ops_for_coreml_delegation``) or compute it another way, and verify again.
+
+References
+    None found: apple/coremltools and pytorch/executorch issues and pull requests were
+    searched (2026-12) without one that reports or fixes this pitfall.
 """
 
 from __future__ import annotations

@@ -16,6 +16,10 @@ Example
 Fix
     The fix of the rule that predicted it, ``coreml-lint lower``, or keeping the failing op
     on the CPU.
+
+References
+    None found: apple/coremltools and pytorch/executorch issues and pull requests were
+    searched (2026-12) without one that reports or fixes this pitfall.
 """
 
 from __future__ import annotations

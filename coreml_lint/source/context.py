@@ -11,7 +11,14 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from coreml_lint.core.findings import Finding, Location, Outcome, Severity, SourceFix
+from coreml_lint.core.findings import (
+    Finding,
+    Location,
+    Outcome,
+    Replacement,
+    Severity,
+    SourceFix,
+)
 from coreml_lint.source.scopes import Scopes
 
 
@@ -211,26 +218,44 @@ class SourceContext:
         )
 
     def edit_expression(
-        self, node: ast.expr, *, safe: bool, description: str, **data: Any
+        self,
+        node: ast.expr,
+        replacement: Replacement,
+        *,
+        safe: bool,
+        description: str,
+        **data: Any,
     ) -> SourceFix:
         """A rewrite of a name or attribute expression (the codemod's ``leave_Name`` /
         ``leave_Attribute``, told apart by ``node``: an attribute's first name starts where
         it does)."""
         data = {**data, "node": type(node).__name__}
-        return self._edit_at(node, "expression", "<expr>", safe, description, data)
+        return self._edit_at(node, replacement, "<expr>", safe, description, data)
 
     def edit_string(
-        self, node: ast.Constant, *, safe: bool, description: str, **data: Any
+        self,
+        node: ast.Constant,
+        replacement: Replacement,
+        *,
+        safe: bool,
+        description: str,
+        **data: Any,
     ) -> SourceFix:
         """A rewrite of the string literal at ``node`` (the codemod's ``leave_SimpleString``)."""
-        return self._edit_at(node, "string", "<str>", safe, description, data)
+        return self._edit_at(node, replacement, "<str>", safe, description, data)
 
     def _edit_at(
-        self, node: ast.AST, kind: str, callee: str, safe: bool, description: str, data: dict
+        self,
+        node: ast.AST,
+        replacement: Replacement,
+        callee: str | None,
+        safe: bool,
+        description: str,
+        data: dict,
     ) -> SourceFix:
         return SourceFix(
             rule=self.rule.code,
-            kind=kind,
+            replacement=replacement,
             line=node.lineno,
             column=self.column(node),
             callee=callee,
@@ -240,13 +265,20 @@ class SourceContext:
         )
 
     def edit(
-        self, node: ast.Call, kind: str, *, safe: bool, description: str, **data: Any
+        self,
+        node: ast.Call,
+        replacement: Replacement,
+        *,
+        safe: bool,
+        description: str,
+        **data: Any,
     ) -> SourceFix:
-        """A rewrite of the call at ``node``; the callee's name tells apart calls that start
-        at the same column (``a(b)(c)``)."""
+        """A rewrite of the call at ``node`` by ``replacement`` (a ``@replacement`` function
+        of the rule's module, written beside the check that makes the finding); the callee's
+        name tells apart calls that start at the same column (``a(b)(c)``)."""
         func = node.func
         callee = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
-        return self._edit_at(node, kind, callee, safe, description, data)
+        return self._edit_at(node, replacement, callee, safe, description, data)
 
 
 def keyword(call: ast.Call, name: str) -> ast.expr | None:

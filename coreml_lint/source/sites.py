@@ -18,7 +18,7 @@ import ast
 import re
 from collections.abc import Iterator
 
-from coreml_lint.source.context import SourceContext
+from coreml_lint.source.context import SourceContext, int_literal
 from coreml_lint.source.patterns import (
     enclosing_class,
     is_rebound,
@@ -31,7 +31,7 @@ CONTAINERS = frozenset(
 )
 _SEQUENTIAL = "torch.nn.Sequential"
 _LISTS = ("torch.nn.ModuleList", "torch.nn.Sequential")
-_DICTS = ("torch.nn.ModuleDict", "collections.OrderedDict")
+_DICTS = ("torch.nn.ModuleDict", "collections.OrderedDict", "dict")
 _COMPREHENSIONS = (ast.ListComp, ast.GeneratorExp, ast.SetComp)
 _DEPTH = 8  # names, helpers and containers followed before giving up
 
@@ -208,19 +208,60 @@ def _appended(cls: ast.ClassDef, attribute: str) -> list[tuple[Function, ast.Cal
 
 
 def _indexed(appends: list[tuple[Function, ast.Call]], key: str) -> list[tuple[Function, ast.expr]]:
-    """The value the ``key``-th append adds: appends in source order, an append in a loop
-    taking every index from its own on when it is the last one (else nothing is known)."""
+    """The value the ``key``-th append adds, appends in source order. An append in a loop
+    adds every position of the loop's iterations: ``for _ in range(4)`` (a count the code
+    states) moves the next append 4 positions on; a loop of unknown count takes every
+    position from its own on when its append is the last one (else nothing is known)."""
     if not key.isdigit() or not appends:
         return []
-    index = int(key)
+    index, offset = int(key), 0
     for position, (method, call) in enumerate(appends):
         if _inside(call, method, (ast.If, ast.Try, ast.Match)):
             return []  # an append that may not run: the indices from here on are unknown
-        if _inside(call, method, (ast.For, ast.AsyncFor, ast.While)):
-            return [(method, call.args[0])] if position == len(appends) - 1 else []
-        if position == index:
+        count = _iterations(call, method)
+        if count is None:
+            last = position == len(appends) - 1
+            return [(method, call.args[0])] if last and index >= offset else []
+        if index < offset + count:
             return [(method, call.args[0])]
+        offset += count
     return []
+
+
+def _iterations(node: ast.AST, scope: ast.AST) -> int | None:
+    """How many times ``node`` runs in one run of ``scope``: 1 outside loops, the product
+    of the counts of the ``for`` loops around it when each states its count
+    (``range(4)``, ``range(1, 5)``, a literal list), else None."""
+    count = 1
+    for block in ast.walk(scope):
+        if not isinstance(block, (ast.For, ast.AsyncFor, ast.While)):
+            continue
+        if not any(child is node for child in ast.walk(block)):
+            continue
+        body = [n for statement in block.body for n in ast.walk(statement)]
+        if isinstance(block, ast.While) or block.orelse:
+            return None
+        if any(isinstance(n, (ast.Break, ast.Continue, ast.Return)) for n in body):
+            return None  # an iteration may stop early
+        stated = _stated_count(block.iter)
+        if stated is None:
+            return None
+        count *= stated
+    return count
+
+
+def _stated_count(expr: ast.expr) -> int | None:
+    """The number of items ``range(<ints>)`` or a literal list/tuple/set yields, else None."""
+    if isinstance(expr, (ast.List, ast.Tuple, ast.Set)):
+        return None if any(isinstance(e, ast.Starred) for e in expr.elts) else len(expr.elts)
+    if not (isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name)):
+        return None
+    if expr.func.id != "range" or expr.keywords or not 1 <= len(expr.args) <= 3:
+        return None
+    bounds = [int_literal(a) for a in expr.args]
+    if any(b is None for b in bounds):
+        return None
+    return len(range(*bounds))  # type: ignore[arg-type]
 
 
 def _inside(node: ast.AST, scope: ast.AST, kinds: tuple[type, ...]) -> bool:
@@ -383,12 +424,14 @@ def _entry(
         return _entry(source, scope, single_assignment(source, expr.id, scope), key, depth + 1)
     if isinstance(expr, ast.DictComp):
         return [expr.value]
-    if isinstance(expr, ast.Dict):
-        return [
-            v
-            for k, v in zip(expr.keys, expr.values, strict=True)
-            if isinstance(k, ast.Constant) and str(k.value) == key
-        ]
+    if isinstance(expr, ast.Dict):  # the last entry of the key wins; a ``**`` after it may
+        found: list[ast.expr] = []
+        for k, v in zip(expr.keys, expr.values, strict=True):
+            if k is None:
+                found = []  # ``**other`` may hold the key: unknown from here on
+            elif isinstance(k, ast.Constant) and str(k.value) == key:
+                found = [v]
+        return found
     if isinstance(expr, ast.Call) and _qualname(source, expr.func) in _DICTS:
         named = [kw.value for kw in expr.keywords if kw.arg == key]
         if named or not expr.args:
@@ -430,9 +473,9 @@ def _helper(source: SourceContext, cls: ast.ClassDef | None, call: ast.Call) -> 
 
 def _qualname(source: SourceContext, func: ast.expr) -> str | None:
     """The callee's qualified name, torch's containers by their public name, and the
-    builtins ``list``/``tuple`` when the file does not rebind them."""
+    builtins ``list``/``tuple``/``dict`` when the file does not rebind them."""
     name = source.qualname(func)
-    if name is None and isinstance(func, ast.Name) and func.id in ("list", "tuple"):
+    if name is None and isinstance(func, ast.Name) and func.id in ("list", "tuple", "dict"):
         return None if func.id in source.rebound_names else func.id
     prefix = "torch.nn.modules.container."
     return f"torch.nn.{name[len(prefix) :]}" if name and name.startswith(prefix) else name
