@@ -113,10 +113,10 @@ def test_the_learned_answer_refuses_what_came_from_a_moved_node():
     learned.moves["prelu"] = learned.from_crash([failure])
     (rule,) = learned.rules()
     assert isinstance(rule, KeptOnCpu) and rule.code == LEARNED
-    why = rule.refuse(_edge_node("aten_where_self", "prelu"))
+    why = rule.refuse(_edge_node("aten_where_self", "prelu"), None)
     assert why == "the crash at aten_prelu_default: E: boom"
-    assert rule.refuse(SimpleNamespace(name="prelu", target="aten.prelu.default", meta={}))
-    assert rule.refuse(_edge_node("aten_add_tensor", "add")) is None
+    assert rule.refuse(SimpleNamespace(name="prelu", target="aten.prelu.default", meta={}), None)
+    assert rule.refuse(_edge_node("aten_add_tensor", "add"), None) is None
 
 
 def test_every_edge_node_maps_back_through_real_to_edge():

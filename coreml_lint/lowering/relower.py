@@ -76,7 +76,7 @@ class KeptOnCpu(Rule):
     def __init__(self, learned: Learned) -> None:
         self.learned = learned
 
-    def refuse(self, node: Any) -> str | None:
+    def refuse(self, node: Any, settings: Any) -> str | None:
         move = self.learned.moves.get(self.learned.origin(node) or "")
         return None if move is None else f"the {move.kind} at {move.edge_node}: {move.why}"
 
