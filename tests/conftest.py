@@ -15,12 +15,13 @@ sys.path.insert(0, str(Path(__file__).parent))
 os.environ.setdefault("TQDM_DISABLE", "1")
 logging.getLogger("coremltools").setLevel(logging.ERROR)
 
+from coreml_lint.core.version import HEAVY_INSTALL_COMMAND  # noqa: E402
 from coreml_lint.program.placement import PartitionerSettings  # noqa: E402
 
 # The packages of the heavy install. In the light install (no torch) a test that needs one
 # is skipped, saying which; everything else runs.
 HEAVY = ("torch", "executorch", "coremltools", "torchao", "transformers", "numpy")
-INSTALL = 'pip install "coreml-lint[lower]" "torch==2.13.0"'
+INSTALL = HEAVY_INSTALL_COMMAND
 
 
 def _missing(error: BaseException) -> str | None:

@@ -14,6 +14,7 @@ import torch
 from conftest import _archive
 
 from coreml_lint.cli.main import main
+from coreml_lint.core.version import HEAVY_INSTALL
 from coreml_lint.rules import all_rules
 
 MODEL_SOURCE = textwrap.dedent(
@@ -254,5 +255,5 @@ def test_lower_without_the_heavy_packages_says_what_to_install(capsys, monkeypat
     assert code == 2
     assert err.strip() == (
         "error: `coreml-lint lower` needs torch, executorch and coremltools (torch not "
-        'installed): pip install "coreml-lint[lower]"'
+        f"installed): {HEAVY_INSTALL}"
     )

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from coreml_lint.core.version import HEAVY_INSTALL
+
 HEAVY = "torch, executorch and coremltools"
-INSTALL_HINT = 'pip install "coreml-lint[lower]"'
+INSTALL_HINT = HEAVY_INSTALL
 
 
 def quiet_libraries() -> None:

@@ -1,0 +1,28 @@
+"""What a command that needs the heavy install (torch, executorch, coremltools) says in the
+light one: one line naming what is missing and how to install it, as the README does, and
+exit 2, never a missing package reported as the result of a lowering."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from coreml_lint.core.version import HEAVY_INSTALL, HEAVY_INSTALL_COMMAND
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+# The light install, in a process of the heavy one: these imports fail as there.
+LIGHT = "import sys\nfor m in ('torch', 'executorch', 'coremltools'): sys.modules[m] = None\n"
+
+
+def _light_cli(cwd: Path, *args: str) -> subprocess.CompletedProcess:
+    code = f"{LIGHT}from coreml_lint.cli.main import main\nsys.exit(main({list(args)!r}))"
+    return subprocess.run([sys.executable, "-c", code], cwd=cwd, capture_output=True, text=True)
+
+
+def test_the_install_hint_is_the_readme_install_command():
+    """The hint names what the README's Install section says (a clone, torch pinned), not a
+    release that no index holds."""
+    install = README.read_text(encoding="utf-8").split("## Install\n", 1)[1].split("\n## ")[0]
+    assert HEAVY_INSTALL_COMMAND in install
+    assert HEAVY_INSTALL_COMMAND in HEAVY_INSTALL and "torch==" in HEAVY_INSTALL
