@@ -8,6 +8,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+from conftest import _archive
+
 from coreml_lint.core.version import HEAVY_INSTALL, HEAVY_INSTALL_COMMAND
 
 README = Path(__file__).resolve().parents[1] / "README.md"
@@ -26,3 +29,25 @@ def test_the_install_hint_is_the_readme_install_command():
     install = README.read_text(encoding="utf-8").split("## Install\n", 1)[1].split("\n## ")[0]
     assert HEAVY_INSTALL_COMMAND in install
     assert HEAVY_INSTALL_COMMAND in HEAVY_INSTALL and "torch==" in HEAVY_INSTALL
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("{pt2}", "--check-advice"),
+        ("lower", "{pt2}", "-o", "{out}"),
+        ("verify", "{pt2}"),
+    ],
+    ids=["check-advice", "lower", "verify"],
+)
+def test_heavy_commands_in_the_light_install_say_what_to_install(tmp_path, args):
+    pt2 = tmp_path / "program.pt2"
+    pt2.write_bytes(_archive("state-default-target"))
+    filled = [a.format(pt2=pt2, out=tmp_path / "x.pte") for a in args]
+    done = _light_cli(tmp_path, *filled)
+    assert done.returncode == 2, (done.stdout, done.stderr)
+    assert done.stdout == ""  # nothing linted or lowered first
+    (line,) = done.stderr.strip().splitlines()
+    assert "torch, executorch, coremltools not installed" in line
+    assert line.endswith(HEAVY_INSTALL)
+    assert not list(tmp_path.glob("*.pte"))

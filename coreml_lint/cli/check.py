@@ -518,6 +518,7 @@ def check_command(paths: tuple[str, ...], **options: Any) -> None:
     )
     if options["check_advice"]:
         _refuse_silent_check(options)
+        _refuse_without_heavy_install("--check-advice")
     settings = settings_changes(options)
     try:
         config = build_config(
@@ -577,6 +578,16 @@ def _refuse_silent_check(options: dict[str, Any]) -> None:
     )
     if silent:
         fail(f"--check-advice reports in the full, concise, json and html formats, not {silent}")
+
+
+def _refuse_without_heavy_install(flag: str) -> None:
+    """A flag that lowers needs the heavy install: say so in one line, before linting (a
+    missing package is not the outcome of a lowering)."""
+    from coreml_lint.cli.heavy import HEAVY, INSTALL_HINT, heavy_modules_missing
+
+    missing = heavy_modules_missing()
+    if missing:
+        fail(f"{flag} needs {HEAVY} ({missing} not installed): {INSTALL_HINT}")
 
 
 def _version_note(run: CheckRun) -> None:
