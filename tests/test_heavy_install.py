@@ -51,3 +51,20 @@ def test_heavy_commands_in_the_light_install_say_what_to_install(tmp_path, args)
     assert "torch, executorch, coremltools not installed" in line
     assert line.endswith(HEAVY_INSTALL)
     assert not list(tmp_path.glob("*.pte"))
+
+
+@pytest.mark.oracle
+def test_check_advice_prints_only_its_own_lines(tmp_path):
+    """The lowering --check-advice runs imports coremltools, torchao, scikit-learn checks and
+    tqdm bars that all write to stderr; the command prints only its own lines, as lower and
+    verify do (--verbose lets the libraries speak)."""
+    pt2 = tmp_path / "program.pt2"
+    pt2.write_bytes(_archive("state-default-target"))
+    args = [str(pt2), "--check-advice"]
+    code = f"import sys\nfrom coreml_lint.cli.main import main\nsys.exit(main({args!r}))"
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True
+    )
+    assert done.returncode == 1, done.stderr  # the finding is still a finding
+    assert "checked with the stock lowering: lowers to a .pte" in done.stdout
+    assert done.stderr == ""

@@ -483,7 +483,13 @@ def program_json(run: CheckRun, root: Path) -> list[dict[str, Any]]:
 @click.option(
     "--exit-non-zero-on-fix", is_flag=True, help="Exit 1 when a fix was applied (for CI)."
 )
-@click.option("-v", "--verbose", is_flag=True, help="Show tracebacks of internal errors.")
+@click.option(
+    "-v",
+    "--verbose",
+    is_flag=True,
+    help="Show tracebacks of internal errors (and, with --check-advice, the libraries' own "
+    "warnings and progress bars).",
+)
 @click.option(
     "--measure",
     is_flag=True,
@@ -602,6 +608,9 @@ def _version_note(run: CheckRun) -> None:
 def check_advice(run: CheckRun) -> None:
     """Lower each program that has advice with exactly those settings, and record what the
     stock lowering really does (``--check-advice``)."""
+    from coreml_lint.cli.heavy import quiet_libraries
+
+    quiet_libraries(run.verbose)  # before they are imported: their import speaks too
     try:
         from coreml_lint.lowering.check import lower_with_stock_partitioner
     except ImportError as exc:

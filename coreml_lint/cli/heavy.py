@@ -11,13 +11,16 @@ HEAVY = "torch, executorch and coremltools"
 INSTALL_HINT = HEAVY_INSTALL
 
 
-def quiet_libraries() -> None:
-    """The libraries below log warnings (some with tracebacks) and progress bars of their
-    own; this command reports in its own words."""
+def quiet_libraries(verbose: bool = False) -> None:
+    """The libraries below log warnings (some with tracebacks), version complaints and
+    progress bars of their own; a command that imports them (``lower``, ``verify``,
+    ``--check-advice``) reports in its own words. ``--verbose`` lets them speak."""
     import logging
     import os
     import warnings
 
+    if verbose:
+        return
     os.environ.setdefault("TQDM_DISABLE", "1")
     logging.disable(logging.CRITICAL)
     warnings.filterwarnings("ignore")

@@ -87,7 +87,12 @@ def unwritable(path: Path) -> str | None:
 @import_option
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress on stderr.")
-@click.option("-v", "--verbose", is_flag=True, help="Show the traceback of a failure.")
+@click.option(
+    "-v",
+    "--verbose",
+    is_flag=True,
+    help="Show the traceback of a failure, and the libraries' own warnings and progress bars.",
+)
 def lower_command(programs: tuple[Path, ...], output: Path, **options: Any) -> None:
     """Lower a .pt2 to a .pte with the fixes applied, and prove the result.
 
@@ -109,7 +114,7 @@ def lower_command(programs: tuple[Path, ...], output: Path, **options: Any) -> N
         problem = unwritable(target) if target else None
         if problem:
             fail(problem)  # before a lowering that may take minutes
-    quiet_libraries()
+    quiet_libraries(options["verbose"])
     start = time.perf_counter()
 
     def progress(message: str) -> None:

@@ -50,7 +50,12 @@ FORMATS = ("full", "concise", "json", "github", "sarif", "html")
 @click.option("--config", "config_path", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--isolated", is_flag=True, help="Ignore every configuration file.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress on stderr.")
-@click.option("-v", "--verbose", is_flag=True, help="Show the traceback of a failure.")
+@click.option(
+    "-v",
+    "--verbose",
+    is_flag=True,
+    help="Show the traceback of a failure, and the libraries' own warnings and progress bars.",
+)
 def verify_command(program: Path, **options: Any) -> None:
     """Lower PROGRAM with the stock CoreMLPartitioner and check every Core ML partition's
     MIL against eager (exit 0: all agree, 1: a divergence or a lowering crash, 2: could
@@ -65,7 +70,7 @@ def verify_command(program: Path, **options: Any) -> None:
     except InputError as exc:
         fail(str(exc))
         return
-    quiet_libraries()
+    quiet_libraries(options["verbose"])
     start = time.perf_counter()
 
     def progress(message: str) -> None:
