@@ -70,7 +70,8 @@ def unwritable(path: Path) -> str | None:
     "--inputs",
     "inputs_path",
     type=click.Path(dir_okay=False, exists=True, path_type=Path),
-    help="torch.save of a tuple of the program's inputs, for --verify (weights_only).",
+    help="torch.save of a tuple of the program's inputs, for --verify (weights_only); "
+    "default: the program's own example inputs saved in the .pt2, as verify takes them.",
 )
 @click.option(
     "--report",
