@@ -257,3 +257,16 @@ def test_lower_without_the_heavy_packages_says_what_to_install(capsys, monkeypat
         "error: `coreml-lint lower` needs torch, executorch and coremltools (torch not "
         f"installed): {HEAVY_INSTALL}"
     )
+
+
+@pytest.mark.parametrize("command", [(), ("verify",), ("lower",)], ids=["check", "verify", "lower"])
+def test_an_output_in_a_missing_folder_is_refused(capsys, write_case, tmp_path, command):
+    """-o in a folder that does not exist is a typo to report, not a folder to create."""
+    missing = tmp_path / "nonexistent" / "dir"
+    args = [*command, str(write_case("gelu-tanh")), "-o", str(missing / "report.html")]
+    if not command:
+        args += ["--output-format", "html"]
+    code, out, err = run(capsys, *args)
+    assert code == 2 and out == ""
+    assert err.strip() == f"error: {missing / 'report.html'}: no such folder: {missing}"
+    assert not (tmp_path / "nonexistent").exists()

@@ -18,7 +18,7 @@ import click
 from coreml_lint.cli.options import build_config, settings_changes, settings_options
 from coreml_lint.core.config import LintConfig
 from coreml_lint.core.errors import InputError
-from coreml_lint.core.files import is_within, project_root
+from coreml_lint.core.files import is_within, project_root, unwritable
 from coreml_lint.core.findings import Finding, Severity
 from coreml_lint.engine.program import ProgramReport, lint_pt2
 from coreml_lint.engine.source import lint_files
@@ -522,6 +522,9 @@ def check_command(paths: tuple[str, ...], **options: Any) -> None:
     declare_versions(
         coremltools=options.pop("target_coremltools"), executorch=options.pop("target_executorch")
     )
+    problem = unwritable(options["output_path"]) if options["output_path"] else None
+    if problem:
+        fail(problem)
     if options["check_advice"]:
         _refuse_silent_check(options)
         _refuse_without_heavy_install("--check-advice")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import sys
 import time
 from pathlib import Path
@@ -26,19 +25,7 @@ from coreml_lint.cli.options import (
     settings_options,
 )
 from coreml_lint.core.errors import InputError
-
-
-def unwritable(path: Path) -> str | None:
-    """Why ``path`` cannot be written (its nearest existing folder is a file, or read-only),
-    or None. Missing folders are created when the file is written."""
-    folder = path.resolve().parent
-    while not folder.exists():
-        folder = folder.parent
-    if not folder.is_dir():
-        return f"{path}: {folder} is not a folder"
-    if not os.access(folder, os.W_OK):
-        return f"{path}: {folder} is not writable"
-    return None
+from coreml_lint.core.files import unwritable
 
 
 @click.command("lower")

@@ -24,6 +24,7 @@ from coreml_lint.cli.options import (
     settings_options,
 )
 from coreml_lint.core.errors import InputError
+from coreml_lint.core.files import unwritable
 
 FORMATS = ("full", "concise", "json", "github", "sarif", "html")
 
@@ -70,6 +71,9 @@ def verify_command(program: Path, **options: Any) -> None:
     except InputError as exc:
         fail(str(exc))
         return
+    problem = unwritable(options["output"]) if options["output"] else None
+    if problem:
+        fail(problem)  # before a lowering that may take minutes
     quiet_libraries(options["verbose"])
     start = time.perf_counter()
 
