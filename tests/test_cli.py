@@ -270,3 +270,37 @@ def test_an_output_in_a_missing_folder_is_refused(capsys, write_case, tmp_path, 
     assert code == 2 and out == ""
     assert err.strip() == f"error: {missing / 'report.html'}: no such folder: {missing}"
     assert not (tmp_path / "nonexistent").exists()
+
+
+def _with_a_damaged_weight(archive: bytes) -> tuple[bytes, str]:
+    """The archive with one byte of its first weight member flipped in place (the zip's
+    directory and CRCs untouched, as a bad disk or a truncated copy leaves it)."""
+    import io
+    import struct
+    import zipfile
+
+    with zipfile.ZipFile(io.BytesIO(archive)) as zf:
+        info = next(i for i in zf.infolist() if "/data/weights/" in i.filename and i.file_size)
+    assert info.compress_type == zipfile.ZIP_STORED
+    name_len, extra_len = struct.unpack(
+        "<HH", archive[info.header_offset + 26 : info.header_offset + 30]
+    )
+    at = info.header_offset + 30 + name_len + extra_len + info.file_size // 2
+    return archive[:at] + bytes([archive[at] ^ 0xFF]) + archive[at + 1 :], info.filename
+
+
+@pytest.mark.parametrize("command", ["lower", "verify"])
+def test_a_corrupted_archive_is_refused_before_anything_runs(capsys, tmp_path, command):
+    """torch.export.load does not check CRCs and the lint never reads weights: lower and
+    verify check the archive first, one line, exit 2, nothing written."""
+    damaged, member = _with_a_damaged_weight(_archive("small-cnn"))
+    program = tmp_path / "damaged.pt2"
+    program.write_bytes(damaged)
+    args = [command, str(program), "-o", str(tmp_path / "out.pte")]
+    code, out, err = run(capsys, *args)
+    assert code == 2 and out == ""
+    assert err.strip() == (
+        f"error: {program}: corrupted archive: {member} fails its CRC check; "
+        "export or copy the .pt2 again"
+    )
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["damaged.pt2"]

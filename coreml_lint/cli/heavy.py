@@ -3,6 +3,7 @@ it is there, quieting its libraries, and ``verify``'s verdict per partition for 
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from coreml_lint.core.version import HEAVY_INSTALL
@@ -24,6 +25,21 @@ def quiet_libraries(verbose: bool = False) -> None:
     os.environ.setdefault("TQDM_DISABLE", "1")
     logging.disable(logging.CRITICAL)
     warnings.filterwarnings("ignore")
+
+
+def damaged_archive(programs: tuple[Path, ...] | list[Path]) -> str | None:
+    """Why one of the ``.pt2`` a command is about to load cannot be trusted (not an archive,
+    or a member failing its CRC check), or None. ``lower`` and ``verify`` ask first: a
+    damaged archive loads without complaint and lowers its damaged weights."""
+    from coreml_lint.core.errors import InputError
+    from coreml_lint.program.pt2 import check_integrity
+
+    for program in programs:
+        try:
+            check_integrity(program)
+        except InputError as exc:
+            return str(exc)
+    return None
 
 
 def heavy_modules_missing() -> str | None:

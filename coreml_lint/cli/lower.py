@@ -14,6 +14,7 @@ from coreml_lint.cli.check import fail
 from coreml_lint.cli.heavy import (
     HEAVY,
     INSTALL_HINT,
+    damaged_archive,
     heavy_modules_missing,
     partition_status,
     quiet_libraries,
@@ -91,6 +92,9 @@ def lower_command(programs: tuple[Path, ...], output: Path, **options: Any) -> N
     missing = heavy_modules_missing()
     if missing:
         fail(f"`coreml-lint lower` needs {HEAVY} ({missing} not installed): {INSTALL_HINT}")
+    damaged = damaged_archive(programs)
+    if damaged:
+        fail(damaged)  # before anything is read with torch, lowered or written
     several = _several_methods(programs)
     settings = settings_changes(options)
     try:

@@ -13,6 +13,7 @@ from coreml_lint.cli.check import echo, fail
 from coreml_lint.cli.heavy import (
     HEAVY,
     INSTALL_HINT,
+    damaged_archive,
     heavy_modules_missing,
     partition_status,
     quiet_libraries,
@@ -64,6 +65,9 @@ def verify_command(program: Path, **options: Any) -> None:
     missing = heavy_modules_missing()
     if missing:
         fail(f"`coreml-lint verify` needs {HEAVY} ({missing} not installed): {INSTALL_HINT}")
+    damaged = damaged_archive((program,))
+    if damaged:
+        fail(damaged)  # before anything is read with torch, lowered or written
     try:
         config = build_config(
             options["config_path"], options["isolated"], settings=settings_changes(options)
