@@ -304,3 +304,25 @@ def test_a_corrupted_archive_is_refused_before_anything_runs(capsys, tmp_path, c
         "export or copy the .pt2 again"
     )
     assert sorted(p.name for p in tmp_path.iterdir()) == ["damaged.pt2"]
+
+
+def test_ignoring_a_named_rule_ignores_its_node_for_the_measured_rule(capsys, write_case, tmp_path):
+    """The tanh GELU is CML305's node: CML801 (the measured table) does not report it again,
+    also when CML305 is ignored, so `ignore = ["CML305"]` silences it."""
+    program = write_case("gelu-tanh")
+    config = tmp_path / "pyproject.toml"
+    config.write_text('[tool.coreml-lint]\nignore = ["CML305"]\n')
+    code, out, _ = run(capsys, str(program), "--config", str(config), "--output-format", "json")
+    assert [f["code"] for f in json.loads(out)["findings"]] == []
+    assert code == 0
+    # Selected alone, the measured rule still leaves the named rule's node to it.
+    code, out, _ = run(capsys, str(program), "--select", "CML801", "--output-format", "json")
+    assert [f["code"] for f in json.loads(out)["findings"]] == []
+
+
+def test_concise_lines_say_which_program_they_come_from(capsys, write_case):
+    first, second = write_case("gelu-tanh"), write_case("state-default-target")
+    code, out, _ = run(capsys, str(first), str(second), "--output-format", "concise")
+    assert code == 1
+    lines = [line for line in out.splitlines() if ": CML" in line]
+    assert {line.rsplit(" (in ", 1)[-1] for line in lines} == {f"{first})", f"{second})"}
