@@ -227,13 +227,23 @@ class CheckRun:
     ) -> dict[Path, tuple[set[tuple[str, int]], list[Finding]]]:
         """Per model file inside the project: the (code, line) pairs program findings point
         to, and those findings."""
+        from coreml_lint.rulekit.context import changed_since_export
+
         pointed: dict[Path, tuple[set[tuple[str, int]], list[Finding]]] = {}
+        texts: dict[Path, list[str] | None] = {}
         for finding in program_findings:
             loc = finding.location
             if loc is None or not loc.path.endswith(".py") or not Path(loc.path).is_file():
                 continue
             if not is_within(loc.path, self.roots):
                 finding.extra["not_fixed"] = "its model source is outside the project"
+                continue
+            path = Path(loc.path).resolve()
+            if path not in texts:
+                texts[path] = _read_lines(path)
+            stale = changed_since_export(finding, texts[path])
+            if stale:  # nothing is guessed on a line that is not the exported code
+                finding.extra["not_fixed"] = stale
                 continue
             lines, guided = pointed.setdefault(Path(loc.path).resolve(), (set(), []))
             lines.add((finding.code, loc.line))
@@ -247,6 +257,13 @@ class CheckRun:
         if self.findings or (self.diff and changed) or (exit_non_zero_on_fix and changed):
             return 1
         return 0
+
+
+def _read_lines(path: Path) -> list[str] | None:
+    try:
+        return path.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return None
 
 
 def _all_fixed(finding: Finding, fixed: set[int], at_line: set[tuple[Path, str, int]]) -> bool:
