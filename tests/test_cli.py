@@ -268,7 +268,9 @@ def test_an_output_in_a_missing_folder_is_refused(capsys, write_case, tmp_path, 
         args += ["--output-format", "html"]
     code, out, err = run(capsys, *args)
     assert code == 2 and out == ""
-    assert err.strip() == f"error: {missing / 'report.html'}: no such folder: {missing}"
+    assert (
+        err.strip() == f"error: {missing / 'report.html'}: cannot write: no such folder {missing}"
+    )
     assert not (tmp_path / "nonexistent").exists()
 
 

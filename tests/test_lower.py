@@ -150,7 +150,7 @@ def test_cli_lower_rejects_an_unwritable_output_before_lowering(tmp_path):
     result = _cli("lower", str(program), "-o", str(blocker / "x.pte"))
     assert result.returncode == 2
     assert result.stderr.strip().splitlines() == [
-        f"error: {blocker / 'x.pte'}: {blocker} is not a folder"
+        f"error: {blocker / 'x.pte'}: cannot write: {blocker} is not a folder"
     ]  # one line, and no progress: nothing was lowered
 
 
@@ -284,7 +284,7 @@ def test_cli_lower_refuses_a_missing_output_folder(tmp_path):
     result = _cli("lower", str(program), "-o", str(missing / "y.pte"))
     assert result.returncode == 2
     assert result.stderr.strip().splitlines() == [
-        f"error: {missing / 'y.pte'}: no such folder: {missing}"
+        f"error: {missing / 'y.pte'}: cannot write: no such folder {missing}"
     ]
     assert not (tmp_path / "nonexistent").exists()
     result = _cli("lower", str(program), "-o", str(tmp_path / "y.pte"), "--report", str(missing))

@@ -64,11 +64,11 @@ def unwritable(path: Path) -> str | None:
     while not folder.exists():
         folder = folder.parent
     if not folder.is_dir():
-        return f"{path}: {folder} is not a folder"
+        return f"{path}: cannot write: {folder} is not a folder"
     if folder != parent:
-        return f"{path}: no such folder: {parent}"
+        return f"{path}: cannot write: no such folder {parent}"
     if not os.access(folder, os.W_OK):
-        return f"{path}: {folder} is not writable"
+        return f"{path}: cannot write: {folder} is not writable"
     return None
 
 
