@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Set up, export the bundled example model to .pt2, and lint it.
+# Set up .venv, export the bundled example model to .pt2, and lint it. Changes nothing
+# outside this folder (no system package: the browser is `bash scripts/setup.sh --browser`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh

@@ -10,6 +10,7 @@ SUDO=""
 if [ "$(id -u)" -ne 0 ]; then
     SUDO="sudo"
 fi
+echo "installing the system packages chromium and fonts-dejavu-core with ${SUDO:+sudo }apt-get (the HTML report's browser tests)"
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
 $SUDO apt-get install -y -qq --no-install-recommends chromium fonts-dejavu-core >/dev/null

@@ -4,6 +4,7 @@ import importlib.util
 import io
 import logging
 import os
+import re
 import sys
 from functools import cache
 from pathlib import Path
@@ -15,12 +16,13 @@ sys.path.insert(0, str(Path(__file__).parent))
 os.environ.setdefault("TQDM_DISABLE", "1")
 logging.getLogger("coremltools").setLevel(logging.ERROR)
 
+from coreml_lint.core.version import HEAVY_INSTALL_COMMAND  # noqa: E402
 from coreml_lint.program.placement import PartitionerSettings  # noqa: E402
 
 # The packages of the heavy install. In the light install (no torch) a test that needs one
 # is skipped, saying which; everything else runs.
 HEAVY = ("torch", "executorch", "coremltools", "torchao", "transformers", "numpy")
-INSTALL = 'pip install "coreml-lint[lower]" "torch==2.13.0"'
+INSTALL = HEAVY_INSTALL_COMMAND
 
 
 def _missing(error: BaseException) -> str | None:
@@ -103,11 +105,54 @@ def _cases() -> dict[str, Any]:
     return BY_ID
 
 
-@cache
 def _archive(case_id: str) -> bytes:
+    """A case's ``.pt2`` bytes, exported once per test session (see :func:`_archive_of`)."""
+    make = _cases()[case_id].make
+    first = next(c.id for c in _cases().values() if c.make is make)  # the builder's name
+    return _archive_of(make, first)
+
+
+# Where a session's workers share the archives they exported (set by ``_shared_archives``).
+_SHARED: list[Path] = []
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _shared_archives(tmp_path_factory: Any) -> None:
+    """One folder for the whole session, shared by its xdist workers (their base temp
+    folders have one parent): a case exported by one worker is read by the other."""
+    base = tmp_path_factory.getbasetemp()
+    root = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    folder = root / "case-archives"
+    folder.mkdir(exist_ok=True)
+    _SHARED[:] = [folder]
+
+
+@cache
+def _archive_of(make: Any, key: str) -> bytes:
+    """Keyed by the builder, not the case, and shared by the session's workers: the cases
+    of one model at several targets or settings share one builder (CML107's 63 cases come
+    from 17 quantized models, four of them PT2E-quantized at over a minute each), so each
+    model is quantized and exported once per session, not once per case or per worker."""
+    if not _SHARED:
+        return _export_bytes(make)
+    import fcntl
+
+    path = _SHARED[0] / (re.sub(r"[^\w.-]", "_", key) + ".pt2")
+    with open(path.with_suffix(".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # the other worker waits for this export
+        if path.exists():
+            return path.read_bytes()
+        data = _export_bytes(make)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_bytes(data)
+        tmp.replace(path)
+        return data
+
+
+def _export_bytes(make: Any) -> bytes:
     import torch
 
-    model, inputs = _cases()[case_id].make()
+    model, inputs = make()
     buffer = io.BytesIO()
     torch.export.save(torch.export.export(model, inputs), buffer)
     return buffer.getvalue()

@@ -14,6 +14,7 @@ import torch
 from conftest import _archive
 
 from coreml_lint.cli.main import main
+from coreml_lint.core.version import HEAVY_INSTALL
 from coreml_lint.rules import all_rules
 
 MODEL_SOURCE = textwrap.dedent(
@@ -254,5 +255,76 @@ def test_lower_without_the_heavy_packages_says_what_to_install(capsys, monkeypat
     assert code == 2
     assert err.strip() == (
         "error: `coreml-lint lower` needs torch, executorch and coremltools (torch not "
-        'installed): pip install "coreml-lint[lower]"'
+        f"installed): {HEAVY_INSTALL}"
     )
+
+
+@pytest.mark.parametrize("command", [(), ("verify",), ("lower",)], ids=["check", "verify", "lower"])
+def test_an_output_in_a_missing_folder_is_refused(capsys, write_case, tmp_path, command):
+    """-o in a folder that does not exist is a typo to report, not a folder to create."""
+    missing = tmp_path / "nonexistent" / "dir"
+    args = [*command, str(write_case("gelu-tanh")), "-o", str(missing / "report.html")]
+    if not command:
+        args += ["--output-format", "html"]
+    code, out, err = run(capsys, *args)
+    assert code == 2 and out == ""
+    assert (
+        err.strip() == f"error: {missing / 'report.html'}: cannot write: no such folder {missing}"
+    )
+    assert not (tmp_path / "nonexistent").exists()
+
+
+def _with_a_damaged_weight(archive: bytes) -> tuple[bytes, str]:
+    """The archive with one byte of its first weight member flipped in place (the zip's
+    directory and CRCs untouched, as a bad disk or a truncated copy leaves it)."""
+    import io
+    import struct
+    import zipfile
+
+    with zipfile.ZipFile(io.BytesIO(archive)) as zf:
+        info = next(i for i in zf.infolist() if "/data/weights/" in i.filename and i.file_size)
+    assert info.compress_type == zipfile.ZIP_STORED
+    name_len, extra_len = struct.unpack(
+        "<HH", archive[info.header_offset + 26 : info.header_offset + 30]
+    )
+    at = info.header_offset + 30 + name_len + extra_len + info.file_size // 2
+    return archive[:at] + bytes([archive[at] ^ 0xFF]) + archive[at + 1 :], info.filename
+
+
+@pytest.mark.parametrize("command", ["lower", "verify"])
+def test_a_corrupted_archive_is_refused_before_anything_runs(capsys, tmp_path, command):
+    """torch.export.load does not check CRCs and the lint never reads weights: lower and
+    verify check the archive first, one line, exit 2, nothing written."""
+    damaged, member = _with_a_damaged_weight(_archive("small-cnn"))
+    program = tmp_path / "damaged.pt2"
+    program.write_bytes(damaged)
+    args = [command, str(program), "-o", str(tmp_path / "out.pte")]
+    code, out, err = run(capsys, *args)
+    assert code == 2 and out == ""
+    assert err.strip() == (
+        f"error: {program}: corrupted archive: {member} fails its CRC check; "
+        "export or copy the .pt2 again"
+    )
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["damaged.pt2"]
+
+
+def test_ignoring_a_named_rule_ignores_its_node_for_the_measured_rule(capsys, write_case, tmp_path):
+    """The tanh GELU is CML305's node: CML801 (the measured table) does not report it again,
+    also when CML305 is ignored, so `ignore = ["CML305"]` silences it."""
+    program = write_case("gelu-tanh")
+    config = tmp_path / "pyproject.toml"
+    config.write_text('[tool.coreml-lint]\nignore = ["CML305"]\n')
+    code, out, _ = run(capsys, str(program), "--config", str(config), "--output-format", "json")
+    assert [f["code"] for f in json.loads(out)["findings"]] == []
+    assert code == 0
+    # Selected alone, the measured rule still leaves the named rule's node to it.
+    code, out, _ = run(capsys, str(program), "--select", "CML801", "--output-format", "json")
+    assert [f["code"] for f in json.loads(out)["findings"]] == []
+
+
+def test_concise_lines_say_which_program_they_come_from(capsys, write_case):
+    first, second = write_case("gelu-tanh"), write_case("state-default-target")
+    code, out, _ = run(capsys, str(first), str(second), "--output-format", "concise")
+    assert code == 1
+    lines = [line for line in out.splitlines() if ": CML" in line]
+    assert {line.rsplit(" (in ", 1)[-1] for line in lines} == {f"{first})", f"{second})"}

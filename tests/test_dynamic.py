@@ -161,3 +161,38 @@ def test_adaptive_pool_needs_a_1x1_output_when_any_input_size_is_dynamic():
         Pool(), (torch.randn(1, 3, 16, 16),), dynamic_shapes=({2: Dim("h", min=8, max=64)},)
     )
     assert [f.code for f in coreml_lint.lint_program(ep).findings] == ["CML607"]
+
+
+def test_a_resize_read_off_another_tensor_says_so_even_at_a_fixed_ratio():
+    """A U-Net skip: the output is exactly twice the input at every size the derived dims
+    allow, and still crashes, because the size is another tensor's. The finding says that
+    (not "not one fixed scale", which its own fix, scale_factor=2, seemed to contradict)."""
+
+    class Skip(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.down = torch.nn.Conv2d(3, 3, 2, stride=2)
+
+        def forward(self, x):
+            y = self.down(x)
+            return x + torch.nn.functional.interpolate(y, size=x.shape[-2:], mode="bilinear")
+
+    half = Dim("half", min=8, max=128)
+    shapes = {"x": {2: 2 * half, 3: 2 * half}}
+    ep = torch.export.export(Skip(), (torch.randn(1, 3, 32, 32),), dynamic_shapes=shapes)
+    (finding,) = [f for f in coreml_lint.lint_program(ep).findings if f.code == "CML607"]
+    assert "the ratio is always 2, but the output size is another tensor's size" in (
+        finding.message
+    )
+    assert "not one fixed scale" not in finding.message
+    assert finding.fix.startswith(
+        "compute the output size from the resized tensor's own size, as in "
+        "`F.interpolate(y, scale_factor=2)`"
+    )
+
+
+def test_a_resize_whose_ratio_changes_says_its_size_does_not_follow_its_input():
+    model, inputs, shapes = CASES["fixed-size-resize-dynamic-input"].make()
+    ep = torch.export.export(model, inputs, dynamic_shapes=shapes)
+    (finding,) = [f for f in coreml_lint.lint_program(ep).findings if f.code == "CML607"]
+    assert "its output size does not follow its input size" in finding.message

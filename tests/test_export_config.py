@@ -14,6 +14,7 @@ import pytest
 from coreml_lint.cli.export import changed_files
 from coreml_lint.core.config import load_config
 from coreml_lint.core.errors import InputError
+from coreml_lint.core.version import HEAVY_INSTALL
 
 REPO = Path(__file__).parents[1]
 
@@ -109,7 +110,7 @@ def test_export_without_torch_names_the_extra_to_install(tmp_path):
     # sys.modules["torch"] = None makes `import torch` raise ImportError, as in a light venv.
     done = _cli(tmp_path, "--export", prelude="import sys; sys.modules['torch'] = None")
     assert done.returncode == 2, done.stderr
-    assert "pip install 'coreml-lint[lower]'" in done.stderr
+    assert HEAVY_INSTALL in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr
 
 

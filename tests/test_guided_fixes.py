@@ -193,3 +193,31 @@ def test_no_partitioner_advice_after_every_error_was_fixed(tmp_path, capsys, mon
     assert "partitioner settings that" not in out
     assert "export again and lint it to check" in out  # the .pt2 still holds the pitfall
     assert "All checks passed" not in out
+
+
+@pytest.mark.parametrize("name", ["fill_attribute", "bool_inputs", "gelu_config"])
+def test_a_stale_program_is_told_as_stale_by_every_fixer(name, tmp_path, capsys, monkeypatch):
+    """The source changed after export (a line added above the finding's): the finding's
+    line is other code now. Every rule's fix says that, with where the exported code went,
+    not that the line does not hold its pattern (CML301 said "holds 0 torch.full calls")."""
+    source = tmp_path / "model.py"
+    shutil.copy(MODELS / f"{name}.py", source)
+    program = tmp_path / "model.pt2"
+    torch.export.save(_program(source, f"stale_{name}")[2], program)
+    monkeypatch.chdir(tmp_path)
+    source.write_text("# a comment added after the export\n" + source.read_text())
+    before = source.read_text()
+    assert main([str(program), "--fix", "--unsafe-fixes"]) == 1
+    out = capsys.readouterr().out
+    reasons = re.findall(r"= not fixed: (.*)", out)
+    assert reasons
+    for reason in reasons:
+        assert re.fullmatch(
+            r"line (\d+) is now `.*`, not `.*` as when the program was exported \(that code "
+            r"is at line (\d+) now\): the source changed after export; export again and lint "
+            r"the new program",
+            reason,
+        ), reason
+        moved_from, moved_to = map(int, re.search(r"line (\d+) .* line (\d+)", reason).groups())
+        assert moved_to == moved_from + 1
+    assert source.read_text() == before  # nothing guessed

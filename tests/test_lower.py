@@ -150,7 +150,7 @@ def test_cli_lower_rejects_an_unwritable_output_before_lowering(tmp_path):
     result = _cli("lower", str(program), "-o", str(blocker / "x.pte"))
     assert result.returncode == 2
     assert result.stderr.strip().splitlines() == [
-        f"error: {blocker / 'x.pte'}: {blocker} is not a folder"
+        f"error: {blocker / 'x.pte'}: cannot write: {blocker} is not a folder"
     ]  # one line, and no progress: nothing was lowered
 
 
@@ -273,3 +273,20 @@ def test_lower_shows_the_warnings_it_had_no_answer_for():
     result, _ = _lower("int8-transposed-cast-ios17")
     text = result.report.render("q.pte")
     assert "warning CML107:" in text and "dense" in text, text
+
+
+def test_cli_lower_refuses_a_missing_output_folder(tmp_path):
+    """A typo in an output folder is one line and exit 2: no folder is created, nothing is
+    lowered or written."""
+    program = tmp_path / "gelu.pt2"
+    program.write_bytes(_archive("gelu-tanh"))
+    missing = tmp_path / "nonexistent" / "dir"
+    result = _cli("lower", str(program), "-o", str(missing / "y.pte"))
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        f"error: {missing / 'y.pte'}: cannot write: no such folder {missing}"
+    ]
+    assert not (tmp_path / "nonexistent").exists()
+    result = _cli("lower", str(program), "-o", str(tmp_path / "y.pte"), "--report", str(missing))
+    assert result.returncode == 2 and not (tmp_path / "nonexistent").exists()
+    assert not (tmp_path / "y.pte").exists()

@@ -214,3 +214,22 @@ def test_without_verify_nothing_is_tried(registry):
     result = lower(_export("none"))
     assert result.report.verify is None
     assert result.report.rewritten_codes == ["CML998"]
+
+
+def test_lower_verify_feeds_the_example_inputs_saved_in_the_pt2(tmp_path, capsys):
+    """``lower X.pt2 --verify`` verifies on the inputs ``verify X.pt2`` uses: the example
+    inputs torch.export.save kept in the archive (not random ones shaped like them)."""
+    from conftest import _archive
+
+    from coreml_lint.cli.main import main
+
+    program = tmp_path / "gelu.pt2"
+    program.write_bytes(_archive("gelu-tanh"))
+    code = main(["lower", str(program), "-o", str(tmp_path / "gelu.pte"), "--verify", "-q"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    (line,) = [line.strip() for line in out.splitlines() if line.strip().startswith("inputs:")]
+    saved = torch.export.load(program).example_inputs[0]
+    assert line == "inputs: " + ", ".join(
+        f"example {str(t.dtype)[6:]}{list(t.shape)}" for t in saved
+    )

@@ -18,7 +18,7 @@ import click
 from coreml_lint.cli.options import build_config, settings_changes, settings_options
 from coreml_lint.core.config import LintConfig
 from coreml_lint.core.errors import InputError
-from coreml_lint.core.files import is_within, project_root
+from coreml_lint.core.files import is_within, project_root, unwritable
 from coreml_lint.core.findings import Finding, Severity
 from coreml_lint.engine.program import ProgramReport, lint_pt2
 from coreml_lint.engine.source import lint_files
@@ -230,13 +230,23 @@ class CheckRun:
     ) -> dict[Path, tuple[set[tuple[str, int]], list[Finding]]]:
         """Per model file inside the project: the (code, line) pairs program findings point
         to, and those findings."""
+        from coreml_lint.rulekit.context import changed_since_export
+
         pointed: dict[Path, tuple[set[tuple[str, int]], list[Finding]]] = {}
+        texts: dict[Path, list[str] | None] = {}
         for finding in program_findings:
             loc = finding.location
             if loc is None or not loc.path.endswith(".py") or not Path(loc.path).is_file():
                 continue
             if not is_within(loc.path, self.roots):
                 finding.extra["not_fixed"] = "its model source is outside the project"
+                continue
+            path = Path(loc.path).resolve()
+            if path not in texts:
+                texts[path] = _read_lines(path)
+            stale = changed_since_export(finding, texts[path])
+            if stale:  # nothing is guessed on a line that is not the exported code
+                finding.extra["not_fixed"] = stale
                 continue
             lines, guided = pointed.setdefault(Path(loc.path).resolve(), (set(), []))
             lines.add((finding.code, loc.line))
@@ -250,6 +260,13 @@ class CheckRun:
         if self.findings or (self.diff and changed) or (exit_non_zero_on_fix and changed):
             return 1
         return 0
+
+
+def _read_lines(path: Path) -> list[str] | None:
+    try:
+        return path.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return None
 
 
 def _all_fixed(finding: Finding, fixed: set[int], at_line: set[tuple[Path, str, int]]) -> bool:
@@ -484,7 +501,13 @@ def program_json(run: CheckRun, root: Path) -> list[dict[str, Any]]:
 @click.option(
     "--exit-non-zero-on-fix", is_flag=True, help="Exit 1 when a fix was applied (for CI)."
 )
-@click.option("-v", "--verbose", is_flag=True, help="Show tracebacks of internal errors.")
+@click.option(
+    "-v",
+    "--verbose",
+    is_flag=True,
+    help="Show tracebacks of internal errors (and, with --check-advice, the libraries' own "
+    "warnings and progress bars).",
+)
 @click.option(
     "--measure",
     is_flag=True,
@@ -517,8 +540,12 @@ def check_command(paths: tuple[str, ...], **options: Any) -> None:
     declare_versions(
         coremltools=options.pop("target_coremltools"), executorch=options.pop("target_executorch")
     )
+    problem = unwritable(options["output_path"]) if options["output_path"] else None
+    if problem:
+        fail(problem)
     if options["check_advice"]:
         _refuse_silent_check(options)
+        _refuse_without_heavy_install("--check-advice")
     settings = settings_changes(options)
     try:
         config = build_config(
@@ -580,6 +607,16 @@ def _refuse_silent_check(options: dict[str, Any]) -> None:
         fail(f"--check-advice reports in the full, concise, json and html formats, not {silent}")
 
 
+def _refuse_without_heavy_install(flag: str) -> None:
+    """A flag that lowers needs the heavy install: say so in one line, before linting (a
+    missing package is not the outcome of a lowering)."""
+    from coreml_lint.cli.heavy import HEAVY, INSTALL_HINT, heavy_modules_missing
+
+    missing = heavy_modules_missing()
+    if missing:
+        fail(f"{flag} needs {HEAVY} ({missing} not installed): {INSTALL_HINT}")
+
+
 def _version_note(run: CheckRun) -> None:
     """Say when the measured op behaviour is of other versions than the ones targeted."""
     from coreml_lint.program.behaviour import version_note
@@ -592,6 +629,9 @@ def _version_note(run: CheckRun) -> None:
 def check_advice(run: CheckRun) -> None:
     """Lower each program that has advice with exactly those settings, and record what the
     stock lowering really does (``--check-advice``)."""
+    from coreml_lint.cli.heavy import quiet_libraries
+
+    quiet_libraries(run.verbose)  # before they are imported: their import speaks too
     try:
         from coreml_lint.lowering.check import lower_with_stock_partitioner
     except ImportError as exc:

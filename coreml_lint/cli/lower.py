@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import sys
 import time
 from pathlib import Path
@@ -15,6 +14,7 @@ from coreml_lint.cli.check import fail
 from coreml_lint.cli.heavy import (
     HEAVY,
     INSTALL_HINT,
+    damaged_archive,
     heavy_modules_missing,
     partition_status,
     quiet_libraries,
@@ -26,19 +26,7 @@ from coreml_lint.cli.options import (
     settings_options,
 )
 from coreml_lint.core.errors import InputError
-
-
-def unwritable(path: Path) -> str | None:
-    """Why ``path`` cannot be written (its nearest existing folder is a file, or read-only),
-    or None. Missing folders are created when the file is written."""
-    folder = path.resolve().parent
-    while not folder.exists():
-        folder = folder.parent
-    if not folder.is_dir():
-        return f"{path}: {folder} is not a folder"
-    if not os.access(folder, os.W_OK):
-        return f"{path}: {folder} is not writable"
-    return None
+from coreml_lint.core.files import unwritable
 
 
 @click.command("lower")
@@ -70,7 +58,8 @@ def unwritable(path: Path) -> str | None:
     "--inputs",
     "inputs_path",
     type=click.Path(dir_okay=False, exists=True, path_type=Path),
-    help="torch.save of a tuple of the program's inputs, for --verify (weights_only).",
+    help="torch.save of a tuple of the program's inputs, for --verify (weights_only); "
+    "default: the program's own example inputs saved in the .pt2, as verify takes them.",
 )
 @click.option(
     "--report",
@@ -87,7 +76,12 @@ def unwritable(path: Path) -> str | None:
 @import_option
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress on stderr.")
-@click.option("-v", "--verbose", is_flag=True, help="Show the traceback of a failure.")
+@click.option(
+    "-v",
+    "--verbose",
+    is_flag=True,
+    help="Show the traceback of a failure, and the libraries' own warnings and progress bars.",
+)
 def lower_command(programs: tuple[Path, ...], output: Path, **options: Any) -> None:
     """Lower a .pt2 to a .pte with the fixes applied, and prove the result.
 
@@ -98,6 +92,9 @@ def lower_command(programs: tuple[Path, ...], output: Path, **options: Any) -> N
     missing = heavy_modules_missing()
     if missing:
         fail(f"`coreml-lint lower` needs {HEAVY} ({missing} not installed): {INSTALL_HINT}")
+    damaged = damaged_archive(programs)
+    if damaged:
+        fail(damaged)  # before anything is read with torch, lowered or written
     several = _several_methods(programs)
     settings = settings_changes(options)
     try:
@@ -109,7 +106,7 @@ def lower_command(programs: tuple[Path, ...], output: Path, **options: Any) -> N
         problem = unwritable(target) if target else None
         if problem:
             fail(problem)  # before a lowering that may take minutes
-    quiet_libraries()
+    quiet_libraries(options["verbose"])
     start = time.perf_counter()
 
     def progress(message: str) -> None:

@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from coreml_lint.core.config import LintConfig
+from coreml_lint.core.version import HEAVY_INSTALL
 from coreml_lint.program.behaviour import active_table, cache_folder, use_local_measurements
 from coreml_lint.program.canonical import canonicalize
 from coreml_lint.program.placement import predict_placement
@@ -56,7 +57,7 @@ def _measure(found: list) -> list[str]:
                 import executorch  # noqa: F401
                 import torch  # noqa: F401
         except ImportError as exc:
-            return [f"--measure needs torch, executorch and coremltools ({exc})"]
+            return [f"--measure needs torch, executorch and coremltools ({exc}): {HEAVY_INSTALL}"]
     summary = measure_wanted(found, say)
     use_local_measurements(True)  # read the table afresh
     outcomes = [r["outcome"] for _, r in summary.measured]

@@ -13,6 +13,7 @@ from coreml_lint.cli.check import echo, fail
 from coreml_lint.cli.heavy import (
     HEAVY,
     INSTALL_HINT,
+    damaged_archive,
     heavy_modules_missing,
     partition_status,
     quiet_libraries,
@@ -24,6 +25,7 @@ from coreml_lint.cli.options import (
     settings_options,
 )
 from coreml_lint.core.errors import InputError
+from coreml_lint.core.files import unwritable
 
 FORMATS = ("full", "concise", "json", "github", "sarif", "html")
 
@@ -50,7 +52,12 @@ FORMATS = ("full", "concise", "json", "github", "sarif", "html")
 @click.option("--config", "config_path", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--isolated", is_flag=True, help="Ignore every configuration file.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress on stderr.")
-@click.option("-v", "--verbose", is_flag=True, help="Show the traceback of a failure.")
+@click.option(
+    "-v",
+    "--verbose",
+    is_flag=True,
+    help="Show the traceback of a failure, and the libraries' own warnings and progress bars.",
+)
 def verify_command(program: Path, **options: Any) -> None:
     """Lower PROGRAM with the stock CoreMLPartitioner and check every Core ML partition's
     MIL against eager (exit 0: all agree, 1: a divergence or a lowering crash, 2: could
@@ -58,6 +65,9 @@ def verify_command(program: Path, **options: Any) -> None:
     missing = heavy_modules_missing()
     if missing:
         fail(f"`coreml-lint verify` needs {HEAVY} ({missing} not installed): {INSTALL_HINT}")
+    damaged = damaged_archive((program,))
+    if damaged:
+        fail(damaged)  # before anything is read with torch, lowered or written
     try:
         config = build_config(
             options["config_path"], options["isolated"], settings=settings_changes(options)
@@ -65,7 +75,10 @@ def verify_command(program: Path, **options: Any) -> None:
     except InputError as exc:
         fail(str(exc))
         return
-    quiet_libraries()
+    problem = unwritable(options["output"]) if options["output"] else None
+    if problem:
+        fail(problem)  # before a lowering that may take minutes
+    quiet_libraries(options["verbose"])
     start = time.perf_counter()
 
     def progress(message: str) -> None:

@@ -55,6 +55,23 @@ def write_atomically(
         raise
 
 
+def unwritable(path: Path) -> str | None:
+    """Why the user's output ``path`` cannot be written, or None: its folder does not exist
+    (a typo in an output folder is refused, never created), is a file, or is read-only.
+    Asked before a run that may take minutes."""
+    parent = Path(os.path.abspath(path)).parent
+    folder = parent
+    while not folder.exists():
+        folder = folder.parent
+    if not folder.is_dir():
+        return f"{path}: cannot write: {folder} is not a folder"
+    if folder != parent:
+        return f"{path}: cannot write: no such folder {parent}"
+    if not os.access(folder, os.W_OK):
+        return f"{path}: cannot write: {folder} is not writable"
+    return None
+
+
 def project_root(start: Path | None = None) -> Path:
     """The git top level of ``start`` (the working directory by default), else ``start``:
     the folder a fix may write in and that output paths are shown relative to."""

@@ -131,17 +131,26 @@ def raw_findings(
     A rule that raises adds a :class:`RuleFailure` to ``failures`` and finds nothing."""
     canonical = placement.graph
     ctx = ProgramContext(canonical, placement)
+    rules = all_rules()
+    selected = {rule.code for rule in rules if config.is_selected(rule.code, canonical.source)}
+    # A node a named rule covers is that rule's, also when the rule is ignored: a deferring
+    # rule (the measured table's CML801) must not report it again, or ignoring the named
+    # rule would not ignore its finding. So the named rules run whenever one that defers to
+    # them does; only the selected rules' findings (and failures) are kept.
+    claims = any(rule.defers and rule.code in selected for rule in rules)
     found: list[Finding] = []
-    for rule in all_rules():
-        if not config.is_selected(rule.code, canonical.source):
+    for rule in rules:
+        if rule.code not in selected and (rule.defers or not claims):
             continue
         ctx.rule = rule
-        found.extend(_checked(rule, ctx, [] if failures is None else failures))
-    return _deferred(found)
+        wanted = failures if failures is not None and rule.code in selected else []
+        found.extend(_checked(rule, ctx, wanted))
+    return [f for f in _deferred(found) if f.code in selected]
 
 
 def _deferred(found: list[Finding]) -> list[Finding]:
-    """Drop a deferring rule's finding on a node another rule reports an error on."""
+    """Drop a deferring rule's finding on a node another rule reports an error on (selected
+    or not: see :func:`raw_findings`)."""
     deferring = {rule.code for rule in all_rules() if rule.defers}
     if not deferring:
         return found

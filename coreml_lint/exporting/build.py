@@ -28,12 +28,10 @@ from typing import Any
 
 from coreml_lint.core.errors import InputError
 from coreml_lint.core.programs import ProgramDecl
+from coreml_lint.core.version import HEAVY_INSTALL
 
 MESSAGE_CHARS = 400
-NEEDS_TORCH = (
-    "--export needs torch to export the declared programs: "
-    "pip install 'coreml-lint[lower]' (or torch==2.13.0 next to coreml-lint)"
-)
+NEEDS_TORCH = f"--export needs torch to export the declared programs: {HEAVY_INSTALL}"
 
 
 @dataclass

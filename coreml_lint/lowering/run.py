@@ -69,7 +69,8 @@ def lower(
     followed by ``to_executorch()``. Pass the partitioner's settings as ``settings`` or as
     keyword arguments (``minimum_deployment_target=17``, ``skip_ops_for_coreml_delegation=[...]``,
     ...). With ``verify``, every Core ML delegate of the result is run on Linux against its
-    eager module (``verify_inputs``: the program's inputs, or None for random ones), and a
+    eager module (``verify_inputs``: the program's inputs, or None for the example inputs
+    saved with the program, as ``verify`` takes them, else seeded random ones), and a
     rewrite is kept only if the result verifies (see :func:`_keep_verified_rewrites`). With
     ``dequantize_on_cpu``, quantized weights the deployment target cannot keep quantized are
     dequantized on the CPU where ExecuTorch has a kernel for it (Core ML then computes with
@@ -85,14 +86,41 @@ def lower(
         dequantize_on_cpu,
         progress or (lambda message: None),
     )
+    inputs = _verify_inputs(exported_program, verify_inputs) if verify else None
     attempt = _lower_learning(job)
     if verify:
-        attempt.verify(verify_inputs, job.say)
+        attempt.verify(inputs, job.say)
         if attempt.diverged and attempt.result.report.rewritten_codes:
-            attempt = _keep_verified_rewrites(job, attempt, verify_inputs)
-        attempt = _learn_from_divergence(job, attempt, verify_inputs)
+            attempt = _keep_verified_rewrites(job, attempt, inputs)
+        attempt = _learn_from_divergence(job, attempt, inputs)
     job.say("done")
     return attempt.result
+
+
+# The inputs verify feeds the lowered program, and how each was made ("example float32[4,
+# 16]"; none said for the user's own, which the verifier describes as given).
+_Inputs = tuple[Any, list[str]]
+
+
+def _verify_inputs(program: ExportedProgram, given: Any) -> _Inputs | None:
+    """The user's inputs, else the example inputs ``torch.export.save`` kept in the
+    ``.pt2``, as ``coreml-lint verify`` takes them (seeded random ones when there are none).
+    Chosen on the program as given: the lowered edge program no longer carries them."""
+    if given is not None:
+        return given, []
+    from coreml_lint.verifier.inputs import default_inputs
+
+    try:
+        made, how = default_inputs(program)
+    except ValueError:  # a dynamic program without examples: verify says why
+        return None
+    described = [
+        f"{kind} {str(value.dtype).replace('torch.', '')}{list(value.shape)}"
+        if hasattr(value, "dtype")
+        else f"{kind} {type(value).__name__}"
+        for value, kind in zip(made, how, strict=True)
+    ]
+    return made, described
 
 
 @dataclass
@@ -106,11 +134,19 @@ class _Attempt:
     lineages: dict[str, list[str]] = field(default_factory=dict)  # edge node -> made from
     aten: dict[str, str] = field(default_factory=dict)  # the ATen nodes lowered -> their ops
 
-    def verify(self, inputs: Any, say: Progress) -> None:
+    def verify(self, inputs: _Inputs | None, say: Progress) -> None:
         from coreml_lint.verifier import verify_lowered
+        from coreml_lint.verifier.report import VerifyReport
 
         say("verifying every Core ML delegate against eager")
-        report = verify_lowered(self.edge, self.models, inputs=inputs, progress=say)
+        values, described = inputs or (None, [])
+        report = verify_lowered(
+            self.edge,
+            self.models,
+            inputs=values,
+            progress=say,
+            report=VerifyReport(inputs=list(described)),
+        )
         self.result.report.verify = report
         if report.status == "diverge":  # what a located divergence maps back to, kept
             self.lineages = delegate_lineages(self.edge)

@@ -72,6 +72,28 @@ def read_pt2(path: str | Path) -> list[Graph]:
         return read_pt2_stream(handle, str(path))
 
 
+def check_integrity(path: str | Path) -> None:
+    """Raise :class:`InputError` when a member of the archive fails its CRC check. The lint
+    never reads weights, and ``torch.export.load`` does not check CRCs: without this, a
+    damaged archive lowers into a ``.pte`` that carries the damaged weights. Reads every
+    byte once (what loading reads anyway), so only the commands that load the program ask."""
+    import zlib
+
+    read_pt2(path)  # not a file, not a zip, not an exported program: its own line first
+    with zipfile.ZipFile(path) as archive:
+        for info in archive.infolist():
+            try:
+                with archive.open(info) as member:
+                    while member.read(1 << 20):
+                        pass
+            except (zipfile.BadZipFile, zlib.error, EOFError, OSError) as exc:
+                why = "fails its CRC check" if "CRC" in str(exc) else f"is damaged ({exc})"
+                raise InputError(
+                    f"{path}: corrupted archive: {info.filename} {why}; "
+                    "export or copy the .pt2 again"
+                ) from None
+
+
 def read_pt2_stream(stream: IO[bytes], label: str) -> list[Graph]:
     try:
         archive = zipfile.ZipFile(stream)

@@ -55,7 +55,16 @@ def render_full(findings: Iterable[Finding]) -> str:
 
 
 def render_concise(findings: Iterable[Finding]) -> str:
-    return "\n".join(_headline(f) for f in findings)
+    """One line per finding. A program's finding points to a model source line that
+    several programs may share (a prefill and a decode, two exports of one model): its line
+    ends with the program it comes from, as the full format's ``= node: ... in`` line says."""
+    return "\n".join(_headline(f) + _program_of(f) for f in findings)
+
+
+def _program_of(finding: Finding) -> str:
+    if finding.node is None or finding.location is None or not finding.file:
+        return ""
+    return f" (in {finding.file})"
 
 
 def render_statistics(findings: Iterable[Finding]) -> str:

@@ -46,6 +46,36 @@ def not_one_call(line: int, count: int, calls: str) -> str:
     return reason
 
 
+def changed_since_export(finding: Finding, lines: list[str] | None) -> str | None:
+    """Why a program finding cannot be fixed at its line because the model source changed
+    after the program was exported (the line is other code now, or it moved), or None when
+    the line is still the code the node's stack trace recorded (or none was recorded).
+    Every program-guided fix asks this first: a stale ``.pt2`` is told as stale, not as a
+    line that does not hold the pattern."""
+    loc = finding.location
+    if loc is None or not loc.source_line or lines is None:
+        return None
+    was = " ".join(loc.source_line.split())
+    now = " ".join(lines[loc.line - 1].split()) if 0 < loc.line <= len(lines) else None
+    if now == was:
+        return None
+    at = [number for number, text in enumerate(lines, 1) if " ".join(text.split()) == was]
+    if now is None:
+        reason = f"the file no longer has a line {loc.line}"
+    else:
+        reason = f"line {loc.line} is now `{_clip(now)}`"
+    reason += f", not `{_clip(was)}` as when the program was exported"
+    if len(at) == 1:
+        reason += f" (that code is at line {at[0]} now)"
+    elif not at:
+        reason += " (that code is no longer in the file)"
+    return reason + ": the source changed after export; export again and lint the new program"
+
+
+def _clip(code: str, width: int = 60) -> str:
+    return code if len(code) <= width else code[: width - 3] + "..."
+
+
 def source_location(stack_trace: str | None) -> Location | None:
     """The innermost stack frame in the user's code, with its source line."""
     if not stack_trace:

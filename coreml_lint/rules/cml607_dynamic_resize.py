@@ -3,12 +3,13 @@
 What it does
     Flags a delegated bilinear or nearest upsampling (``F.interpolate``) or an adaptive
     average pooling, in a program exported with dynamic spatial sizes (``torch.export.Dim``
-    for height or width), when the ratio between its output and input size is not one
-    fixed factor over every size the program's constraints allow: the output size is
-    taken from another tensor (``F.interpolate(y, size=x.shape[-2:])`` after a strided
-    convolution, the FCN / U-Net / segmentation-head pattern), it is a fixed size while the
-    input is dynamic (``size=(64, 64)``), a bilinear scale factor that is not an integer,
-    or an adaptive pooling to anything but 1x1.
+    for height or width), unless its output size is computed from its own input's size
+    times an integer (``scale_factor=2``, ``size=(y.shape[2] * 2, y.shape[3] * 2)``): the
+    output size is taken from another tensor (``F.interpolate(y, size=x.shape[-2:])``
+    after a strided convolution, the FCN / U-Net / segmentation-head pattern, also where
+    the ratio is always 2), it is a fixed size while the input is dynamic
+    (``size=(64, 64)``), a bilinear scale factor that is not an integer, or an adaptive
+    pooling to anything but 1x1.
 
 Why it breaks
     Core ML's upsample ops take constant scale factors. coremltools converts an upsample
@@ -46,6 +47,7 @@ References
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
@@ -101,8 +103,8 @@ class DynamicResize(Rule):
     name = "dynamic-resize"
     outcome = Outcome.CRASH
     summary = (
-        "bilinear/nearest resize or adaptive pool over dynamic H/W without one fixed "
-        "scale: Unable to map to core upsample"
+        "bilinear/nearest resize or adaptive pool over dynamic H/W whose size is not its "
+        "input's size times an integer: Unable to map to core upsample"
     )
 
     def check(self, ctx: ProgramContext) -> Iterator[Finding]:
@@ -111,16 +113,14 @@ class DynamicResize(Rule):
             found = _light_problem(ctx, node, points)
             if found is None:
                 continue
-            error, sizes = found
+            error, sizes, why = found
             skip = ctx.skip_advice(node)
             yield ctx.finding(
                 node,
-                f"{ctx.edge_name(node)} resizes H, W {sizes}, and over the dynamic sizes the "
-                f"program allows that is not one fixed scale: coremltools cannot "
-                f"make it a Core ML op with constant scales, and lowering fails with "
+                f"{ctx.edge_name(node)} resizes H, W {sizes}: {why.reason}, so coremltools "
+                f"finds no constant scale to make it a Core ML op, and lowering fails with "
                 f"`{error}`",
-                fix="resize by a fixed factor (scale_factor=2), or keep the resize on the "
-                "CPU (`coreml-lint lower` does)",
+                fix=f"{why.fix}, or keep the resize on the CPU (`coreml-lint lower` does)",
                 partitioner=skip,
             )
 
@@ -138,9 +138,57 @@ def _resize_kind(base: str) -> str | None:
     return "adaptive" if base in ADAPTIVE else None
 
 
+@dataclass(frozen=True)
+class _Why:
+    """What makes this resize the crashing form, and the form of it that lowers: a resize
+    whose output size is its own input's size times an integer k >= 2 (``scale_factor=2``,
+    or ``size=(x.shape[2] * 2, x.shape[3] * 2)``) lowers; the same ratio read off another
+    tensor does not, which "not a fixed scale" alone would not tell apart."""
+
+    reason: str
+    fix: str
+
+
+def _lowering_form(k: int = 2) -> str:
+    """The resize forms that lower over dynamic sizes (measured), for ``F.interpolate(y,
+    ...)``: the output size computed from ``y``'s own size."""
+    return (
+        f"compute the output size from the resized tensor's own size, as in "
+        f"`F.interpolate(y, scale_factor={k})` or `size=(y.shape[2] * {k}, y.shape[3] * {k})`"
+    )
+
+
+def _why(kind: str, sampled: list[Any], checked: list[Any], scales: Any) -> _Why:
+    if kind == "adaptive":
+        return _Why(
+            "an adaptive pooling to an output other than 1x1 over a dynamic input size",
+            "pool to 1x1, or with a fixed kernel (`F.avg_pool2d`)",
+        )
+    if scales is not None:
+        factors = ", ".join(f"{float(s):g}" for s in scales)
+        return _Why(
+            f"its scale factor ({factors}) is not an integer",
+            "resize by an integer `scale_factor`",
+        )
+    if any(r is None for r in sampled):
+        return _Why(
+            "its output size does not follow its input size (their ratio changes with the "
+            "dynamic sizes: a fixed size, or another tensor's size)",
+            _lowering_form(),
+        )
+    ratios = ", ".join(str(r) for r in dict.fromkeys(sampled))
+    if all(r.denominator == 1 and r >= 2 for r in sampled) and checked != sampled:
+        return _Why(
+            f"the ratio is always {ratios}, but the output size is another tensor's size "
+            "(`size=skip.shape[-2:]`), not computed from the resized tensor's own size",
+            _lowering_form(int(sampled[0])),
+        )
+    return _Why(f"the ratio is {ratios}, not an integer of 2 or more", _lowering_form())
+
+
 def _light_problem(
     ctx: ProgramContext, node: Node, points: list[dict[str, int]]
-) -> tuple[str, str] | None:
+) -> tuple[str, str, _Why] | None:
     kind = _resize_kind(node.op_base)
     if kind is None or not node.args or not isinstance(node.args[0], TensorRef):
         return None
@@ -155,16 +203,19 @@ def _light_problem(
         if all(b == 1 for _a, b in spatial):
             return None
         ratios: list[Fraction | None] = [None]
+        sampled = ratios
     else:
-        ratios = [_sampled_ratio(a, b, points) for a, b in dynamic]
-        if any(r is _UNKNOWN for r in ratios):
+        sampled = [_sampled_ratio(a, b, points) for a, b in dynamic]
+        if any(r is _UNKNOWN for r in sampled):
             return None  # an expression we cannot evaluate: say nothing rather than guess
+        ratios = sampled
         if _scales(node) is None:
-            ratios = _as_computed(ctx, node, spatial, ratios)
+            ratios = _as_computed(ctx, node, spatial, sampled)
     error = problem(kind, ratios, _scales(node))
     if error is None:
         return None
-    return error, ", ".join(f"{_short(a)} -> {_short(b)}" for a, b in dynamic)
+    sizes = ", ".join(f"{_short(a)} -> {_short(b)}" for a, b in dynamic)
+    return error, sizes, _why(kind, sampled, ratios, _scales(node))
 
 
 _UNKNOWN: Any = object()
