@@ -84,7 +84,7 @@ def method_findings(
         return []
     contexts = {r.graph.method: ProgramContext(r.graph, r.placement) for r in reports}
     found: list[Finding] = []
-    for rule in all_rules():
+    for rule in all_rules(config.target):
         if not config.is_selected(rule.code, reports[0].graph.source):
             continue
         for ctx in contexts.values():
@@ -110,7 +110,7 @@ def lint_graph(
     findings, suppressed = _suppress(_merge(raw_findings(placement, config, failures)))
     report = ProgramReport(canonical, placement, findings, config, suppressed)
     report.internal_errors = failures
-    if advise:
+    if advise and config.target == "coreml":  # the advice is CoreMLPartitioner settings
         linted: dict[PartitionerSettings, list[Finding]] = {}
 
         def relint(settings: PartitionerSettings) -> list[Finding]:
@@ -132,17 +132,17 @@ def raw_findings(
     canonical = placement.graph
     ctx = ProgramContext(canonical, placement)
     found: list[Finding] = []
-    for rule in all_rules():
+    for rule in all_rules(config.target):
         if not config.is_selected(rule.code, canonical.source):
             continue
         ctx.rule = rule
         found.extend(_checked(rule, ctx, [] if failures is None else failures))
-    return _deferred(found)
+    return _deferred(found, config.target)
 
 
-def _deferred(found: list[Finding]) -> list[Finding]:
+def _deferred(found: list[Finding], target: str = "coreml") -> list[Finding]:
     """Drop a deferring rule's finding on a node another rule reports an error on."""
-    deferring = {rule.code for rule in all_rules() if rule.defers}
+    deferring = {rule.code for rule in all_rules(target) if rule.defers}
     if not deferring:
         return found
     claimed = {
