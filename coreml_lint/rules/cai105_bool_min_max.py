@@ -33,7 +33,16 @@ from coreml_lint.rulekit.rule import COREAI_APPLIES_TO, Rule
 from coreml_lint.rules.cml105_bool_min_max import BOOL_TWINS, PAIRWISE, BoolMinMax
 from coreml_lint.source.context import SourceContext
 
-CRASH = r"'coreai\.(reduce_max|reduce_min|maximum|minimum)' op operand #0 must be"
+CRASH = r"'coreai\.[\w.]*(reduce_max|reduce_min|maximum|minimum)' op operand #0 must be"
+# the Core AI op coreai-torch 0.4.3 emits for each (the pairwise ones broadcast first)
+COREAI_OPS = {
+    "amax": "reduce_max",
+    "max": "reduce_max",
+    "amin": "reduce_min",
+    "min": "reduce_min",
+    "maximum": "decomposable.broadcasting_maximum",
+    "minimum": "decomposable.broadcasting_minimum",
+}
 
 
 class CoreAIBoolMinMax(BoolMinMax):
@@ -55,13 +64,12 @@ class CoreAIBoolMinMax(BoolMinMax):
             bools = [v for v in node.tensor_inputs() if ctx.dtype(v) == "bool"]
             if not bools:
                 continue
-            replacement = BOOL_TWINS[base][2]
-            if node.target.endswith(".other"):
-                replacement = BOOL_TWINS[PAIRWISE[base]][2]
+            pairwise = PAIRWISE[base] if node.target.endswith(".other") else base
+            replacement = BOOL_TWINS[pairwise][2]
             yield ctx.finding(
                 node,
                 f"{base} on bool tensor '{bools[0]}': Core AI conversion fails with "
-                f"`'coreai.{BOOL_TWINS[base][1]}' op operand #0 must be CoreAI Tensor of "
+                f"`'coreai.{COREAI_OPS[pairwise]}' op operand #0 must be CoreAI Tensor of "
                 "... but got 'tensor<...xi1>'`",
                 fix=f"use {replacement} on the bool tensor",
             )
@@ -93,5 +101,7 @@ def _bool_case(id: str, op: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 _bool_case("coreai-bool-amax", lambda m, n: m.amax(dim=1), True)
 _bool_case("coreai-bool-min-dim", lambda m, n: m.min(dim=1).values, True)
 _bool_case("coreai-bool-maximum", lambda m, n: torch.maximum(m, n), True)
+_bool_case("coreai-bool-minimum", lambda m, n: torch.minimum(m, n), True)
+_bool_case("coreai-bool-max-other", lambda m, n: torch.max(m, n), True)
 _bool_case("coreai-bool-any", lambda m, n: m.any(dim=1), False)
 _bool_case("coreai-bool-logical-or", lambda m, n: torch.logical_or(m, n), False)
