@@ -52,9 +52,16 @@ def rule_command(code: str) -> None:
 
 
 @main_group.command("rules")
-def rules_command() -> None:
+@click.option(
+    "--target",
+    type=click.Choice(("coreml", "coreai")),
+    default="coreml",
+    show_default=True,
+    help="Core ML's rules (CMLnnn) or Core AI's (CAInnn).",
+)
+def rules_command(target: str) -> None:
     """List every rule."""
-    for rule in all_rules():
+    for rule in all_rules(target):
         severity = " or ".join(s.value for s in rule.severities())
         click.echo(f"{rule.code}  {rule.name:28} [{severity}] {rule.summary}")
 
