@@ -13,6 +13,7 @@ import click
 
 from coreml_lint.cli.check import check_command, fail
 from coreml_lint.cli.lower import lower_command
+from coreml_lint.cli.migrate import migrate_command
 from coreml_lint.cli.verify import verify_command
 from coreml_lint.core.errors import InputError
 from coreml_lint.core.version import __version__
@@ -91,3 +92,4 @@ def main(argv: list[str] | None = None) -> int:
 main_group.add_command(check_command)
 main_group.add_command(lower_command)
 main_group.add_command(verify_command)
+main_group.add_command(migrate_command)
