@@ -191,3 +191,84 @@ def test_avg_pool_ceil_mode_fails_conversion_with_index_error():
     compared = run_both(avg_pool(ceil_mode=True), (torch.randn(1, 3, 7, 7),))
     assert compared.run.stage == CONVERT_STAGE
     assert compared.run.message.startswith("IndexError: ")
+
+
+# -- the Linux runtime's limits and Core AI's debugging tools --------------------------------
+
+
+class _Log(torch.nn.Module):
+    def forward(self, x):
+        return torch.log(x) * 2
+
+
+def _converted(model, inputs):
+    import coreai_torch
+
+    ep = torch.export.export(model, inputs).run_decompositions(coreai_torch.get_decomp_table())
+    names = [s.arg.name for s in ep.graph_signature.input_specs if s.kind.name == "USER_INPUT"]
+    return ep, coreai_torch.TorchConverter().add_exported_program(ep, input_names=names)
+
+
+def test_only_the_asset_executable_runs_on_linux(tmp_path):
+    import asyncio
+
+    from coreai.runtime import AIModel
+
+    _, converter = _converted(_Log(), (torch.ones(1, 3),))
+    path = tmp_path / "m.aimodel"
+    asset = converter.to_coreai().save_asset(path)
+    with pytest.raises(RuntimeError, match="No such file or directory"):
+        asyncio.run(AIModel.load(path))
+
+    async def specialized():
+        async with asset.executable(specialization_options=object()):
+            pass
+
+    with pytest.raises(RuntimeError, match="only available on macOS"):
+        asyncio.run(specialized())
+
+
+def test_nan_check_and_source_annotation_work_on_linux():
+    import asyncio
+    import io
+
+    from coreai_torch.debugging.source_annotator import annotate_source_with_operations
+    from coreai_torch.debugging.validator import create_validator_for_exported_program
+
+    x = torch.tensor([[1.0, -1.0, 2.0]])  # log(-1) is NaN
+    ep, converter = _converted(_Log(), (x,))
+    result = asyncio.run(create_validator_for_exported_program(ep).check_for_nans((x,)))
+    assert [n.name for n in result.failed_nodes] == ["log", "mul"]
+    annotated = io.StringIO()
+    annotate_source_with_operations(converter.to_coreai(), annotated)
+    assert f"# === {__file__} [_Log$1] ===" in annotated.getvalue()
+
+
+def test_program_validator_and_intermediates_need_macos():
+    import asyncio
+
+    from coreai_torch.debugging.intermediates import compare_program_intermediates
+    from coreai_torch.debugging.validator import create_validator_for_coreai_program
+
+    x = torch.tensor([[1.0, 2.0]])
+    ep, converter = _converted(_Log(), (x,))
+    program = converter.to_coreai()
+
+    async def validate():
+        validator = await create_validator_for_coreai_program(program, "main")
+        return await validator.check_for_nans({"x": x.numpy()})
+
+    with pytest.raises(RuntimeError, match="only available on macOS"):
+        asyncio.run(validate())
+    with pytest.raises(RuntimeError, match="only available on macOS"):
+        asyncio.run(compare_program_intermediates(ep, program, {"x": x}))
+
+
+def test_core_ai_installs_beside_the_released_core_ml_stack():
+    from importlib.metadata import version
+
+    pytest.importorskip("executorch")
+    pytest.importorskip("coremltools")
+    assert torch.__version__.split("+")[0] == "2.13.0"
+    assert (version("executorch"), version("coremltools")) == ("1.5.1", "9.0")
+    assert (version("coreai-torch"), version("coreai-core")) == ("0.4.3", "1.0.0b3")
