@@ -20,6 +20,7 @@ LAYERS = {
     "coreml_lint.program": 1,
     "coreml_lint.source": 1,
     "coreml_lint.stack": 1,  # the real stack (torch, executorch, coremltools), imported lazily
+    "coreml_lint.coreai_stack": 1,  # the Core AI stack (coreai-torch, coreai-core), lazily
     "coreml_lint.rulekit": 2,
     "coreml_lint.rules": 3,
     "coreml_lint.engine": 4,
@@ -165,6 +166,19 @@ def test_only_the_stack_room_runs_the_real_stack():
             if called or wrapped:
                 owners.append(module)
     assert all(m.startswith("coreml_lint.stack") for m in owners), owners
+
+
+def test_only_the_coreai_room_converts_for_core_ai():
+    """Core AI conversion and execution have one home, as the Core ML stack has:
+    no other module calls ``TorchConverter``, ``to_coreai`` or ``save_asset``."""
+    owners = []
+    for module, path in _modules():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and re.search(
+                r"(TorchConverter|to_coreai|save_asset)$", ast.unparse(node.func)
+            ):
+                owners.append(module)
+    assert owners and all(m.startswith("coreml_lint.coreai_stack") for m in owners), owners
 
 
 def test_functions_are_short():

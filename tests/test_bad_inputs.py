@@ -148,7 +148,7 @@ def test_a_rule_that_raises_is_an_internal_error_naming_it(tmp_path, capsys, mon
             raise KeyError("meta['val']")
 
     chosen = (*all_rules(), Broken)
-    monkeypatch.setattr(engine_program, "all_rules", lambda: chosen)
+    monkeypatch.setattr(engine_program, "all_rules", lambda target="coreml": chosen)
     path = tmp_path / "gelu.pt2"
     path.write_bytes(_archive("gelu-tanh"))
     code = main([str(path), "--output-format", "concise"])

@@ -89,7 +89,7 @@ def registry(monkeypatch):
     def use(add: tuple[type[Rule], ...] = (), drop: tuple[str, ...] = ()) -> None:
         chosen = tuple(r for r in rules.all_rules() if r.code not in drop) + add
         for module in (rules, engine_program, lowering_mil):
-            monkeypatch.setattr(module, "all_rules", lambda: chosen)
+            monkeypatch.setattr(module, "all_rules", lambda target="coreml": chosen)
 
     return use
 

@@ -531,6 +531,14 @@ def program_json(run: CheckRun, root: Path) -> list[dict[str, Any]]:
     metavar="VERSION",
     help="The executorch version you lower with, when not the installed one.",
 )
+@click.option(
+    "--target",
+    "backend",
+    type=click.Choice(("coreml", "coreai")),
+    default="coreml",
+    show_default=True,
+    help="Whose pitfalls to find: Core ML through ExecuTorch (CMLnnn), or Core AI (CAInnn).",
+)
 def check_command(paths: tuple[str, ...], **options: Any) -> None:
     """Lint exported programs (.pt2) and model sources (.py), files or folders."""
     if not paths and not options["export"]:
@@ -558,6 +566,7 @@ def check_command(paths: tuple[str, ...], **options: Any) -> None:
     except InputError as exc:
         fail(str(exc))
         return
+    config = _with_backend(config, options.pop("backend"), options, settings)
     run = CheckRun(
         config,
         fix=options["fix"],
@@ -589,6 +598,20 @@ def check_command(paths: tuple[str, ...], **options: Any) -> None:
         click.echo(run.export_summary, err=True)
     _version_note(run)
     sys.exit(run.exit_code(options["exit_non_zero_on_fix"]))
+
+
+def _with_backend(config: Any, backend: str, options: dict[str, Any], settings: Any) -> Any:
+    """``--target coreai``: Core AI's rules instead of Core ML's; what only Core ML has
+    (partitioner settings, advice, the op table) is refused in one line."""
+    if backend == "coreml":
+        return config
+    from dataclasses import replace
+
+    core_ml_only = [f"--{k.replace('_', '-')}" for k in ("check_advice", "measure") if options[k]]
+    core_ml_only += list(settings)
+    if core_ml_only:
+        fail(f"{', '.join(core_ml_only)}: Core ML only, not with --target coreai")
+    return replace(config, target="coreai")
 
 
 def _refuse_silent_check(options: dict[str, Any]) -> None:

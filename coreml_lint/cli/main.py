@@ -13,6 +13,7 @@ import click
 
 from coreml_lint.cli.check import check_command, fail
 from coreml_lint.cli.lower import lower_command
+from coreml_lint.cli.migrate import migrate_command
 from coreml_lint.cli.verify import verify_command
 from coreml_lint.core.errors import InputError
 from coreml_lint.core.version import __version__
@@ -52,9 +53,16 @@ def rule_command(code: str) -> None:
 
 
 @main_group.command("rules")
-def rules_command() -> None:
+@click.option(
+    "--target",
+    type=click.Choice(("coreml", "coreai")),
+    default="coreml",
+    show_default=True,
+    help="Core ML's rules (CMLnnn) or Core AI's (CAInnn).",
+)
+def rules_command(target: str) -> None:
     """List every rule."""
-    for rule in all_rules():
+    for rule in all_rules(target):
         severity = " or ".join(s.value for s in rule.severities())
         click.echo(f"{rule.code}  {rule.name:28} [{severity}] {rule.summary}")
 
@@ -84,3 +92,4 @@ def main(argv: list[str] | None = None) -> int:
 main_group.add_command(check_command)
 main_group.add_command(lower_command)
 main_group.add_command(verify_command)
+main_group.add_command(migrate_command)

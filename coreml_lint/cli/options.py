@@ -17,7 +17,7 @@ import click
 from coreml_lint.core.config import LintConfig, find_pyproject, load_config
 from coreml_lint.core.errors import InputError
 from coreml_lint.core.settings import SUPPORTED_IOS, setting_fields
-from coreml_lint.rules import all_rules
+from coreml_lint.rules import every_code
 
 
 def _option_for(spec: Any) -> Callable[[Any], Any]:
@@ -79,7 +79,7 @@ def build_config(
         config = replace(config, ignore=(*config.ignore, *split_values(ignore)))
     if settings:
         config = config.with_partitioner(**settings)
-    codes = [r.code for r in all_rules()]
+    codes = every_code()
     for selector in (*config.select, *config.ignore):
         s = selector.upper()
         if s != "ALL" and not any(code.startswith(s) for code in codes):

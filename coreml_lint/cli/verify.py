@@ -28,6 +28,7 @@ from coreml_lint.core.errors import InputError
 from coreml_lint.core.files import unwritable
 
 FORMATS = ("full", "concise", "json", "github", "sarif", "html")
+TARGETS = ("coreml", "coreai")
 
 
 @click.command("verify")
@@ -48,6 +49,14 @@ FORMATS = ("full", "concise", "json", "github", "sarif", "html")
     type=click.Path(dir_okay=False, path_type=Path),
     help="Write the report to FILE.",
 )
+@click.option(
+    "--target",
+    type=click.Choice(TARGETS),
+    default="coreml",
+    show_default=True,
+    help="coreai: convert the whole program with coreai-torch, run it on Core AI's runtime "
+    "and compare with eager (needs the coreai extra; partitioner settings do not apply).",
+)
 @import_option
 @click.option("--config", "config_path", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--isolated", is_flag=True, help="Ignore every configuration file.")
@@ -62,16 +71,18 @@ def verify_command(program: Path, **options: Any) -> None:
     """Lower PROGRAM with the stock CoreMLPartitioner and check every Core ML partition's
     MIL against eager (exit 0: all agree, 1: a divergence or a lowering crash, 2: could
     not run)."""
-    missing = heavy_modules_missing()
+    target = options.pop("target")
+    missing = heavy_modules_missing() if target == "coreml" else None
     if missing:
         fail(f"`coreml-lint verify` needs {HEAVY} ({missing} not installed): {INSTALL_HINT}")
     damaged = damaged_archive((program,))
     if damaged:
         fail(damaged)  # before anything is read with torch, lowered or written
+    changes = settings_changes(options)
+    if target == "coreai" and changes:
+        fail(f"partitioner settings ({', '.join(changes)}) apply to Core ML, not --target coreai")
     try:
-        config = build_config(
-            options["config_path"], options["isolated"], settings=settings_changes(options)
-        )
+        config = build_config(options["config_path"], options["isolated"], settings=changes)
     except InputError as exc:
         fail(str(exc))
         return
@@ -85,6 +96,15 @@ def verify_command(program: Path, **options: Any) -> None:
         if not options["quiet"]:
             click.echo(f"[{time.perf_counter() - start:6.1f}s] {message}", err=True)
 
+    if target == "coreai":  # the whole program on Core AI (cli/verify_coreai.py)
+        from dataclasses import replace
+
+        from coreml_lint.cli.verify_coreai import run_coreai
+
+        config = replace(config, target="coreai")
+        report, lint, found = run_coreai(program, config, options, progress)
+        _render(program, report, lint, options, found)
+        sys.exit(report.exit_code)
     report, lint = _run(program, config, options, progress)
     _render(program, report, lint, options)
     code = report.exit_code
@@ -173,7 +193,10 @@ def rule_for_edge_node(findings: list[Any]) -> Any:
     return lambda name: by_op.get(re.sub(r"_\d+$", "", name))
 
 
-def _render(program: Path, report: Any, lint: Any, options: dict[str, Any]) -> None:
+def _render(
+    program: Path, report: Any, lint: Any, options: dict[str, Any], found: Any = None
+) -> None:
+    """``found``: the report's findings when they are not Core ML's (``--target coreai``)."""
     import json
 
     from coreml_lint.core.files import project_root, write_atomically
@@ -182,7 +205,8 @@ def _render(program: Path, report: Any, lint: Any, options: dict[str, Any]) -> N
     from coreml_lint.verifier.findings import findings_of
 
     fmt = options["output_format"]
-    findings = machine.relative(findings_of(report, str(program)), project_root())
+    found = findings_of(report, str(program)) if found is None else found
+    findings = machine.relative(found, project_root())
     if fmt == "json":
         body = json.dumps(
             {"verify": report.to_json(), "findings": [f.to_json() for f in findings]},
@@ -192,18 +216,26 @@ def _render(program: Path, report: Any, lint: Any, options: dict[str, Any]) -> N
     elif fmt == "github":
         body = machine.render_github(findings)
     elif fmt == "sarif":
-        body = machine.render_sarif(findings, all_rules())
+        body = machine.render_sarif(findings, all_rules(report.settings.get("target", "coreml")))
     elif fmt == "html":
         from coreml_lint.reports.html import HtmlProgram, render_html
 
         page = HtmlProgram.from_report(lint, source=str(program), verify=partition_status(report))
-        page.findings = [*page.findings, *findings_of(report, str(program))]
+        page.findings = [*page.findings, *found]
         body = render_html([page])
     elif fmt == "concise":
-        body = "\n".join([text.render_concise(findings), report.summary()]).strip()
+        body = "\n".join([text.render_concise(findings), _summary(report)]).strip()
     else:
-        body = "\n\n".join(part for part in (text.render_full(findings), report.summary()) if part)
+        body = "\n\n".join(part for part in (text.render_full(findings), _summary(report)) if part)
     if options["output"]:
         write_atomically(options["output"], body + "\n", keep_mode=False)
     else:
         echo(body)
+
+
+def _summary(report: Any) -> str:
+    if report.settings.get("target") == "coreai":
+        from coreml_lint.verifier.coreai import summary
+
+        return summary(report)
+    return report.summary()

@@ -45,6 +45,7 @@ class LintConfig:
     per_file_ignores: dict[str, tuple[str, ...]] = field(default_factory=dict)
     partitioner: PartitionerSettings = field(default_factory=PartitionerSettings)
     programs: tuple[ProgramDecl, ...] = ()  # what ``--export`` builds (core/programs.py)
+    target: str = "coreml"  # whose rules run: "coreml" (CMLnnn) or "coreai" (CAInnn)
 
     def is_selected(self, code: str, path: str | None = None) -> bool:
         """ruff's rule: the most specific matching selector wins; ignore wins a tie."""

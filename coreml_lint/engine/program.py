@@ -84,7 +84,7 @@ def method_findings(
         return []
     contexts = {r.graph.method: ProgramContext(r.graph, r.placement) for r in reports}
     found: list[Finding] = []
-    for rule in all_rules():
+    for rule in all_rules(config.target):
         if not config.is_selected(rule.code, reports[0].graph.source):
             continue
         for ctx in contexts.values():
@@ -110,7 +110,7 @@ def lint_graph(
     findings, suppressed = _suppress(_merge(raw_findings(placement, config, failures)))
     report = ProgramReport(canonical, placement, findings, config, suppressed)
     report.internal_errors = failures
-    if advise:
+    if advise and config.target == "coreml":  # the advice is CoreMLPartitioner settings
         linted: dict[PartitionerSettings, list[Finding]] = {}
 
         def relint(settings: PartitionerSettings) -> list[Finding]:
@@ -131,7 +131,7 @@ def raw_findings(
     A rule that raises adds a :class:`RuleFailure` to ``failures`` and finds nothing."""
     canonical = placement.graph
     ctx = ProgramContext(canonical, placement)
-    rules = all_rules()
+    rules = all_rules(config.target)
     selected = {rule.code for rule in rules if config.is_selected(rule.code, canonical.source)}
     # A node a named rule covers is that rule's, also when the rule is ignored: a deferring
     # rule (the measured table's CML801) must not report it again, or ignoring the named
@@ -145,13 +145,13 @@ def raw_findings(
         ctx.rule = rule
         wanted = failures if failures is not None and rule.code in selected else []
         found.extend(_checked(rule, ctx, wanted))
-    return [f for f in _deferred(found) if f.code in selected]
+    return [f for f in _deferred(found, config.target) if f.code in selected]
 
 
-def _deferred(found: list[Finding]) -> list[Finding]:
+def _deferred(found: list[Finding], target: str = "coreml") -> list[Finding]:
     """Drop a deferring rule's finding on a node another rule reports an error on (selected
     or not: see :func:`raw_findings`)."""
-    deferring = {rule.code for rule in all_rules() if rule.defers}
+    deferring = {rule.code for rule in all_rules(target) if rule.defers}
     if not deferring:
         return found
     claimed = {

@@ -23,8 +23,8 @@ MAX_SOURCE_BYTES = 16 * 1024 * 1024
 
 
 @cache
-def _source_rules() -> tuple[type[Rule], ...]:
-    return tuple(r for r in all_rules() if r.source_triggers)
+def _source_rules(target: str = "coreml") -> tuple[type[Rule], ...]:
+    return tuple(r for r in all_rules(target) if r.source_triggers)
 
 
 def read_source(path: str | Path) -> str:
@@ -71,7 +71,8 @@ def lint_source_context(
     if file_is_exempt(_head_lines(text)):
         return [], None
     selected = _selection(config, path)
-    mentioned = [r for r in _source_rules() if selected(r.code) and _mentions(r, text)]
+    rules_of_target = _source_rules(config.target)
+    mentioned = [r for r in rules_of_target if selected(r.code) and _mentions(r, text)]
     rules = [r for r in mentioned if _triggered(r, text)]
     try:
         if tree is None:

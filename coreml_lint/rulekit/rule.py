@@ -39,6 +39,10 @@ if TYPE_CHECKING:
     from coreml_lint.source.triggers import CalleeNames
 
 APPLIES_TO = "executorch 1.5.x with coremltools 9.0 (torch 2.13)"
+COREAI_APPLIES_TO = "coreai-torch 0.4.3 with coreai-core 1.0.0b3 (torch 2.13)"
+# The backends a rule can be about: Core ML (the default) and Core AI, each with the prefix
+# of its rule modules and codes (``cmlNNN_*.py`` / CML, ``caiNNN_*.py`` / CAI).
+TARGETS = {"coreml": "cml", "coreai": "cai"}
 # The hooks that make up a lowering answer, in the order `lower` consults them.
 LOWERING_HOOKS = (
     "rewrite",
@@ -59,6 +63,8 @@ class Rule:
     outcome: ClassVar[Outcome]
     summary: ClassVar[str]
     applies_to: ClassVar[str] = APPLIES_TO
+    # The backend whose pitfall this is (a key of ``TARGETS``): `--target` selects the rules.
+    target: ClassVar[str] = "coreml"
     # Substrings a Python file must contain for check_source to have anything to find; the
     # source engine parses only files that contain one (parsing is the expensive part). A
     # trigger may also be a sharper test over the text (``source.triggers.CalleeNames``).

@@ -1,4 +1,5 @@
-"""The rules: one module per rule, discovered by name (``cmlNNN_*.py``).
+"""The rules: one module per rule, discovered by name (``cmlNNN_*.py`` for Core ML, the
+default target; ``caiNNN_*.py`` for Core AI, ``--target coreai``).
 
 A rule module holds the rule's detection, documentation, examples, source fix and lowering
 answer (see ``rulekit/rule.py``); adding a rule is adding one module, nothing else needs
@@ -11,15 +12,15 @@ import importlib
 import pkgutil
 from functools import cache
 
-from coreml_lint.rulekit.rule import Rule
+from coreml_lint.rulekit.rule import TARGETS, Rule
 
 
 @cache
-def all_rules() -> tuple[type[Rule], ...]:
-    """Every rule class, ordered by code."""
+def all_rules(target: str = "coreml") -> tuple[type[Rule], ...]:
+    """Every rule class of one target (Core ML by default), ordered by code."""
     rules: list[type[Rule]] = []
     for module_info in pkgutil.iter_modules(__path__):
-        if not module_info.name.startswith("cml"):
+        if not module_info.name.startswith(TARGETS[target]):
             continue
         module = importlib.import_module(f"{__name__}.{module_info.name}")
         for value in vars(module).values():
@@ -38,7 +39,15 @@ def all_rules() -> tuple[type[Rule], ...]:
 
 
 def rule_by_code(code: str) -> type[Rule] | None:
-    for rule in all_rules():
-        if rule.code == code.upper() or rule.name == code:
-            return rule
+    """The rule of that code or name, of any target (a name is looked up in Core ML's
+    rules first)."""
+    for target in TARGETS:
+        for rule in all_rules(target):
+            if rule.code == code.upper() or rule.name == code:
+                return rule
     return None
+
+
+def every_code() -> list[str]:
+    """The codes of every target's rules (what a selector may name)."""
+    return [rule.code for target in TARGETS for rule in all_rules(target)]
