@@ -15,7 +15,7 @@ done
 python3 -m venv .venv
 .venv/bin/python -m pip install --quiet --upgrade pip
 .venv/bin/python -m pip install --quiet "torch==2.13.0"
-.venv/bin/python -m pip install --quiet -e ".[lower,dev,sweep]" "torch==2.13.0"
+.venv/bin/python -m pip install --quiet -e ".[lower,dev,sweep,coreai]" "torch==2.13.0"
 if [ "$browser" -eq 1 ]; then
     # Headless Chromium renders the HTML report in its tests (skipped with a message where
     # it cannot be installed, and those tests then say why they skip).
