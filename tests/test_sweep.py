@@ -413,3 +413,17 @@ def test_shards_keep_finished_ops_and_never_replace_a_measured_cell(tmp_path):
     store.append(store.results_path, {"id": "n0", "outcome": "ok", "message": ""})
     assert store.write_shards(cases) == ["neg.default"]
     assert set(shards.read(folder)[0]) == {"a0", "a1", "a2", "n0"}
+
+
+def test_what_is_measured_of_an_unfinished_op_travels_with_the_repository(tmp_path):
+    from coreml_lint.sweep import shards
+
+    cases = [{"id": f"a{i}", "op": "abs.default"} for i in range(3)]
+    folder = tmp_path / "measurements" / "stack"
+    one = {"a0": {"id": "a0", "outcome": "ok", "message": ""}}
+    assert shards.write(folder, cases, one) == []
+    assert set(shards.read(folder)[0]) == {"a0"}  # kept, though abs is not finished
+    every = {c["id"]: {"id": c["id"], "outcome": "ok", "message": ""} for c in cases}
+    assert shards.write(folder, cases, every) == ["abs.default"]
+    assert shards._rows(folder / shards.UNFINISHED) == []  # moved to abs's own shard
+    assert set(shards.read(folder)[0]) == {"a0", "a1", "a2"}

@@ -29,6 +29,7 @@ from pathlib import Path
 from coreml_lint.program.behaviour import TABLE_PATH
 
 DEFAULT_OUT = Path("sweep-out")
+OPS_PER_ROUND = 8
 
 
 def _say(message: str) -> None:
@@ -57,7 +58,11 @@ def run(args: argparse.Namespace) -> int:
         if args.only:
             wanted = set(args.only.read_text().split())
             cases = [c for c in cases if c["id"] in wanted]
-        measure_all(engine, store, cases, _say)
+        # A few ops at a time, so their shards are written as each round ends (cases of
+        # the ops of one round still share programs).
+        for start in range(0, len(names), OPS_PER_ROUND):
+            chunk = set(names[start : start + OPS_PER_ROUND])
+            measure_all(engine, store, [c for c in cases if c["op"] in chunk], _say)
         extra = middle_targets(cases, store.results())
         _say(f"{len(extra)} cases at iOS16/17 where iOS15 and iOS18 disagree")
         measure_all(engine, store, extra, _say)

@@ -185,11 +185,13 @@ class Engine:
             self._expire()
 
     def close(self) -> None:
+        """Stop promptly, even with tasks running (a kill must end the sweep: what was
+        measured is already on disk)."""
         with contextlib.suppress(Exception):
-            self.client.close()
+            self.client.close(timeout=10)
         if self.cluster is not None:
             with contextlib.suppress(Exception):
-                self.cluster.close()
+                self.cluster.close(timeout=20)
 
     # ------------------------------------------------------------------ workers
     def _see_workers(self) -> None:

@@ -5,7 +5,9 @@ a key format change re-keys what was measured instead of lowering it again.
 A shard is ``measurements/<stack>/<op>.jsonl.gz``: one line per measured case, the case
 spec beside its result. An op's shard is written when every case generated for it is
 measured; a shard is only ever extended (a result already in it is never replaced: a merge
-never changes a measured cell).
+never changes a measured cell). What is measured of ops not finished yet is kept in
+``_unfinished.jsonl.gz`` (rewritten each time: its cases move to their op's shard when it
+finishes), so a run stopped anywhere loses nothing it measured.
 """
 
 from __future__ import annotations
@@ -53,20 +55,36 @@ def write(
         by_op.setdefault(case["op"], []).append(case)
     written = []
     folder.mkdir(parents=True, exist_ok=True)
+    pending_path = folder / UNFINISHED
+    pending = {r["case"]["id"]: r for r in _rows(pending_path)} if pending_path.exists() else {}
     for op, own in sorted(by_op.items()):
         if any(c["id"] not in results for c in own):
+            for case in own:
+                if case["id"] in results:
+                    pending.setdefault(case["id"], {"case": case, "result": results[case["id"]]})
             continue
         path = folder / f"{op}.jsonl.gz"
         kept = {row["case"]["id"]: row for row in _rows(path)} if path.exists() else {}
         added = [{"case": c, "result": results[c["id"]]} for c in own if c["id"] not in kept]
+        for case in own:
+            pending.pop(case["id"], None)
         if not added:
             continue
-        rows = [*kept.values(), *added]
-        rows.sort(key=lambda row: row["case"]["id"])
-        aside = path.with_suffix(".tmp")
-        with gzip.GzipFile(aside, "wb", mtime=0) as handle:  # the same bytes on every machine
-            for row in rows:
-                handle.write((json.dumps(row, sort_keys=True) + "\n").encode())
-        aside.replace(path)
+        _write(path, [*kept.values(), *added])
         written.append(op)
+    _write(pending_path, list(pending.values()))
     return written
+
+
+UNFINISHED = "_unfinished.jsonl.gz"
+
+
+def _write(path: Path, rows: list[dict[str, Any]]) -> None:
+    """Rows sorted by case id, gzip without a timestamp (the same bytes on every machine),
+    written aside and renamed (never half-written)."""
+    rows = sorted(rows, key=lambda row: row["case"]["id"])
+    aside = path.with_suffix(".tmp")
+    with gzip.GzipFile(aside, "wb", mtime=0) as handle:
+        for row in rows:
+            handle.write((json.dumps(row, sort_keys=True) + "\n").encode())
+    aside.replace(path)
