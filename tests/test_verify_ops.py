@@ -515,15 +515,39 @@ def test_crop():
     close(out, t(x)[..., 1:4, 0:4], tol=0)
 
 
-def test_fractional_nearest_is_not_guessed():
+@pytest.mark.parametrize(
+    "size, scale",
+    [
+        ((4, 4), 1.5),
+        ((4, 6), 1.5),
+        ((5, 3), 2.5),
+        ((6, 9), 2 / 3),
+        ((64, 64), 1 / 32),
+        ((7, 5), 1.25),
+    ],
+)
+def test_fractional_nearest_is_the_scaled_rule_and_matches_torch(size, scale):
+    """upsample_nearest_neighbor at a fractional scale reads row floor(i / scale), as its
+    specification's scale factor says: torch's nearest rule for a given scale, so eager is
+    the check (downsampling scales included)."""
+    x = grid(1, 2, *size)
+    (out,) = run(
+        lambda v: mb.upsample_nearest_neighbor(
+            x=v, scale_factor_height=scale, scale_factor_width=scale
+        ),
+        x,
+    )
+    expected = F.interpolate(t(x), scale_factor=scale, mode="nearest")
+    assert out.shape == tuple(expected.shape)
+    close(out, expected, tol=0)
+
+
+def test_resize_nearest_by_target_size_is_not_guessed():
+    """resize_nearest_neighbor has no documented source rule for a fractional ratio: it
+    answers only where every convention agrees."""
     x = grid(1, 1, 4, 4)
     with pytest.raises(Unsupported):
-        run(
-            lambda v: mb.upsample_nearest_neighbor(
-                x=v, scale_factor_height=1.5, scale_factor_width=1.5
-            ),
-            x,
-        )
+        run(lambda v: mb.resize_nearest_neighbor(x=v, target_size_height=6, target_size_width=6), x)
 
 
 def test_pixel_shuffle_unshuffle():
