@@ -236,6 +236,40 @@ def detr() -> tuple[nn.Module, tuple[Any, ...]]:
     return model, (torch.randn(1, 3, 64, 64), torch.ones(1, 64, 64, dtype=torch.long))
 
 
+def _nerf_transmittance(sigma: torch.Tensor, delta: torch.Tensor) -> Any:
+    """NeRF's volume rendering: transmittance is the cumulative product of ``1 - alpha``
+    along each ray (as ``exp(cumsum(log(.)))``, the exported form), weights summed."""
+    alpha = 1 - torch.exp(-torch.relu(sigma) * delta)
+    survive = torch.exp(torch.cumsum(torch.log(1 - alpha + 1e-10), dim=-1))
+    transmittance = torch.cat([torch.ones_like(survive[..., :1]), survive[..., :-1]], -1)
+    weights = alpha * transmittance
+    return weights.sum(-1), weights
+
+
+def nerf_transmittance() -> tuple[nn.Module, tuple[Any, ...]]:
+    g = torch.Generator().manual_seed(3)
+    sigma = torch.rand(32, 128, generator=g) * 0.1  # thin media: weights of about 2e-3
+    return Fn(_nerf_transmittance), (sigma, torch.full((32, 128), 0.05))
+
+
+def rms_norm_tiny_eps() -> tuple[nn.Module, tuple[Any, ...]]:
+    """RMSNorm (eps 1e-6) over rows where one feature dominates (max^2 = 64 x mean square).
+    coremltools scales a row by its max before the root mean square, so eps acts as
+    eps * max^2: 3e-5 of each value here, float32-visible, but not a digit a user reads."""
+    norm = nn.RMSNorm(64, eps=1e-6)
+    g = torch.Generator().manual_seed(4)
+    x = torch.randn(1, 10, 64, generator=g) * 0.05
+    x[..., 0] = 8.0
+    return Fn(norm), (x,)
+
+
+def nearest_resize_fractional() -> tuple[nn.Module, tuple[Any, ...]]:
+    """A nearest resize at scale 1.5 (it lowers, and Core ML computes it as torch does)."""
+    return Fn(lambda x: F.interpolate(x, scale_factor=1.5, mode="nearest")), (
+        torch.randn(1, 3, 8, 6),
+    )
+
+
 CLEAN: dict[str, Builder] = {
     "convnext": convnext,
     "mobilevit": mobilevit,
@@ -244,6 +278,9 @@ CLEAN: dict[str, Builder] = {
     "tiny_logits": tiny_logits,
     "gqa_attention": gqa_attention,
     "detr_mask": detr_mask,
+    "nerf_transmittance": nerf_transmittance,
+    "rms_norm_tiny_eps": rms_norm_tiny_eps,
+    "nearest_resize_fractional": nearest_resize_fractional,
 }
 SLOW_CLEAN: dict[str, Builder] = {"detr": detr}  # measured by the benchmark, not tested
 
@@ -291,6 +328,9 @@ def _positions(low: int, high: int) -> Builder:
 _X = torch.Generator().manual_seed(1)
 _FLOATS = torch.randn(2, 16, generator=_X) * 2
 _IDS = torch.randint(0, 10000, (2, 8), generator=_X)
+# returns spread over magnitudes 3e-6 .. 0.3 (log returns of prices), random signs
+_SIGNS = torch.randn(4, 64, generator=_X).sign()
+_RETURNS = _SIGNS * 10 ** (torch.rand(4, 64, generator=_X) * 5 - 5.5)
 
 # name -> (the model with a silent wrong value, its clean twin)
 HELDOUT: dict[str, tuple[Builder, Builder]] = {
@@ -319,6 +359,10 @@ HELDOUT: dict[str, tuple[Builder, Builder]] = {
         _fn(lambda x: F.softplus(x, threshold=2.0), _FLOATS),
         _fn(lambda x: F.softplus(x), _FLOATS),
     ),
+    # log1p becomes log(x, epsilon=1): 1 + x is rounded to float32 before the log, so
+    # returns of 1e-5 keep 3 digits; they are small next to the largest output (issue 30).
+    # Its twin writes log(1 + x) itself: eager computes the same thing
+    "log1p-as-log": (_fn(torch.log1p, _RETURNS), _fn(lambda x: torch.log(1 + x), _RETURNS)),
     # floor division by 1 is removed as a no-op by a conversion pass: the floor is lost
     "no-op-removed": (
         _fn(lambda x: x // 1.0 + x, _FLOATS),

@@ -8,11 +8,12 @@ lands elsewhere. So each partition's eager module runs twice more in float64:
 - *exact*: the float32 inputs, weights and buffers widened to float64 (exactly), every op
   computed in float64. This is the value the float32 computation approximates.
 - *perturbed* (:data:`SAMPLES` runs, seeded): the same float64 run, with every float value
-  an op produces (and every input and weight) multiplied by ``1 + u * 2**-24``, ``u``
-  uniform in [-1, 1]: a float32 rounding at each op, as a correctly rounded float32 kernel
-  would commit it (Monte Carlo arithmetic). How far a perturbed run lands from the exact
-  one says how hard the element is for float32 arithmetic on this graph, whatever order a
-  kernel sums in.
+  an op produces (and every input and weight) multiplied by ``1 +- 2**-24`` (a random sign
+  per element): a float32 rounding of full size at each op (Monte Carlo arithmetic). How
+  far a perturbed run lands from the exact one says how hard the element is for float32
+  arithmetic on this graph, whatever order a kernel sums in. The size is fixed, not
+  uniform: where one rounding dominates an element (``1 - exp(-t)`` for a tiny ``t``) the
+  spread is then that rounding's full effect in every sample, not a lucky small draw.
 
 Discrete decisions are eager float32's: every integer or bool value a node produces (a
 comparison, an argmax, a float cast to an index) is taken from the float32 run, so the
@@ -127,8 +128,8 @@ class _Float64Runner(torch.fx.Interpreter):
         if out.dtype == torch.float32:
             out = out.double()
         if perturb and out.dtype == torch.float64 and out.numel():
-            noise = torch.rand(out.shape, generator=self.generator, dtype=torch.float64)
-            out = out * (1.0 + UNIT_ROUNDOFF * (2.0 * noise - 1.0))
+            signs = torch.randint(0, 2, out.shape, generator=self.generator) * 2 - 1
+            out = out * (1.0 + UNIT_ROUNDOFF * signs.to(torch.float64))
         return out
 
 
