@@ -270,6 +270,36 @@ def nearest_resize_fractional() -> tuple[nn.Module, tuple[Any, ...]]:
     )
 
 
+class Recurrent(nn.Module):
+    """A two-layer bidirectional LSTM over a batch-first sequence, then an RNN."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lstm = nn.LSTM(6, 8, num_layers=2, batch_first=True, bidirectional=True)
+        self.rnn = nn.RNN(16, 5, batch_first=True)
+
+    def forward(self, x: torch.Tensor) -> Any:
+        y, (h, c) = self.lstm(x)
+        z, _ = self.rnn(y)
+        return z, h, c
+
+
+def recurrent() -> tuple[nn.Module, tuple[Any, ...]]:
+    return Recurrent(), (torch.randn(2, 7, 6),)
+
+
+def grid_sample() -> tuple[nn.Module, tuple[Any, ...]]:
+    """Sampling a feature map at coordinates the model computes (spatial transformers,
+    deformable attention): ``grid_sample`` with border padding."""
+    conv = nn.Conv2d(3, 2, 3, padding=1)
+
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        offsets = torch.tanh(conv(x)).permute(0, 2, 3, 1)
+        return F.grid_sample(x, offsets * 1.2, padding_mode="border", align_corners=False)
+
+    return Fn(fn), (torch.randn(1, 3, 6, 5),)
+
+
 CLEAN: dict[str, Builder] = {
     "convnext": convnext,
     "mobilevit": mobilevit,
@@ -281,6 +311,8 @@ CLEAN: dict[str, Builder] = {
     "nerf_transmittance": nerf_transmittance,
     "rms_norm_tiny_eps": rms_norm_tiny_eps,
     "nearest_resize_fractional": nearest_resize_fractional,
+    "recurrent": recurrent,
+    "grid_sample": grid_sample,
 }
 SLOW_CLEAN: dict[str, Builder] = {"detr": detr}  # measured by the benchmark, not tested
 
