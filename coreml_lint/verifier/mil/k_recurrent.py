@@ -67,10 +67,12 @@ def _lstm(op: Any, a: dict[str, Any]) -> tuple[np.ndarray, np.ndarray, np.ndarra
     if a.get("clip") is not None:
         raise Unsupported("lstm with clip (the documentation does not say what is clipped)")
     x, h0, c0 = (_f64(a[k]) for k in ("x", "initial_h", "initial_c"))
-    acts = tuple(
-        _activation(a.get(k, d))
-        for k, d in (("recurrent_activation", "sigmoid"), ("cell_activation", "tanh"))
-    ) + (_activation(a.get("activation", "tanh")),)
+    named = (
+        ("recurrent_activation", "sigmoid"),
+        ("cell_activation", "tanh"),
+        ("activation", "tanh"),
+    )
+    acts = tuple(_activation(a.get(k, d)) for k, d in named)
     direction = str(a.get("direction", "forward"))
     weights = [_f64(a.get(k)) for k in ("weight_ih", "weight_hh", "bias", "peephole")]
     hidden = weights[1].shape[-1]
