@@ -1029,3 +1029,20 @@ def test_rnn_is_torchs_rnn():
     out, h_t = layer(t(x), t(h0))
     close(seq, out)
     close(h, h_t[0])
+
+
+@pytest.mark.parametrize("align", [True, False])
+def test_affine_is_affine_grid_then_grid_sample(align):
+    x = grid(2, 3, 5, 6)
+    theta = RNG.uniform(-1.2, 1.2, size=(2, 2, 3)).astype(np.float32)
+    (out,) = run(
+        lambda v, m: mb.affine(
+            x=v, transform_matrix=mb.reshape(x=m, shape=[2, 6]), output_height=4,
+            output_width=7, sampling_mode="bilinear", padding_mode="constant",
+            padding_value=0.0, coordinates_mode="normalized_minus_one_to_one",
+            align_corners=align,
+        ),
+        x, theta,
+    )  # fmt: skip
+    coords = F.affine_grid(t(theta), [2, 3, 4, 7], align_corners=align)
+    close(out, F.grid_sample(t(x), coords, align_corners=align))

@@ -1,5 +1,6 @@
-"""``resample``: sampling an image at given coordinates (torch's ``grid_sample``), as the op
-documentation specifies it (no value_inference in coremltools).
+"""``resample`` (torch's ``grid_sample``) and ``affine`` (``affine_grid`` then
+``grid_sample``): sampling an image at coordinates, as the op documentation specifies it
+(no value_inference in coremltools).
 
 Coordinates come in ``(x, y)`` order and are mapped to pixel indices by
 ``coordinates_mode`` and ``align_corners`` (aligned: the extrema are the corner pixels'
@@ -66,19 +67,50 @@ def _taps(x: np.ndarray, rows: np.ndarray, cols: np.ndarray, fill: float) -> np.
 
 @kernel("resample", how=OWN)
 def _resample(op: Any, a: dict[str, Any]) -> np.ndarray:
-    x = np.asarray(a["x"], dtype=np.float64)
-    grid = np.asarray(a["coordinates"], dtype=np.float64)
+    return sample(
+        np.asarray(a["x"], dtype=np.float64),
+        np.asarray(a["coordinates"], dtype=np.float64),
+        str(a.get("coordinates_mode", "normalized_minus_one_to_one")),
+        bool(a.get("align_corners", False)),
+        str(a.get("padding_mode", "constant")),
+        float(a.get("padding_value", 0.0)),
+        str(a.get("sampling_mode", "bilinear")),
+    )
+
+
+def sample(x, grid, mode: str, align: bool, padding: str, fill: float, how: str) -> np.ndarray:
+    """``x`` [B, C, H, W] sampled at ``grid`` [B, H2, W2, 2] ((x, y) order)."""
     h, w = x.shape[-2:]
-    mode = str(a.get("coordinates_mode", "normalized_minus_one_to_one"))
-    align = bool(a.get("align_corners", False))
-    padding = str(a.get("padding_mode", "constant"))
-    fill = float(a.get("padding_value", 0.0))
     px = _padded(_pixels(grid[..., 0], w, mode, align), w, padding)
     py = _padded(_pixels(grid[..., 1], h, mode, align), h, padding)
-    if str(a.get("sampling_mode", "bilinear")) == "nearest":
+    if how == "nearest":
         return _taps(x, np.rint(py).astype(np.int64), np.rint(px).astype(np.int64), fill)
     x0, y0 = np.floor(px).astype(np.int64), np.floor(py).astype(np.int64)
     fx, fy = (px - x0)[:, None], (py - y0)[:, None]
     top = _taps(x, y0, x0, fill) * (1 - fx) + _taps(x, y0, x0 + 1, fill) * fx
     bottom = _taps(x, y0 + 1, x0, fill) * (1 - fx) + _taps(x, y0 + 1, x0 + 1, fill) * fx
     return top * (1 - fy) + bottom * fy
+
+
+def _axis(size: int, align: bool) -> np.ndarray:
+    """Normalised coordinates of an output axis's samples (torch's ``affine_grid``)."""
+    if align:
+        return np.linspace(-1.0, 1.0, size) if size > 1 else np.zeros(1)
+    return (np.arange(size) * 2.0 + 1.0) / size - 1.0
+
+
+@kernel("affine", how=OWN)
+def _affine(op: Any, a: dict[str, Any]) -> np.ndarray:
+    """``x' = a0 x + a1 y + a2``, ``y' = b0 x + b1 y + b2`` over the output's normalised
+    grid, then sampled as ``resample`` samples (the op documentation)."""
+    x = np.asarray(a["x"], dtype=np.float64)
+    theta = np.asarray(a["transform_matrix"], dtype=np.float64).reshape(-1, 2, 3)
+    theta = np.broadcast_to(theta, (x.shape[0], 2, 3))
+    align = bool(a.get("align_corners", True))
+    out_h, out_w = int(a["output_height"]), int(a["output_width"])
+    gx, gy = np.meshgrid(_axis(out_w, align), _axis(out_h, align))
+    base = np.stack([gx, gy, np.ones_like(gx)], -1)  # [H2, W2, 3]
+    grid = np.einsum("hwk,bjk->bhwj", base, theta)
+    mode = str(a.get("coordinates_mode", "normalized_minus_one_to_one"))
+    padding, fill = str(a.get("padding_mode", "constant")), float(a.get("padding_value", 0.0))
+    return sample(x, grid, mode, align, padding, fill, str(a.get("sampling_mode", "bilinear")))
