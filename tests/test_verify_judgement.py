@@ -163,3 +163,25 @@ def test_the_float64_run_follows_eager_float32s_discrete_decisions():
     assert float(exact[0]) == pytest.approx(7 + 2.3333332538604736 / 3, abs=1e-12)
     assert torch.allclose(exact, run.outputs[0].double(), rtol=1e-6)  # the same branch
     assert 0 < float(spread.max()) < 1e-5
+
+
+class _Quantized(torch.nn.Module):
+    def forward(self, x):
+        q = torch.ops.quantized_decomposed.quantize_per_tensor(x, 0.05, 3, 0, 255, torch.uint8)
+        y = torch.ops.quantized_decomposed.dequantize_per_tensor(q, 0.05, 3, 0, 255, torch.uint8)
+        return y * 2
+
+
+def test_an_op_without_a_float64_kernel_computes_in_float32_in_the_reference():
+    import torch.ao.quantization.fx._decomposed  # registers quantized_decomposed
+
+    from coreml_lint.verifier.reference import float64_reference
+
+    x = torch.rand(2, 4) * 5
+    ep = torch.export.export(_Quantized(), (x,))
+    run = run_partition(ep, [x])
+    reference = float64_reference(ep, [x], run.values)
+    assert reference.failure is None
+    (out,) = next(n for n in ep.graph.nodes if n.op == "output").args[0]
+    exact, _ = reference.of(out.name)
+    assert exact.dtype == torch.float64 and torch.equal(exact.float(), run.outputs[0])

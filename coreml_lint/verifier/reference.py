@@ -113,7 +113,10 @@ class _Float64Runner(torch.fx.Interpreter):
         return out
 
     def call_function(self, target: Any, args: Any, kwargs: Any) -> Any:
-        return super().call_function(target, _widened(args), _widened(kwargs))
+        try:
+            return super().call_function(target, _widened(args), _widened(kwargs))
+        except Exception:  # an op that takes float32 only (quantize): it computes in float32
+            return super().call_function(target, _narrowed(args), _narrowed(kwargs))
 
     def _settle(self, out: Any, pinned: Any, perturb: bool) -> Any:
         if isinstance(out, (tuple, list)):
@@ -131,6 +134,19 @@ class _Float64Runner(torch.fx.Interpreter):
             signs = torch.randint(0, 2, out.shape, generator=self.generator) * 2 - 1
             out = out * (1.0 + UNIT_ROUNDOFF * signs.to(torch.float64))
         return out
+
+
+def _narrowed(value: Any) -> Any:
+    """Arguments with float64 tensors as float32 (for an op without a float64 kernel)."""
+    if isinstance(value, torch.Tensor):
+        return value.float() if value.dtype == torch.float64 else value
+    if isinstance(value, list):
+        return [_narrowed(v) for v in value]
+    if isinstance(value, tuple) and not hasattr(value, "_fields"):
+        return type(value)(_narrowed(v) for v in value)
+    if isinstance(value, dict):
+        return {k: _narrowed(v) for k, v in value.items()}
+    return value
 
 
 def _widened(value: Any) -> Any:
