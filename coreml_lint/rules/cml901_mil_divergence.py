@@ -6,7 +6,7 @@ What it does
     reference interpreter and compared with the partition's own eager module on the
     program's inputs, in two passes: the partition converted at float32 (each element
     against the partition computed in float64: wrong where the error is above 1e-4 of the
-    element and 16 times what float32 itself commits there), and the embedded float16
+    element and 100 times what float32 itself commits there), and the embedded float16
     program (judged for what
     float16 cannot excuse: NaN or inf where eager has none, integers that are not exact,
     errors beyond rounding). The finding names the first MIL op whose value departs from

@@ -12,23 +12,24 @@ op), Core ML's ``c`` is wrong at an element when
 
 that is, when its error both matters to a user (``EXACT_RTOL`` = 1e-4 of the element: the
 fourth significant digit) and is many times what float32 itself commits there
-(``EXACT_FACTOR`` = 16 times eager float32's own error or the perturbed runs' spread, the
+(``EXACT_FACTOR`` = 100 times eager float32's own error or the perturbed runs' spread, the
 larger). An ill-conditioned element (a difference of nearly equal values, a long cumulative
 product) is judged by how hard it is, a well-conditioned one by its own digits, and a tiny
 element next to large ones is judged as strictly as they are (``log(1 + x)`` for
-``x = 1.4e-5`` loses 4 digits, which no absolute floor at the output's scale sees). Below
+``x = 1e-5`` loses 3 digits, which no absolute floor at the output's scale sees). Below
 float32's smallest normal number (``FLOAT32_TINY``) float32 holds no relative precision.
 
-Why these constants (measured with ``benchmarks/verify_ground_truth.py``'s models, the rule
-cases and the issue's held-out cases): on clean models Core ML's float32 error stays below
-3e-5 of an element wherever float32 is well-conditioned, and where it exceeds 1e-4 the
-element is ill-conditioned and the error is at most 3.5 times the larger of eager's own error
-and the spread (4 samples would be needed to see 16 by luck); the silent wrong values the
-project knows are 1.1e-3 relative or more (tanh GELU as exact: 2e-3 at the worst element;
-``inverse(x, epsilon=1e-4)``: 1e-4 / |x|; ``log(1 + x)``: 1.4e-3) and 400 times float32's
-own error or more. 1e-4 is also where a user reading four digits sees a difference.
-Without a float64 reference (an op with no float64 kernel), the partition is judged as
-before: ``|c - e| <= 1e-5 * |e| + 1e-5 * scale``, ``scale`` the largest finite ``|e|``.
+Why these constants: measured with ``benchmarks/verify_ground_truth.py`` (results in
+``benchmarks/results/verify_ground_truth.json``: ``hard_ratio`` is, per model, the largest
+error in units of float32's own error among elements whose error is above 1e-4; the float32
+verdict is "wrong" exactly when it exceeds ``EXACT_FACTOR``). On the 149 clean models it is
+at most 20 (one element of a transformer block's residual sum, 1.1e-4 off; next 5.6,
+Gemma; every other model below 2); on the wrong models judged by this pass it is at least
+4,300 (``inverse(x, epsilon=1e-4)``; tanh GELU run as exact 9,600; ``log(x + 1)`` 3.8e6).
+100 sits 5 times above the clean maximum and 43 times below the wrong minimum. 1e-4 is the
+issue's bound that matters to a user; the wrong values are 3e-4 of the element or more.
+Without a float64 reference (the float64 run failed), the partition is judged as before:
+``|c - e| <= 1e-5 * |e| + 1e-5 * scale``, ``scale`` the largest finite ``|e|``.
 
 *Float16 pass* (the fp16 program ExecuTorch embeds, fp16 emulated): fp16 has an 11-bit
 significand, so rounding alone is 4.9e-4 relative per op and grows with depth; what it
@@ -60,7 +61,7 @@ from typing import Any
 import numpy as np
 
 EXACT_RTOL = 1e-4  # relative error at an element that matters to a user (4th digit)
-EXACT_FACTOR = 16.0  # times float32's own error at the element (eager's, the spread's)
+EXACT_FACTOR = 100.0  # times float32's own error at the element (eager's, the spread's)
 FLOAT32_TINY = 2.0**-126  # float32's smallest normal number
 SEMANTIC_RTOL = 1e-5  # without a float64 reference (fallback)
 SEMANTIC_ATOL = 1e-5
