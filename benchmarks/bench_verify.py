@@ -7,7 +7,8 @@ Run by hand (needs torch, executorch, coremltools):
 It prints, in one run: the wall time of the stock ``to_edge_transform_and_lower`` +
 ``to_executorch`` on the program, the wall time of ``coreml_lint.verifier.verify`` on a fresh
 copy of the same program (which includes that same stock lowering, the float32 conversion
-of every partition, the eager run and both MIL executions), its stages, and the ratio.
+of every partition, the eager run, the float64 reference runs and both MIL executions), its
+stages, and the ratio.
 Target: verify <= 1.5x the stock lowering; the interpreter a small part of it.
 """
 

@@ -102,20 +102,52 @@ def main(groups: list[str]) -> int:
     for group in groups:
         for name, make, settings, bad in makers[group]():
             start = time.perf_counter()
+            measured: dict[str, Any] = {}
             try:
                 report = _verify(make, settings)
                 code, summary = report.exit_code, report.summary().splitlines()
+                measured = _measured(report)
             except Exception as exc:  # a model that cannot even be built counts as not run
                 code, summary = 2, [f"{type(exc).__name__}: {exc}"]
             seconds = time.perf_counter() - start
-            rows.append({"model": name, "bad": bad, "exit": code, "seconds": seconds})
+            rows.append({"model": name, "bad": bad, "exit": code, "seconds": seconds, **measured})
             detail = " | ".join(line.strip() for line in summary[1:3])[:220]
             print(f"{name:42s} {'bad ' if bad else 'clean'} exit {code} {seconds:5.1f}s {detail}")
             sys.stdout.flush()
     _rates(rows)
+    _coverage(rows)
     out = ROOT / "benchmarks" / "results" / "verify_ground_truth.json"
     out.write_text(json.dumps(rows, indent=1) + "\n")
     return 0
+
+
+def _measured(report: Any) -> dict[str, Any]:
+    """What the float64 judge saw (the data its constants are derived from) and the MIL
+    ops each pass executed (the interpreter's coverage).
+
+    ``hard_ratio``: over the semantic pass's outputs, the largest error, among elements
+    whose error is above 1e-4 of the element, in units of float32's own error there (the
+    verdict is "wrong" exactly when it exceeds the factor); ``rel_error``: the relative error
+    at the element nearest its bound."""
+    outputs = [o for p in report.partitions for o in p.semantic.outputs.values()]
+    ratios = [o.get("hard_ratio") for o in outputs if o.get("hard_ratio") is not None]
+    rels = [o.get("rel_error") for o in outputs if o.get("rel_error") is not None]
+    ops = {op for p in report.partitions for op in p.semantic.op_types + p.float16.op_types}
+    return {
+        "hard_ratio": min(max(ratios), 1e30) if ratios else None,
+        "rel_error": min(max(rels), 1e30) if rels else None,
+        "mil_ops": sorted(ops),
+        "not_verified": list(report.not_verified),
+    }
+
+
+def _coverage(rows: list[dict]) -> None:
+    from coreml_lint.verifier.mil.registry import coverage
+
+    kernels = set(coverage()) | {"const"}
+    ops = {op for r in rows for op in r.get("mil_ops", ())}
+    missing = sorted(op for op in ops if op not in kernels and not op.startswith("constexpr_"))
+    print(f"MIL op types executed: {len(ops)}; without a kernel: {missing}")
 
 
 def _rates(rows: list[dict]) -> None:
@@ -129,6 +161,12 @@ def _rates(rows: list[dict]) -> None:
     if bad:
         missed = [r["model"] for r in bad if r["exit"] != 1]
         print(f"caught: {len(bad) - len(missed)}/{len(bad)} silent wrong values; missed {missed}")
+    clean_ratios = [(r["hard_ratio"], r["model"]) for r in clean if r.get("hard_ratio")]
+    bad_ratios = [(r["hard_ratio"], r["model"]) for r in bad if r.get("hard_ratio")]
+    if clean_ratios:
+        print(f"largest error / float32's own on a clean model: {max(clean_ratios)}")
+    if bad_ratios:
+        print(f"smallest such ratio on a wrong model that has one: {min(bad_ratios)}")
 
 
 if __name__ == "__main__":

@@ -236,6 +236,70 @@ def detr() -> tuple[nn.Module, tuple[Any, ...]]:
     return model, (torch.randn(1, 3, 64, 64), torch.ones(1, 64, 64, dtype=torch.long))
 
 
+def _nerf_transmittance(sigma: torch.Tensor, delta: torch.Tensor) -> Any:
+    """NeRF's volume rendering: transmittance is the cumulative product of ``1 - alpha``
+    along each ray (as ``exp(cumsum(log(.)))``, the exported form), weights summed."""
+    alpha = 1 - torch.exp(-torch.relu(sigma) * delta)
+    survive = torch.exp(torch.cumsum(torch.log(1 - alpha + 1e-10), dim=-1))
+    transmittance = torch.cat([torch.ones_like(survive[..., :1]), survive[..., :-1]], -1)
+    weights = alpha * transmittance
+    return weights.sum(-1), weights
+
+
+def nerf_transmittance() -> tuple[nn.Module, tuple[Any, ...]]:
+    g = torch.Generator().manual_seed(3)
+    sigma = torch.rand(32, 128, generator=g) * 0.1  # thin media: weights of about 2e-3
+    return Fn(_nerf_transmittance), (sigma, torch.full((32, 128), 0.05))
+
+
+def rms_norm_tiny_eps() -> tuple[nn.Module, tuple[Any, ...]]:
+    """RMSNorm (eps 1e-6) over rows where one feature dominates (max^2 = 64 x mean square).
+    coremltools scales a row by its max before the root mean square, so eps acts as
+    eps * max^2: 3e-5 of each value here, float32-visible, but not a digit a user reads."""
+    norm = nn.RMSNorm(64, eps=1e-6)
+    g = torch.Generator().manual_seed(4)
+    x = torch.randn(1, 10, 64, generator=g) * 0.05
+    x[..., 0] = 8.0
+    return Fn(norm), (x,)
+
+
+def nearest_resize_fractional() -> tuple[nn.Module, tuple[Any, ...]]:
+    """A nearest resize at scale 1.5 (it lowers, and Core ML computes it as torch does)."""
+    return Fn(lambda x: F.interpolate(x, scale_factor=1.5, mode="nearest")), (
+        torch.randn(1, 3, 8, 6),
+    )
+
+
+class Recurrent(nn.Module):
+    """A two-layer bidirectional LSTM over a batch-first sequence, then an RNN."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lstm = nn.LSTM(6, 8, num_layers=2, batch_first=True, bidirectional=True)
+        self.rnn = nn.RNN(16, 5, batch_first=True)
+
+    def forward(self, x: torch.Tensor) -> Any:
+        y, (h, c) = self.lstm(x)
+        z, _ = self.rnn(y)
+        return z, h, c
+
+
+def recurrent() -> tuple[nn.Module, tuple[Any, ...]]:
+    return Recurrent(), (torch.randn(2, 7, 6),)
+
+
+def grid_sample() -> tuple[nn.Module, tuple[Any, ...]]:
+    """Sampling a feature map at coordinates the model computes (spatial transformers,
+    deformable attention): ``grid_sample`` with border padding."""
+    conv = nn.Conv2d(3, 2, 3, padding=1)
+
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        offsets = torch.tanh(conv(x)).permute(0, 2, 3, 1)
+        return F.grid_sample(x, offsets * 1.2, padding_mode="border", align_corners=False)
+
+    return Fn(fn), (torch.randn(1, 3, 6, 5),)
+
+
 CLEAN: dict[str, Builder] = {
     "convnext": convnext,
     "mobilevit": mobilevit,
@@ -244,6 +308,11 @@ CLEAN: dict[str, Builder] = {
     "tiny_logits": tiny_logits,
     "gqa_attention": gqa_attention,
     "detr_mask": detr_mask,
+    "nerf_transmittance": nerf_transmittance,
+    "rms_norm_tiny_eps": rms_norm_tiny_eps,
+    "nearest_resize_fractional": nearest_resize_fractional,
+    "recurrent": recurrent,
+    "grid_sample": grid_sample,
 }
 SLOW_CLEAN: dict[str, Builder] = {"detr": detr}  # measured by the benchmark, not tested
 
@@ -291,6 +360,9 @@ def _positions(low: int, high: int) -> Builder:
 _X = torch.Generator().manual_seed(1)
 _FLOATS = torch.randn(2, 16, generator=_X) * 2
 _IDS = torch.randint(0, 10000, (2, 8), generator=_X)
+# returns spread over magnitudes 3e-6 .. 0.3 (log returns of prices), random signs
+_SIGNS = torch.randn(4, 64, generator=_X).sign()
+_RETURNS = _SIGNS * 10 ** (torch.rand(4, 64, generator=_X) * 5 - 5.5)
 
 # name -> (the model with a silent wrong value, its clean twin)
 HELDOUT: dict[str, tuple[Builder, Builder]] = {
@@ -319,6 +391,10 @@ HELDOUT: dict[str, tuple[Builder, Builder]] = {
         _fn(lambda x: F.softplus(x, threshold=2.0), _FLOATS),
         _fn(lambda x: F.softplus(x), _FLOATS),
     ),
+    # log1p becomes log(x, epsilon=1): 1 + x is rounded to float32 before the log, so
+    # returns of 1e-5 keep 3 digits; they are small next to the largest output (issue 30).
+    # Its twin writes log(1 + x) itself: eager computes the same thing
+    "log1p-as-log": (_fn(torch.log1p, _RETURNS), _fn(lambda x: torch.log(1 + x), _RETURNS)),
     # floor division by 1 is removed as a no-op by a conversion pass: the floor is lost
     "no-op-removed": (
         _fn(lambda x: x // 1.0 + x, _FLOATS),

@@ -81,6 +81,9 @@ def test_divergences_name_the_op_node_and_numbers():
     numbers = divergence.numbers
     assert 1e-5 < numbers["max_rel"] < 1e-3 and numbers["index"] is not None
     assert numbers["expected"] != numbers["actual"]
+    # judged against float64: the element's own relative error, far above eager's own
+    assert numbers["rel_error"] > 1e-4 and numbers["own_rel"] < 1e-6 and numbers["over"] > 1
+    assert "relative error" in divergence.message and "float32 ulps" in divergence.message
 
 
 def test_integer_fill_above_2048_is_inexact_in_float16():

@@ -106,3 +106,49 @@ def test_cli_uses_the_saved_example_inputs_and_names_the_output(tmp_path):
         assert "inputs: example int64[1, 16]" in run.stdout
         if code:
             assert "CML901" in run.stdout and "output 0 (aten_embedding_default)" in run.stdout
+
+
+# ----------------------------------------- issue 30: float32 judged against float64
+
+
+def test_log1p_as_log_is_caught_at_its_small_elements_in_units_a_user_reads():
+    report = _verify(HELDOUT["log1p-as-log"][0])
+    (divergence,) = report.divergences
+    numbers = divergence.numbers
+    assert divergence.check == "semantic" and divergence.mil_op == "log"
+    assert abs(numbers["exact"]) < 1e-4 < numbers["rel_error"]  # a small element, digits lost
+    assert numbers["max_rel"] < 1e-5  # what the output's scale shows: nothing
+    assert numbers["own_rel"] < 1e-6 and numbers["ulps"] > 1000
+    assert "relative error" in divergence.message and "float32 ulps" in divergence.message
+
+
+def test_nerf_transmittance_agrees_where_float32_itself_is_off():
+    report = _verify(CLEAN["nerf_transmittance"])
+    assert report.exit_code == 0, report.summary()
+    weights = report.partitions[0].semantic.outputs
+    # float32's error is real here (elements far from float64), and Core ML's is no worse
+    assert max(o["rel_error"] for o in weights.values()) > 1e-5
+    assert all(o["hard_ratio"] < 4 for o in weights.values())
+
+
+def test_rms_norm_with_a_tiny_eps_agrees_in_the_sweeps_judge_too():
+    """The sweep (``sweep/measure.py``) judges with ``verify_lowered``: the same lowering
+    and the same judge as verify, on the sweep's inputs."""
+    from coreml_lint.core.settings import PartitionerSettings
+    from coreml_lint.stack import lower_stock
+    from coreml_lint.verifier import verify_lowered
+
+    torch.manual_seed(0)
+    module, inputs = CLEAN["rms_norm_tiny_eps"]()
+    lowering = lower_stock(torch.export.export(module.eval(), inputs), PartitionerSettings())
+    report = verify_lowered(lowering.edge, lowering.mlmodels, inputs=list(inputs))
+    assert report.status == "agree", report.summary()
+    (numbers,) = report.partitions[0].semantic.outputs.values()
+    # coremltools' eps * max^2 shows (past the old 1e-5 bound) but under a readable digit
+    assert 1e-5 < numbers["rel_error"] < 1e-4
+
+
+def test_nearest_resize_at_scale_one_and_a_half_gets_a_verdict():
+    report = _verify(CLEAN["nearest_resize_fractional"])
+    assert report.exit_code == 0 and not report.not_verified, report.summary()
+    assert "upsample_nearest_neighbor" in report.partitions[0].semantic.op_types

@@ -95,3 +95,93 @@ def test_nearest_resize_at_a_fractional_ratio_answers_only_when_the_convention_c
         _nearest(np.random.default_rng(0).normal(size=(1, 64, 64)), 2, 2)
     whole = np.arange(4.0).reshape(1, 2, 2)  # integer scale: defined, unchanged
     assert np.array_equal(_nearest(whole, 4, 4)[0, :, 0], [0, 0, 2, 2])
+
+
+# ------------------------------------------------ float32 judged against float64 (issue 30)
+
+
+def _against(actual, eager, exact, spread=None):
+    exact = np.asarray(exact, np.float64)
+    spread = np.zeros_like(exact) if spread is None else np.asarray(spread, np.float64)
+    actual = np.asarray(actual, np.float32)
+    return compare(actual, torch.tensor(eager), SEMANTIC, 0.0, (exact, spread))
+
+
+def test_a_tiny_element_is_judged_by_its_own_digits_not_the_outputs_scale():
+    exact = np.array([1.4e-5, 0.3, -0.25])
+    eager = exact.astype(np.float32)
+    off = eager.copy()
+    off[0] *= 1 + 1.4e-3  # log(1 + x): 3 digits lost where the output's scale hides it
+    numbers = _against(off, eager, exact)
+    assert numbers.kind == "values" and numbers.index == (0,)
+    assert 1e-3 < numbers.rel_error < 2e-3 and numbers.ulps > 1e3
+    text = numbers.describe()
+    assert "relative error 0.0014" in text and "float32 ulps" in text and "at [0]" in text
+    assert _against(eager * (1 + 5e-5), eager, exact).ok  # under 1e-4: no digit a user reads
+
+
+def test_an_ill_conditioned_element_is_judged_by_how_hard_it_is():
+    exact = np.array([2.3e-3, 1.0])  # a cancelling sum: float32 is 3e-5 off by itself
+    eager = np.array([2.3e-3 * (1 + 3e-5), 1.0], np.float32)
+    other_order = np.array([2.3e-3 * (1 - 4e-5), 1.0], np.float32)  # 1.7e-4 from eager
+    assert _against(other_order, eager, exact).ok
+    # the perturbed runs' spread alone makes an element hard (eager exact there by luck)
+    lucky = exact.astype(np.float32)
+    spread = np.array([2.3e-3 * 3e-5, 0.0])
+    assert _against(other_order, lucky, exact, spread).ok
+    wrong = np.array([2.3e-3 * (1 + 1e-2), 1.0], np.float32)  # 300x eager's own error
+    assert _against(wrong, eager, exact).kind == "values"
+
+
+def test_exact_zeros_and_non_finite_values_under_the_float64_judge():
+    exact = np.array([0.0, 1.0, np.inf])
+    eager = np.array([0.0, 1.0, np.inf], np.float32)
+    assert _against(eager, eager, exact).ok  # eager's inf is left out, as before
+    assert _against([1e-3, 1.0, 0.0], eager, exact).kind == "values"  # not zero at all
+    assert _against([np.nan, 1.0, 0.0], eager, exact).kind == "nan"
+    assert _against([1e-39, 1.0, 0.0], eager, exact).ok  # below float32's normal range
+
+
+class _Branches(torch.nn.Module):
+    def forward(self, x):
+        index = (x * 3).long().clamp(0, 7)  # a float turned into an index
+        return torch.arange(8.0)[index] + x / 3
+
+
+def test_the_float64_run_follows_eager_float32s_discrete_decisions():
+    from coreml_lint.verifier.reference import float64_reference
+
+    # 3 * 2.3333333 is 7.0 in float32, 6.99999976 in float64: float64 alone reads row 6
+    x = torch.tensor([2.3333332538604736, 0.5, 1.0])
+    ep = torch.export.export(_Branches(), (x,)).run_decompositions({})
+    run = run_partition(ep, [x])
+    reference = float64_reference(ep, [x], run.values)
+    assert reference.failure is None
+    (out,) = next(n for n in ep.graph.nodes if n.op == "output").args[0]
+    exact, spread = reference.of(out.name)
+    assert exact.dtype == torch.float64 and spread.shape == exact.shape
+    assert float(exact[0]) == pytest.approx(7 + 2.3333332538604736 / 3, abs=1e-12)
+    assert torch.allclose(exact, run.outputs[0].double(), rtol=1e-6)  # the same branch
+    assert 0 < float(spread.max()) < 1e-5
+
+
+class _Quantized(torch.nn.Module):
+    def forward(self, x):
+        q = torch.ops.quantized_decomposed.quantize_per_tensor(x, 0.05, 3, 0, 255, torch.uint8)
+        y = torch.ops.quantized_decomposed.dequantize_per_tensor(q, 0.05, 3, 0, 255, torch.uint8)
+        return y * 2
+
+
+def test_an_op_without_a_float64_kernel_computes_in_float32_in_the_reference():
+    import torch.ao.quantization.fx._decomposed  # registers quantized_decomposed
+
+    from coreml_lint.verifier.reference import float64_reference
+
+    x = torch.rand(2, 4) * 5
+    ep = torch.export.export(_Quantized(), (x,))
+    run = run_partition(ep, [x])
+    reference = float64_reference(ep, [x], run.values)
+    assert reference.failure is None
+    (out,) = next(n for n in ep.graph.nodes if n.op == "output").args[0]
+    exact, _ = reference.of(out.name)
+    assert exact.dtype == torch.float64 and torch.equal(exact.float(), run.outputs[0])

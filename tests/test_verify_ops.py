@@ -515,15 +515,39 @@ def test_crop():
     close(out, t(x)[..., 1:4, 0:4], tol=0)
 
 
-def test_fractional_nearest_is_not_guessed():
+@pytest.mark.parametrize(
+    "size, scale",
+    [
+        ((4, 4), 1.5),
+        ((4, 6), 1.5),
+        ((5, 3), 2.5),
+        ((6, 9), 2 / 3),
+        ((64, 64), 1 / 32),
+        ((7, 5), 1.25),
+    ],
+)
+def test_fractional_nearest_is_the_scaled_rule_and_matches_torch(size, scale):
+    """upsample_nearest_neighbor at a fractional scale reads row floor(i / scale), as its
+    specification's scale factor says: torch's nearest rule for a given scale, so eager is
+    the check (downsampling scales included)."""
+    x = grid(1, 2, *size)
+    (out,) = run(
+        lambda v: mb.upsample_nearest_neighbor(
+            x=v, scale_factor_height=scale, scale_factor_width=scale
+        ),
+        x,
+    )
+    expected = F.interpolate(t(x), scale_factor=scale, mode="nearest")
+    assert out.shape == tuple(expected.shape)
+    close(out, expected, tol=0)
+
+
+def test_resize_nearest_by_target_size_is_not_guessed():
+    """resize_nearest_neighbor has no documented source rule for a fractional ratio: it
+    answers only where every convention agrees."""
     x = grid(1, 1, 4, 4)
     with pytest.raises(Unsupported):
-        run(
-            lambda v: mb.upsample_nearest_neighbor(
-                x=v, scale_factor_height=1.5, scale_factor_width=1.5
-            ),
-            x,
-        )
+        run(lambda v: mb.resize_nearest_neighbor(x=v, target_size_height=6, target_size_width=6), x)
 
 
 def test_pixel_shuffle_unshuffle():
@@ -914,3 +938,136 @@ def test_every_op_in_the_table_has_a_kernel_and_a_source():
         "upsample_bilinear",
     ):
         assert table[name] in {"wrapped", "own"}, name
+
+
+@pytest.mark.parametrize("sampling", ["bilinear", "nearest"])
+@pytest.mark.parametrize("padding", ["zeros", "border", "reflection"])
+@pytest.mark.parametrize("align", [True, False])
+def test_resample_is_grid_sample(sampling, padding, align):
+    """resample as coremltools converts grid_sampler (reflection without align_corners is
+    Core ML's symmetric padding), on coordinates reaching past the image."""
+    x = grid(2, 3, 5, 6)
+    coords = (RNG.uniform(-1.6, 1.6, size=(2, 4, 7, 2))).astype(np.float32)
+    coords[0, 0, :3] = [[-1, -1], [1, 1], [0.0, 0.0]]
+    core = {"zeros": "constant", "border": "border", "reflection": "reflection"}[padding]
+    if core == "reflection" and not align:
+        core = "symmetric"
+    (out,) = run(
+        lambda v, c: mb.resample(
+            x=v,
+            coordinates=c,
+            sampling_mode=sampling,
+            padding_mode=core,
+            padding_value=0.0,
+            coordinates_mode="normalized_minus_one_to_one",
+            align_corners=align,
+        ),
+        x,
+        coords,
+    )
+    expected = F.grid_sample(
+        t(x), t(coords), mode=sampling, padding_mode=padding, align_corners=align
+    )
+    close(out, expected)
+
+
+def _ifoz(w: torch.Tensor) -> np.ndarray:
+    """torch's LSTM gate order (i, f, g, o) as MIL's (i, f, o, z)."""
+    i, f, g, o = w.detach().numpy().reshape(4, -1, *w.shape[1:])
+    return np.concatenate([i, f, o, g]).astype(np.float32)
+
+
+@pytest.mark.parametrize("direction", ["forward", "bidirectional"])
+@pytest.mark.parametrize("sequence", [True, False])
+def test_lstm_is_torchs_lstm(direction, sequence):
+    torch.manual_seed(0)
+    both = direction == "bidirectional"
+    layer = torch.nn.LSTM(3, 4, bidirectional=both)
+    x, h0, c0 = grid(5, 2, 3), grid(2 if both else 1, 2, 4), grid(2 if both else 1, 2, 4)
+    p = dict(layer.named_parameters())
+    weights = {
+        "weight_ih": _ifoz(p["weight_ih_l0"]),
+        "weight_hh": _ifoz(p["weight_hh_l0"]),
+        "bias": _ifoz(p["bias_ih_l0"] + p["bias_hh_l0"]),
+    }
+    if both:
+        weights.update(
+            weight_ih_back=_ifoz(p["weight_ih_l0_reverse"]),
+            weight_hh_back=_ifoz(p["weight_hh_l0_reverse"]),
+            bias_back=_ifoz(p["bias_ih_l0_reverse"] + p["bias_hh_l0_reverse"]),
+        )
+    flat_h = np.concatenate(list(h0), -1)
+    flat_c = np.concatenate(list(c0), -1)
+    seq, h, c = run(
+        lambda v, hh, cc: mb.lstm(
+            x=v, initial_h=hh, initial_c=cc, direction=direction, output_sequence=sequence,
+            **weights,
+        ),
+        x, flat_h, flat_c,
+    )  # fmt: skip
+    out, (h_t, c_t) = layer(t(x), (t(h0), t(c0)))
+    close(h, torch.cat(list(h_t), -1))
+    close(c, torch.cat(list(c_t), -1))
+    if sequence:
+        close(seq, out)
+    else:
+        close(seq, torch.cat(list(h_t), -1)[None])
+
+
+def test_rnn_is_torchs_rnn():
+    torch.manual_seed(0)
+    layer = torch.nn.RNN(3, 4)
+    x, h0 = grid(5, 2, 3), grid(1, 2, 4)
+    p = {k: v.detach().numpy() for k, v in layer.named_parameters()}
+    seq, h = run(
+        lambda v, hh: mb.rnn(
+            x=v, initial_h=hh, weight_ih=p["weight_ih_l0"], weight_hh=p["weight_hh_l0"],
+            bias=p["bias_ih_l0"] + p["bias_hh_l0"], output_sequence=True,
+        ),
+        x, h0[0],
+    )  # fmt: skip
+    out, h_t = layer(t(x), t(h0))
+    close(seq, out)
+    close(h, h_t[0])
+
+
+@pytest.mark.parametrize("align", [True, False])
+def test_affine_is_affine_grid_then_grid_sample(align):
+    x = grid(2, 3, 5, 6)
+    theta = RNG.uniform(-1.2, 1.2, size=(2, 2, 3)).astype(np.float32)
+    (out,) = run(
+        lambda v, m: mb.affine(
+            x=v, transform_matrix=mb.reshape(x=m, shape=[2, 6]), output_height=4,
+            output_width=7, sampling_mode="bilinear", padding_mode="constant",
+            padding_value=0.0, coordinates_mode="normalized_minus_one_to_one",
+            align_corners=align,
+        ),
+        x, theta,
+    )  # fmt: skip
+    coords = F.affine_grid(t(theta), [2, 3, 4, 7], align_corners=align)
+    close(out, F.grid_sample(t(x), coords, align_corners=align))
+
+
+def test_every_mil_op_a_delegated_program_can_hold_has_a_kernel_or_a_reason():
+    """The MIL op types coremltools' torch frontend and its MIL passes can produce (read
+    from coremltools' sources: every ``mb.<op>(`` that names a core op), against the
+    interpreter's kernels: the ones without a kernel are exactly the documented ones."""
+    import os
+    import re
+    from pathlib import Path
+
+    from coremltools.converters.mil.mil.ops.registry import SSAOpRegistry
+
+    from coreml_lint.verifier.mil.registry import NO_KERNEL
+
+    base = Path(os.path.dirname(ct.__file__)) / "converters" / "mil"
+    core = {str(op) for op in SSAOpRegistry.core_ops}
+    produced = set()
+    for folder in (base / "frontend" / "torch", base / "mil" / "passes"):
+        for path in folder.rglob("*.py"):
+            if "tests" not in path.parts:
+                produced |= set(re.findall(r"\bmb\.([a-z_0-9]+)\(", path.read_text()))
+    producible = {o for o in produced & core if o != "const" and not o.startswith("constexpr_")}
+    missing = producible - set(coverage())
+    assert missing == set(NO_KERNEL), missing ^ set(NO_KERNEL)
+    assert len(producible) >= 130 and len(producible - missing) >= 121

@@ -4,8 +4,10 @@ What it does
     Reported by ``coreml-lint verify`` (not by the linter: it needs the real lowering). Each
     Core ML partition's MIL program, the one ExecuTorch embeds, is executed on Linux by a
     reference interpreter and compared with the partition's own eager module on the
-    program's inputs, in two passes: the partition converted at float32 (compared tightly:
-    a difference is wrong semantics), and the embedded float16 program (judged for what
+    program's inputs, in two passes: the partition converted at float32 (each element
+    against the partition computed in float64: wrong where the error is above 1e-4 of the
+    element and 100 times what float32 itself commits there), and the embedded float16
+    program (judged for what
     float16 cannot excuse: NaN or inf where eager has none, integers that are not exact,
     errors beyond rounding). The finding names the first MIL op whose value departs from
     eager, the graph node and model source line it comes from, the numbers, and the lint

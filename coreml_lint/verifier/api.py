@@ -126,6 +126,7 @@ def _verify_one(index, name, lowered, mlmodel, run, report, say, explain) -> Non
     from coreml_lint.verifier.partition import Partition, verify_partition
 
     partition = Partition(index, name, lowered, mlmodel, run)
+    _reference(partition, report, say)
     say(f"partition {index}: converting at float32 compute precision")
     start = time.perf_counter()
     float32, failure = None, None
@@ -147,6 +148,28 @@ def _verify_one(index, name, lowered, mlmodel, run, report, say, explain) -> Non
             item = f"op {op}" if " " not in op else op
             if item not in report.not_verified:
                 report.not_verified.append(item)
+
+
+def _reference(partition: Any, report: VerifyReport, say: Any) -> None:
+    """The float64 reference the semantic pass judges against (not for a partition that
+    computes in float16: its eager module is the reference, as it computes)."""
+    from coreml_lint.verifier.partition import computes_in_half
+    from coreml_lint.verifier.reference import float64_reference
+
+    ep = partition.lowered.original_module
+    if computes_in_half(partition.run, ep.graph_module):
+        return
+    say(f"partition {partition.index}: running its eager module in float64")
+    start = time.perf_counter()
+    reference = float64_reference(ep, partition.run.inputs, partition.run.values)
+    _add_time(report, "float64_reference", time.perf_counter() - start)
+    if reference.failure is not None:
+        report.notes.append(
+            f"partition {partition.index}: no float64 reference ({reference.failure}); "
+            "its float32 values are judged against eager float32 within 1e-5"
+        )
+        return
+    partition.reference = reference
 
 
 def _add_time(report: VerifyReport, key: str, seconds: float) -> None:

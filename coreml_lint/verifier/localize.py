@@ -94,10 +94,12 @@ def first_departure(
     output_var: str | None,
     mode: str,
     skip: frozenset[str] = frozenset(),
+    reference: Any = None,
 ) -> tuple[Any, str, str, Any] | None:
     """(MIL op, var name, eager node name, numbers) of the first matched var that departs:
     among the ancestors of ``output_var``, or anywhere when it is None. Eager nodes named in
-    ``skip`` (uninitialised ``empty*`` memory) are not compared."""
+    ``skip`` (uninitialised ``empty*`` memory) are not compared. ``reference`` (a float64
+    :class:`~coreml_lint.verifier.reference.Reference`) judges float vars as outputs are."""
     import torch
 
     wanted = ancestors(plan.function, output_var) if output_var is not None else None
@@ -109,24 +111,28 @@ def first_departure(
             expected = eager.get(node) if node and node not in skip else None
             if not isinstance(expected, torch.Tensor):
                 continue
-            numbers = judge_certain(values[name], expected, mode, input_scale(step, values))
+            exact = reference.of(node) if reference is not None else None
+            floor = input_scale(step, values)
+            numbers = judge_certain(values[name], expected, mode, floor, exact)
             if numbers is not None and not numbers.ok:
                 return step.op, name, node, numbers
     return None
 
 
-def judge_certain(actual: Any, expected: Any, mode: str, floor: float = 0.0) -> Numbers | None:
+def judge_certain(
+    actual: Any, expected: Any, mode: str, floor: float = 0.0, exact: Any = None
+) -> Numbers | None:
     """``compare`` of a MIL var with the eager value of the node it is named after, or None
     when the match is not certain (other shape, other dtype kind, or the values agree in
     another arrangement of equal-sized axes: a layout a MIL pass chose)."""
     a, e = np.asarray(actual), as_numpy(expected)
     if a.shape != e.shape or _is_float(a) != _is_float(e):
         return None
-    numbers = compare(a, e, mode, floor)
+    numbers = compare(a, e, mode, floor, exact)
     if numbers.ok:
         return numbers
     for order in _arrangements(e.shape):
-        if compare(np.transpose(a, order), e, mode, floor).ok:
+        if compare(np.transpose(a, order), e, mode, floor, exact).ok:
             return None
     return numbers
 

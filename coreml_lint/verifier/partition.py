@@ -73,6 +73,7 @@ class Partition:
     lowered: Any  # LoweredBackendModule
     mlmodel: Any  # the embedded (fp16) MlModel
     run: PartitionRun  # eager reference
+    reference: Any = None  # the float64 Reference the semantic pass judges against
 
 
 def _sanitize(name: str) -> str:
@@ -249,7 +250,8 @@ def _judge(p, plan, values, states, targets, mode, result, explain) -> list[Dive
             continue  # eager returns uninitialised memory: nothing to agree with
         step = producers.get(var_name)
         floor = input_scale(step, values) if step is not None else 0.0
-        numbers = compare(actual, expected, mode, floor)
+        exact = _exact(p, mode, _output_node(p, label))
+        numbers = compare(actual, expected, mode, floor, exact)
         result.outputs[label] = asdict(numbers)
         if numbers.kind == "integer" and var_name is not None:
             flip = rounding_flip(plan, values, p.run.values, var_name, mode)
@@ -262,6 +264,13 @@ def _judge(p, plan, values, states, targets, mode, result, explain) -> list[Dive
     if not found:
         found += _integer_intermediate(p, plan, values, mode, explain)
     return found
+
+
+def _exact(p: Partition, mode: str, node: str | None) -> tuple[Any, Any] | None:
+    """The float64 reference of ``node``'s value, in the pass that judges against it."""
+    if mode != SEMANTIC or p.reference is None:
+        return None
+    return p.reference.of(node)
 
 
 def _integer_intermediate(p, plan, values, mode, explain) -> list[Divergence]:
@@ -293,7 +302,8 @@ def _divergence(p, plan, values, mode, label, var_name, numbers: Numbers, explai
     culprit = None
     if var_name is not None:
         skip = uninitialised(graph)
-        culprit = first_departure(plan, values, p.run.values, var_name, mode, skip)
+        reference = p.reference if mode == SEMANTIC else None
+        culprit = first_departure(plan, values, p.run.values, var_name, mode, skip, reference)
     if culprit is not None:
         op, div.mil_var, div.node, _ = culprit
         div.mil_op = op.op_type

@@ -22,7 +22,9 @@ def load_kernels() -> None:
         k_misc,
         k_norm,
         k_pool,
+        k_recurrent,
         k_resize,
+        k_sample,
         k_tensor,
     )
 

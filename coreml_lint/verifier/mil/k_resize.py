@@ -2,12 +2,17 @@
 
 Bilinear sampling grids follow the op documentation (``align_corners`` /
 ``half_pixel_centers`` for ``upsample_bilinear``, ``sampling_mode`` for
-``resize_bilinear``). Nearest neighbour is defined only for whole scale factors
-(``out[i] = in[i // scale]``); for any other ratio (a downsample too) the device's choice
-of source pixel is undocumented. The kernel then computes every convention in use
-(torch's ``floor(i * in / out)``, half-pixel centres, aligned corners) and answers only
-when they agree on these values (a padding mask that is all ones, a map constant over each
-block); otherwise it raises :class:`Unsupported` rather than guess.
+``resize_bilinear``). ``upsample_nearest_neighbor`` is specified by its scale factors:
+the output is ``floor(H * scale)`` high, and an upsample by ``scale`` reads, for output row
+``i``, input row ``floor(i / scale)`` (the definition of nearest upsampling the op's integer
+form is, extended to a fractional scale as the op allows; it is also torch's nearest rule
+for a given scale factor, so where torch computes it eager is the check). A scale stored as
+float32 (``2/3`` from an output size) denotes the ratio it rounds: a quotient within 1e-6 of
+an integer is that integer, so rounding at an exact boundary is not guessed. Without the
+scale factors (a symbolic output size), the ratio of the sizes is the scale.
+``resize_nearest_neighbor`` (a target size, never emitted by the torch frontend) has no
+documented source rule; it answers only when every convention in use agrees on the values
+and raises :class:`Unsupported` otherwise.
 """
 
 from __future__ import annotations
@@ -62,10 +67,30 @@ def _upsampled_size(op: Any, a: dict[str, Any]) -> tuple[int, int]:
     )
 
 
+def scaled_sources(size_in: int, size_out: int, scale: float | None) -> np.ndarray:
+    """Input index of each output index of a nearest upsample by ``scale``:
+    ``floor(i / scale)``, clamped; a quotient within 1e-6 of an integer is that integer."""
+    if not scale or scale <= 0:
+        scale = size_out / size_in
+    g = np.arange(size_out, dtype=np.float64) / float(scale)
+    near = np.round(g)
+    g = np.where(np.abs(g - near) <= 1e-6 * np.maximum(1.0, np.abs(g)), near, g)
+    return np.clip(np.floor(g), 0, size_in - 1).astype(np.int64)
+
+
+def _scale(a: dict[str, Any], name: str) -> float | None:
+    value = a.get(name)
+    return None if value is None else float(np.asarray(value).reshape(-1)[0])
+
+
 @kernel("upsample_nearest_neighbor", how=OWN)
 def _upsample_nearest(op: Any, a: dict[str, Any]) -> np.ndarray:
     out_h, out_w = _upsampled_size(op, a)
-    return _nearest(np.asarray(a["x"]), out_h, out_w)
+    x = np.asarray(a["x"])
+    h, w = x.shape[-2:]
+    rows = scaled_sources(h, out_h, _scale(a, "scale_factor_height"))
+    cols = scaled_sources(w, out_w, _scale(a, "scale_factor_width"))
+    return x[..., rows, :][..., cols]
 
 
 @kernel("resize_nearest_neighbor", how=OWN)

@@ -47,6 +47,22 @@ def kernel(*names: str, how: str = OWN, note: str = "") -> Callable[[Kernel], Ke
     return register
 
 
+# MIL op types the torch frontend or a MIL pass can produce that have no kernel, and why
+# (tests/test_verify_ops.py measures the list against coremltools' sources): a program
+# holding one is reported as not verified, never as agreeing.
+NO_KERNEL: dict[str, str] = {
+    "cond": "control flow: emitted for TorchScript's prim::If, not for exported programs",
+    "while_loop": "control flow: emitted for TorchScript's prim::Loop",
+    "list_gather": "list ops: TorchScript lists only",
+    "list_length": "list ops: TorchScript lists only",
+    "list_write": "list ops: TorchScript lists only",
+    "non_maximum_suppression": "torchvision's nms: a custom op the partitioner does not take",
+    "random_categorical": "random: no eager value to compare with",
+    "random_normal": "random: no eager value to compare with",
+    "random_uniform": "random: no eager value to compare with",
+}
+
+
 def coverage() -> dict[str, str]:
     """Every op the interpreter runs, with how: ``value_inference``, ``wrapped`` or ``own``."""
     from coreml_lint.verifier.mil import load_kernels

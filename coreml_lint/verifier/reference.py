@@ -1,0 +1,164 @@
+"""The float64 reference a float32 value is judged against.
+
+Eager float32 is not the truth: it rounds too, and where a value is ill-conditioned (a sum
+that cancels, a cumulative product, a difference of nearly equal values) its own error can
+exceed any fixed tolerance while Core ML's different but equally good order of operations
+lands elsewhere. So each partition's eager module runs twice more in float64:
+
+- *exact*: the float32 inputs, weights and buffers widened to float64 (exactly), every op
+  computed in float64. This is the value the float32 computation approximates.
+- *perturbed* (:data:`SAMPLES` runs, seeded): the same float64 run, with every float value
+  an op produces (and every input and weight) multiplied by ``1 +- 2**-24`` (a random sign
+  per element): a float32 rounding of full size at each op (Monte Carlo arithmetic). How
+  far a perturbed run lands from the exact one says how hard the element is for float32
+  arithmetic on this graph, whatever order a kernel sums in. The size is fixed, not
+  uniform: where one rounding dominates an element (``1 - exp(-t)`` for a tiny ``t``) the
+  spread is then that rounding's full effect in every sample, not a lucky small draw.
+
+Discrete decisions are eager float32's: every integer or bool value a node produces (a
+comparison, an argmax, a float cast to an index) is taken from the float32 run, so the
+float64 run follows the same branch and a float32 value near a rounding boundary is not
+judged against a value float64 computed along another path.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from coreml_lint.verifier.eager import lifted_arguments
+
+SAMPLES = 2  # perturbed runs: with eager float32 itself, three samples of float32's error
+UNIT_ROUNDOFF = 2.0**-24  # float32's relative rounding error bound (half an ulp)
+SEED = 20261201
+
+
+@dataclass
+class Reference:
+    """Float64 values of a partition's nodes, and how far float32-sized rounding moves them."""
+
+    exact: dict[str, Any] = field(default_factory=dict)  # node name -> float64 tensor
+    spread: dict[str, Any] = field(default_factory=dict)  # node name -> max |perturbed - exact|
+    failure: str | None = None  # why there is no reference (the float64 run failed)
+
+    def of(self, node: str | None) -> tuple[Any, Any] | None:
+        """(exact, spread) of a node's float value, or None when there is none."""
+        if node is None:
+            return None
+        exact, spread = self.exact.get(node), self.spread.get(node)
+        if not isinstance(exact, torch.Tensor) or not isinstance(spread, torch.Tensor):
+            return None
+        return exact, spread
+
+
+def float64_reference(ep: Any, user_inputs: list[Any], eager: dict[str, Any]) -> Reference:
+    """The exact and perturbed float64 runs of the partition ``ep`` on ``user_inputs``,
+    pinned to the float32 run's discrete values ``eager`` (node name -> value)."""
+    reference = Reference()
+    try:
+        reference.exact = _run(ep, user_inputs, eager, None)
+        generator = torch.Generator().manual_seed(SEED)
+        for _ in range(SAMPLES):
+            perturbed = _run(ep, user_inputs, eager, generator)
+            _widen_spread(reference, perturbed)
+    except Exception as exc:  # an op without a float64 kernel: judged as before, and said
+        reference.exact, reference.spread = {}, {}
+        reference.failure = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0][:200]}"
+    return reference
+
+
+def _widen_spread(reference: Reference, perturbed: dict[str, Any]) -> None:
+    for name, exact in reference.exact.items():
+        other = perturbed.get(name)
+        if not (_is_wide(exact) and isinstance(other, torch.Tensor)):
+            continue
+        if other.shape != exact.shape:
+            continue
+        gap = torch.nan_to_num((other - exact).abs(), nan=0.0, posinf=0.0)
+        held = reference.spread.get(name)
+        reference.spread[name] = gap if held is None else torch.maximum(held, gap)
+
+
+def _is_wide(value: Any) -> bool:
+    return isinstance(value, torch.Tensor) and value.dtype == torch.float64
+
+
+def _run(ep: Any, user_inputs: list[Any], eager: dict[str, Any], generator: Any) -> dict:
+    args, _ = lifted_arguments(ep, user_inputs)
+    runner = _Float64Runner(ep.graph_module, eager, generator)
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)  # factories without a dtype (scalar_tensor, ...)
+    try:
+        with torch.no_grad():
+            runner.run(*args)
+    finally:
+        torch.set_default_dtype(previous)
+    return runner.values
+
+
+class _Float64Runner(torch.fx.Interpreter):
+    def __init__(self, gm: Any, eager: dict[str, Any], generator: Any) -> None:
+        super().__init__(gm)
+        self.eager = eager
+        self.generator = generator
+        self.values: dict[str, Any] = {}
+
+    def run_node(self, n: torch.fx.Node) -> Any:
+        out = super().run_node(n)
+        perturb = self.generator is not None and n.op in ("placeholder", "call_function")
+        out = self._settle(out, self.eager.get(n.name), perturb)
+        self.values[n.name] = out
+        return out
+
+    def call_function(self, target: Any, args: Any, kwargs: Any) -> Any:
+        try:
+            return super().call_function(target, _widened(args), _widened(kwargs))
+        except Exception:  # an op that takes float32 only (quantize): it computes in float32
+            return super().call_function(target, _narrowed(args), _narrowed(kwargs))
+
+    def _settle(self, out: Any, pinned: Any, perturb: bool) -> Any:
+        if isinstance(out, (tuple, list)):
+            pins = pinned if isinstance(pinned, (tuple, list)) else [None] * len(out)
+            pins = list(pins) + [None] * (len(out) - len(pins))
+            return type(out)(self._settle(o, p, perturb) for o, p in zip(out, pins, strict=False))
+        if not isinstance(out, torch.Tensor):
+            return out
+        if not out.is_floating_point():
+            same = isinstance(pinned, torch.Tensor) and pinned.shape == out.shape
+            return pinned if same and not pinned.is_floating_point() else out
+        if out.dtype == torch.float32:
+            out = out.double()
+        if perturb and out.dtype == torch.float64 and out.numel():
+            signs = torch.randint(0, 2, out.shape, generator=self.generator) * 2 - 1
+            out = out * (1.0 + UNIT_ROUNDOFF * signs.to(torch.float64))
+        return out
+
+
+def _narrowed(value: Any) -> Any:
+    """Arguments with float64 tensors as float32 (for an op without a float64 kernel)."""
+    if isinstance(value, torch.Tensor):
+        return value.float() if value.dtype == torch.float64 else value
+    if isinstance(value, list):
+        return [_narrowed(v) for v in value]
+    if isinstance(value, tuple) and not hasattr(value, "_fields"):
+        return type(value)(_narrowed(v) for v in value)
+    if isinstance(value, dict):
+        return {k: _narrowed(v) for k, v in value.items()}
+    return value
+
+
+def _widened(value: Any) -> Any:
+    """Arguments with float32 tensors as float64 and a float32 dtype argument as float64."""
+    if isinstance(value, torch.Tensor):
+        return value.double() if value.dtype == torch.float32 else value
+    if value is torch.float32:
+        return torch.float64
+    if isinstance(value, list):
+        return [_widened(v) for v in value]
+    if isinstance(value, tuple) and not hasattr(value, "_fields"):
+        return type(value)(_widened(v) for v in value)
+    if isinstance(value, dict):
+        return {k: _widened(v) for k, v in value.items()}
+    return value
