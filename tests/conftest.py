@@ -159,11 +159,21 @@ def _export_bytes(make: Any) -> bytes:
 
 
 def exported(case_id: str) -> Any:
-    """A case's exported program: exported once per process and loaded afresh for each use,
-    because lowering mutates the program it is given."""
+    """A case's exported program: exported once per session and loaded afresh for each
+    use, because lowering mutates the program it is given. A program another worker
+    exported may hold what only the builder registers in its process (a custom op): then
+    this process builds it once too."""
     import torch
 
-    return torch.export.load(io.BytesIO(_archive(case_id)))
+    try:
+        return torch.export.load(io.BytesIO(_archive(case_id)))
+    except Exception:
+        return torch.export.load(io.BytesIO(_built_here(_cases()[case_id].make)))
+
+
+@cache
+def _built_here(make: Any) -> bytes:
+    return _export_bytes(make)
 
 
 def settings_of(case_id: str) -> PartitionerSettings:

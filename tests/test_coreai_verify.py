@@ -32,9 +32,19 @@ def test_crash_summary_keeps_the_error_and_the_source_line():
     )
 
 
-def test_partitioner_settings_are_refused_for_core_ai(tmp_path, capsys):
+def _unread_archive(tmp_path, monkeypatch):
+    """A file these refusals never read: the archive check (tested with real archives in
+    test_cli) is passed over, so the refusal under test is the one that answers."""
+    import coreml_lint.cli.verify as verify_cli
+
+    monkeypatch.setattr(verify_cli, "damaged_archive", lambda programs: None)
     program = tmp_path / "p.pt2"
     program.write_bytes(b"not read")
+    return program
+
+
+def test_partitioner_settings_are_refused_for_core_ai(tmp_path, capsys, monkeypatch):
+    program = _unread_archive(tmp_path, monkeypatch)
     assert main(["verify", "--target", "coreai", "--ios", "17", str(program)]) == 2
     assert "apply to Core ML, not --target coreai" in capsys.readouterr().err
 
@@ -43,8 +53,7 @@ def test_missing_core_ai_is_one_line(tmp_path, capsys, monkeypatch):
     import coreml_lint.coreai_stack as stack
 
     monkeypatch.setattr(stack, "coreai_missing", lambda: "coreai-core")
-    program = tmp_path / "p.pt2"
-    program.write_bytes(b"not read")
+    program = _unread_archive(tmp_path, monkeypatch)
     assert main(["verify", "--target", "coreai", "-q", "--isolated", str(program)]) == 2
     err = capsys.readouterr().err
     assert "needs coreai-core" in err and "coreml-lint[coreai]" in err and "Traceback" not in err

@@ -152,12 +152,15 @@ class Rule:
     # -- the source fix -------------------------------------------------------------------
     @classmethod
     def fixes_source(cls) -> bool:
-        """Whether the rule rewrites model source: its module holds a ``@replacement``
-        (the rewrite an edit carries, made beside the check that makes the finding)."""
-        module = sys.modules[cls.__module__]
+        """Whether the rule rewrites model source: its module (or the module of a rule it
+        extends) holds a ``@replacement`` (the rewrite an edit carries, made beside the check
+        that makes the finding)."""
+        # the rule's module, or a rule's it inherits its checks from (CAI105 from CML105)
+        names = {k.__module__ for k in cls.__mro__ if issubclass(k, Rule) and k is not Rule}
         return any(
-            is_replacement(value) and value.__module__ == cls.__module__
-            for value in vars(module).values()
+            is_replacement(value) and value.__module__ == name
+            for name in names
+            for value in vars(sys.modules[name]).values()
         )
 
     def program_fix(self, finding: Finding, source: SourceContext) -> SourceFix | str | None:

@@ -29,7 +29,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from coreml_lint.core.findings import Finding, Outcome, SourceFix
+from coreml_lint.core.findings import Finding, Outcome, SourceFix, replacement
 from coreml_lint.rulekit.context import ProgramContext, not_one_call
 from coreml_lint.rulekit.examples import case, module, torch
 from coreml_lint.rulekit.rule import COREAI_APPLIES_TO, Rule
@@ -96,14 +96,17 @@ class CoreAIIntPastInt32(Rule):
         if len(calls) != 1:
             return not_one_call(finding.location.line, len(calls), "torch.iinfo(torch.int64)")
         return source.edit(
-            calls[0], "iinfo-int32", safe=False, description="use torch.iinfo(torch.int32)"
+            calls[0], _iinfo_int32, safe=False, description="use torch.iinfo(torch.int32)"
         )
 
-    def transform(self, fix: SourceFix, call: Any, edits: Any) -> Any:
-        import libcst as cst
 
-        arg = cst.parse_expression(f"{edits.torch()}.int32")
-        return call.with_changes(args=[call.args[0].with_changes(value=arg)])
+@replacement
+def _iinfo_int32(fix: SourceFix, call: Any, edits: Any) -> Any:
+    """``torch.iinfo(torch.int64)`` -> ``torch.iinfo(torch.int32)``."""
+    import libcst as cst
+
+    arg = cst.parse_expression(f"{edits.torch()}.int32")
+    return call.with_changes(args=[call.args[0].with_changes(value=arg)])
 
 
 def _integer(dtype: str | None) -> bool:
