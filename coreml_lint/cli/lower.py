@@ -126,6 +126,8 @@ def lower_command(programs: tuple[Path, ...], output: Path, **options: Any) -> N
                     f"--{flag.replace('_result', '').replace('_path', '').replace('_', '-')} "
                     "is not supported with several methods yet"
                 )
+        if fmt == "html":  # the page is one program's (as --report)
+            fail("--output-format html is not supported with several methods yet")
         result = _lower_methods(programs, output, config.partitioner, options, progress)
     else:
         result = _lower(program, output, config.partitioner, options, progress)
