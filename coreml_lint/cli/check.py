@@ -22,6 +22,7 @@ from coreml_lint.core.files import is_within, project_root, unwritable
 from coreml_lint.core.findings import Finding, Severity
 from coreml_lint.engine.program import ProgramReport, lint_pt2
 from coreml_lint.engine.source import lint_files
+from coreml_lint.reports.registry import FormatChoice
 
 PROGRAM_SUFFIXES = (".pt2",)
 SOURCE_SUFFIXES = (".py",)
@@ -348,9 +349,6 @@ def fail(message: str) -> None:
     sys.exit(2)
 
 
-FORMATS = ("full", "concise", "json", "github", "sarif", "html", "model-explorer")
-
-
 def show_diffs(run: CheckRun) -> None:
     """``--diff``: the unified diffs on stdout, the count on stderr, nothing else."""
     for result in run.fix_results:
@@ -365,39 +363,26 @@ def show_diffs(run: CheckRun) -> None:
 
 
 def rendered(run: CheckRun, output_format: str, statistics: bool, show_placement: bool) -> str:
-    """The run's results in ``output_format`` (paths as the project sees them)."""
-    from coreml_lint.reports import machine, text
-    from coreml_lint.rules import all_rules
+    """The run's results in ``output_format`` (paths as the project sees them); a format that
+    cannot show this run says why in ``run.errors``."""
+    from coreml_lint.reports import registry, text
+    from coreml_lint.reports.machine import relative
+    from coreml_lint.reports.views import CheckView
 
     root = project_root()
-    findings = machine.relative(run.findings, root)
+    findings = relative(run.findings, root)
     if statistics:
         return text.render_statistics(findings)
-    if output_format == "json":
-        return machine.render_json(findings, program_json(run, root))
-    if output_format == "github":
-        return machine.render_github(findings)
-    if output_format == "sarif":
-        return machine.render_sarif(findings, all_rules())
-    if output_format == "html":
-        return html_page(run)
-    if output_format == "model-explorer":
-        return model_explorer_overlay(run)
-    parts = []
-    if output_format == "concise":
-        parts.append(text.render_concise(findings))
-        parts += [
-            text.render_checked_advice(str(file), report.advice)
-            for file, report in run.reports
-            if report.advice is not None and report.advice.checked is not None
-        ]
-    else:
-        if show_placement:
-            parts += [report.placement.describe(str(file)) for file, report in run.reports]
-        parts.append(text.render_full(findings))
-        parts += [advice_block(run, file, report) for file, report in run.reports]
-    parts += summary_lines(run)
-    return "\n".join(part for part in parts if part)
+    view = CheckView(
+        findings=findings,
+        reports=run.reports,
+        programs_json=program_json(run, root),
+        summary=summary_lines(run),
+        advice_blocks=[advice_block(run, file, report) for file, report in run.reports],
+        show_placement=show_placement,
+        errors=run.errors,
+    )
+    return registry.render(output_format, "check", view)
 
 
 def advice_block(run: CheckRun, file: Path, report: ProgramReport) -> str:
@@ -422,32 +407,6 @@ def advice_block(run: CheckRun, file: Path, report: ProgramReport) -> str:
     return block
 
 
-def html_page(run: CheckRun) -> str:
-    """One page for every linted program (the findings of model sources are in the text
-    formats: a page is about placement)."""
-    from coreml_lint.reports.html import HtmlProgram, render_html
-
-    if not run.reports:
-        run.errors.append("--output-format html shows programs: give a .pt2")
-        return ""
-    return render_html([HtmlProgram.from_report(r, source=str(f)) for f, r in run.reports])
-
-
-def model_explorer_overlay(run: CheckRun) -> str:
-    """Model Explorer's node-data overlay of one program (its format holds one graph)."""
-    from coreml_lint.reports.html import HtmlProgram
-    from coreml_lint.reports.model_explorer import render_model_explorer
-
-    if len(run.reports) != 1:
-        run.errors.append(
-            "--output-format model-explorer overlays one program: give exactly one .pt2 "
-            f"(got {len(run.reports)} linted methods)"
-        )
-        return ""
-    file, report = run.reports[0]
-    return render_model_explorer(HtmlProgram.from_report(report, source=str(file)))
-
-
 def program_json(run: CheckRun, root: Path) -> list[dict[str, Any]]:
     """Per linted method: its placement summary and its combined advice."""
     from coreml_lint.core.files import display_path
@@ -463,7 +422,7 @@ def program_json(run: CheckRun, root: Path) -> list[dict[str, Any]]:
 
 @click.command("check")
 @click.argument("paths", nargs=-1)
-@click.option("--output-format", type=click.Choice(FORMATS), default="full", show_default=True)
+@click.option("--output-format", type=FormatChoice("check"), default="full", show_default=True)
 @click.option(
     "-o",
     "--output",
@@ -616,18 +575,22 @@ def _with_backend(config: Any, backend: str, options: dict[str, Any], settings: 
 
 def _refuse_silent_check(options: dict[str, Any]) -> None:
     """``--check-advice`` pays for a lowering: refuse, before paying, an output that would
-    not show what it found."""
+    not show what it found (a format says whether it shows it: ``reports/registry.py``)."""
+    from coreml_lint.reports.registry import advice_names
+
+    showing = advice_names()
     silent = (
         "--statistics"
         if options["statistics"]
         else "--diff"
         if options["diff"]
         else options["output_format"]
-        if options["output_format"] not in ("full", "concise", "json", "html")
+        if options["output_format"] not in showing
         else None
     )
     if silent:
-        fail(f"--check-advice reports in the full, concise, json and html formats, not {silent}")
+        listed = ", ".join(showing[:-1]) + f" and {showing[-1]}" if len(showing) > 1 else showing[0]
+        fail(f"--check-advice reports in the {listed} formats, not {silent}")
 
 
 def _refuse_without_heavy_install(flag: str) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 from pathlib import Path
@@ -27,6 +26,7 @@ from coreml_lint.cli.options import (
 )
 from coreml_lint.core.errors import InputError
 from coreml_lint.core.files import unwritable
+from coreml_lint.reports.registry import FormatChoice
 
 
 @click.command("lower")
@@ -74,6 +74,11 @@ from coreml_lint.core.files import unwritable
     "CPU (ExecuTorch kernels; Core ML then computes with float weights).",
 )
 @import_option
+@click.option(
+    "--output-format",
+    type=FormatChoice("lower"),
+    help="How to print the report (default: full; --json is --output-format json).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress on stderr.")
 @click.option(
@@ -89,6 +94,7 @@ def lower_command(programs: tuple[Path, ...], output: Path, **options: Any) -> N
     of one program: they are lowered together into one .pte (one method per file, named
     after it), the Core ML delegates sharing their weights."""
     program = programs[0]
+    fmt = _output_format(options)
     missing = heavy_modules_missing()
     if missing:
         fail(f"`coreml-lint lower` needs {HEAVY} ({missing} not installed): {INSTALL_HINT}")
@@ -120,15 +126,12 @@ def lower_command(programs: tuple[Path, ...], output: Path, **options: Any) -> N
                     f"--{flag.replace('_result', '').replace('_path', '').replace('_', '-')} "
                     "is not supported with several methods yet"
                 )
+        if fmt == "html":  # the page is one program's (as --report)
+            fail("--output-format html is not supported with several methods yet")
         result = _lower_methods(programs, output, config.partitioner, options, progress)
     else:
         result = _lower(program, output, config.partitioner, options, progress)
-    if options["report_path"]:
-        _write_html(program, config, result.report, options["report_path"])
-    if options["as_json"]:
-        click.echo(json.dumps(result.report.to_json(), indent=2, default=str))
-    else:
-        click.echo(result.report.render(str(output)))
+    _print_report(program, output, config, result.report, fmt, options["report_path"])
     report = result.report
     verdict = report.verify.exit_code if report.verify is not None else 0
     if verdict == 2:  # --verify could not judge the result: say so in the exit code too
@@ -196,19 +199,33 @@ def _lowered(label: str, output: Path, options: dict[str, Any], progress: Any, r
     raise AssertionError("unreachable")
 
 
-def _write_html(program: Path, config: Any, report: Any, path: Path) -> None:
-    """The delegation page of the program as linted, with what lower did to it."""
-    from coreml_lint.core.files import write_atomically
-    from coreml_lint.engine.program import lint_pt2
-    from coreml_lint.reports.html import HtmlProgram, render_html
+def _output_format(options: dict[str, Any]) -> str:
+    """``--output-format``, or ``--json`` (its older spelling); both disagreeing is refused."""
+    fmt, as_json = options.pop("output_format"), options.pop("as_json")
+    if as_json and fmt not in (None, "json"):
+        fail(f"--json and --output-format {fmt}: give one")
+    return "json" if as_json else fmt or "full"
 
-    pages = []
-    for linted in lint_pt2(program, config):
-        verified = partition_status(report.verify) if report.verify is not None else None
-        pages.append(
-            HtmlProgram.from_report(linted, source=str(program), verify=verified, lowering=report)
-        )
-    write_atomically(path, render_html(pages) + "\n", keep_mode=False)
+
+def _print_report(
+    program: Path, output: Path, config: Any, report: Any, fmt: str, page: Path | None
+) -> None:
+    """The report in ``fmt`` on stdout, and ``--report``'s HTML page of the lowering (the
+    program as linted, with what lower did to it)."""
+    from coreml_lint.core.files import write_atomically
+    from coreml_lint.reports import registry
+    from coreml_lint.reports.views import LowerView
+
+    view = LowerView(
+        program=program,
+        output=output,
+        report=report,
+        config=config,
+        status=lambda: partition_status(report.verify) if report.verify is not None else None,
+    )
+    if page:
+        write_atomically(page, registry.render("html", "lower", view) + "\n", keep_mode=False)
+    click.echo(registry.render(fmt, "lower", view))
 
 
 def _given_inputs(exported: Any, options: dict[str, Any]) -> Any:

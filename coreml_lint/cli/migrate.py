@@ -3,7 +3,6 @@ Core ML at each deployment target and Core AI, side by side, each really run."""
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 from pathlib import Path
@@ -16,6 +15,7 @@ from coreml_lint.cli.heavy import HEAVY, INSTALL_HINT, heavy_modules_missing, qu
 from coreml_lint.cli.options import import_option
 from coreml_lint.core.errors import InputError
 from coreml_lint.core.settings import SUPPORTED_IOS
+from coreml_lint.reports.registry import FormatChoice
 
 
 @click.command("migrate")
@@ -33,7 +33,7 @@ from coreml_lint.core.settings import SUPPORTED_IOS
     type=click.Path(dir_okay=False, exists=True, path_type=Path),
     help="torch.save of a tuple of the program's inputs (default: its own example inputs).",
 )
-@click.option("--output-format", type=click.Choice(("full", "json")), default="full")
+@click.option("--output-format", type=FormatChoice("migrate"), default="full")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path))
 @import_option
 @click.option("-q", "--quiet", is_flag=True, help="No progress on stderr.")
@@ -69,10 +69,9 @@ def migrate_command(program: Path, **options: Any) -> None:
         targets=tuple(sorted(set(options["targets"]))) or SUPPORTED_IOS,
         progress=progress,
     )
-    if options["output_format"] == "json":
-        body = json.dumps(view.to_json(), indent=2)
-    else:
-        body = view.render_text()
+    from coreml_lint.reports.registry import render
+
+    body = render(options["output_format"], "migrate", view)
     if options["output"]:
         from coreml_lint.core.files import write_atomically
 

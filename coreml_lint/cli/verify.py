@@ -26,8 +26,8 @@ from coreml_lint.cli.options import (
 )
 from coreml_lint.core.errors import InputError
 from coreml_lint.core.files import unwritable
+from coreml_lint.reports.registry import FormatChoice
 
-FORMATS = ("full", "concise", "json", "github", "sarif", "html")
 TARGETS = ("coreml", "coreai")
 
 
@@ -42,7 +42,7 @@ TARGETS = ("coreml", "coreai")
     "default: the program's own example inputs saved in the .pt2, else seeded random "
     "inputs shaped like the program's.",
 )
-@click.option("--output-format", type=click.Choice(FORMATS), default="full", show_default=True)
+@click.option("--output-format", type=FormatChoice("verify"), default="full", show_default=True)
 @click.option(
     "-o",
     "--output",
@@ -197,36 +197,24 @@ def _render(
     program: Path, report: Any, lint: Any, options: dict[str, Any], found: Any = None
 ) -> None:
     """``found``: the report's findings when they are not Core ML's (``--target coreai``)."""
-    import json
-
     from coreml_lint.core.files import project_root, write_atomically
-    from coreml_lint.reports import machine, text
+    from coreml_lint.reports import machine, registry
+    from coreml_lint.reports.views import VerifyView
     from coreml_lint.rules import all_rules
     from coreml_lint.verifier.findings import findings_of
 
-    fmt = options["output_format"]
     found = findings_of(report, str(program)) if found is None else found
-    findings = machine.relative(found, project_root())
-    if fmt == "json":
-        body = json.dumps(
-            {"verify": report.to_json(), "findings": [f.to_json() for f in findings]},
-            indent=2,
-            default=str,
-        )
-    elif fmt == "github":
-        body = machine.render_github(findings)
-    elif fmt == "sarif":
-        body = machine.render_sarif(findings, all_rules(report.settings.get("target", "coreml")))
-    elif fmt == "html":
-        from coreml_lint.reports.html import HtmlProgram, render_html
-
-        page = HtmlProgram.from_report(lint, source=str(program), verify=partition_status(report))
-        page.findings = [*page.findings, *found]
-        body = render_html([page])
-    elif fmt == "concise":
-        body = "\n".join([text.render_concise(findings), _summary(report)]).strip()
-    else:
-        body = "\n\n".join(part for part in (text.render_full(findings), _summary(report)) if part)
+    view = VerifyView(
+        program=program,
+        report=report,
+        lint=lint,
+        found=found,
+        findings=machine.relative(found, project_root()),
+        summary=_summary(report),
+        rules=list(all_rules(report.settings.get("target", "coreml"))),
+        status=lambda: partition_status(report),
+    )
+    body = registry.render(options["output_format"], "verify", view)
     if options["output"]:
         write_atomically(options["output"], body + "\n", keep_mode=False)
     else:
