@@ -223,6 +223,10 @@ class Engine:
                 del self.warming[worker]
                 if worker in self.workers:  # a warm-up that failed leaves the worker out
                     self.workers[worker] = IDLE if future.status == "finished" else BROKEN
+                if future.status != "finished" and all(
+                    state == BROKEN for state in self.workers.values()
+                ):  # nothing could ever run: say why instead of waiting forever
+                    raise RuntimeError(f"no sweep worker could start: {future.exception()}")
 
     # ------------------------------------------------------------------ tasks
     def _start(self, task: Task, tries: int, worker: str) -> None:
