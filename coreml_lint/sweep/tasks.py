@@ -80,6 +80,7 @@ def probe(what: str) -> Any:
 HANDLERS = {
     "generate": generate,
     "measure": measure,
+    "probe": probe,
     "warm": warm,
     "rekey": rekey,
 }
