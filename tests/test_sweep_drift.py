@@ -115,7 +115,7 @@ def test_a_two_worker_cluster_measures_the_same_cells_as_one_process(tmp_path):
     prepare()
     cases = _cases()
     store = Store(tmp_path / "sweep")
-    engine = Engine(2)
+    engine = Engine(2, on_cost=store.add_cost)
     try:
         assert engine.size == 2
         measure_all(engine, store, cases, lambda message: None)
