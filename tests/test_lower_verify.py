@@ -47,7 +47,7 @@ class _ExactGeluAsTanh(Rule):
             if node.target == "aten.gelu.default" and node.arg(1, "approximate", "none") == "none":
                 yield ctx.finding(node, "exact GELU (test rule)", fix="none")
 
-    def rewrite(self, ep: Any) -> tuple[Any, list[str]]:
+    def rewrite(self, ep: Any, settings: Any) -> tuple[Any, list[str]]:
         from coreml_lint.rulekit.fx import aten, finish
 
         done = []
@@ -57,7 +57,7 @@ class _ExactGeluAsTanh(Rule):
                 done.append(f"{node.name}: exact GELU written as tanh GELU")
         return finish(ep), done
 
-    def refuse(self, node: Any) -> str | None:
+    def refuse(self, node: Any, settings: Any) -> str | None:
         name = getattr(node.target, "__name__", "")  # the ATen and the edge op
         exact = name.endswith("gelu.default") and node.kwargs.get("approximate", "none") == "none"
         return "exact GELU kept on the CPU (test rule)" if exact else None
@@ -77,7 +77,7 @@ class _NoOpRewrite(Rule):
             if node.target in ("aten.linear.default", "aten.addmm.default", "aten.mm.default"):
                 yield ctx.finding(node, "a linear (test rule)", fix="none")
 
-    def rewrite(self, ep: Any) -> tuple[Any, list[str]]:
+    def rewrite(self, ep: Any, settings: Any) -> tuple[Any, list[str]]:
         names = [n.name for n in ep.graph.nodes if n.target == torch.ops.aten.linear.default]
         return ep, [f"{name}: left as it was" for name in names]
 
