@@ -143,9 +143,10 @@ def test_float16_rounding_flips_at_float_to_int_boundaries_are_excused():
     assert all(o["kind"] is None for o in report.partitions[0].semantic.outputs.values())
 
 
-class Unverifiable(nn.Module):
-    """grid_sample becomes MIL ``resample`` (not in the interpreter); nearest upsampling by
-    1.5 picks source pixels the op documentation does not pin down."""
+class ResampleAndFractionalResize(nn.Module):
+    """grid_sample becomes MIL ``resample``; nearest upsampling by 1.5 picks source pixels by
+    the scale's own rounding. Both were once "not verified" (exit 2) on clean models; both now
+    have kernels checked against eager."""
 
     def __init__(self, op: str) -> None:
         super().__init__()
@@ -158,17 +159,14 @@ class Unverifiable(nn.Module):
 
 
 @pytest.mark.parametrize(
-    "op, reported",
-    [
-        ("resample", "op resample"),
-        ("nearest", "nearest resize 4x4 -> 6x6 (fractional scale)"),
-    ],
+    "op, mil_op", [("resample", "resample"), ("nearest", "upsample_nearest_neighbor")]
 )
-def test_what_cannot_be_verified_is_named_not_guessed(op, reported):
+def test_resample_and_fractional_nearest_resize_are_verified(op, mil_op):
     inputs = (torch.randn(1, 2, 4, 4), torch.rand(1, 3, 3, 2) * 2 - 1)
-    report = verify(_export(Unverifiable(op), inputs))
-    assert report.status == "could_not_run" and report.exit_code == 2, report.summary()
-    assert report.not_verified == [reported] and not report.divergences
+    report = verify(_export(ResampleAndFractionalResize(op), inputs))
+    assert report.status == "agree" and report.exit_code == 0, report.summary()
+    assert not report.not_verified
+    assert mil_op in report.partitions[0].float16.op_types
 
 
 def test_small_cnn_agrees_and_exercises_the_kernels():
