@@ -427,3 +427,79 @@ def test_what_is_measured_of_an_unfinished_op_travels_with_the_repository(tmp_pa
     assert shards.write(folder, cases, every) == ["abs.default"]
     assert shards._rows(folder / shards.UNFINISHED) == []  # moved to abs's own shard
     assert set(shards.read(folder)[0]) == {"a0", "a1", "a2"}
+
+
+def test_an_op_is_complete_only_when_every_case_known_for_it_is_measured(tmp_path):
+    """A fresh clone knows cases from the shards alone; a newer generator's row for an op
+    replaces the older one and makes the op incomplete until its new cases are measured."""
+    from coreml_lint.sweep import shards
+    from coreml_lint.sweep.run import Store
+
+    folder = tmp_path / "measurements" / "stack"
+    cases = [{"id": f"a{i}", "op": "abs.default"} for i in range(2)]
+    results = {c["id"]: {"id": c["id"], "op": "abs.default", "outcome": "ok"} for c in cases}
+    shards.write(folder, cases, results)
+    clone = Store(tmp_path / "fresh", shards=folder)
+    assert clone.complete_ops() == {"abs.default"} and set(clone.cases()) == {"a0", "a1"}
+    store = Store(tmp_path / "live", shards=folder)
+    store.append(store.cases_path, {"op": "abs.default", "cases": cases, "generator": 1})
+    newer = [*cases, {"id": "a2", "op": "abs.default"}]
+    store.append(store.cases_path, {"op": "abs.default", "cases": newer, "generator": 2})
+    assert [len(row["cases"]) for row in store.generated()] == [3]
+    assert store.complete_ops() == set()
+    store.append(store.results_path, {"id": "a2", "op": "abs.default", "outcome": "crash"})
+    assert store.complete_ops() == {"abs.default"}
+
+
+def test_rekey_changes_a_shard_result_keys_and_never_its_outcome(tmp_path):
+    from coreml_lint.sweep import shards
+
+    folder = tmp_path / "stack"
+    cases = [{"id": "a0", "op": "abs.default"}, {"id": "a1", "op": "abs.default"}]
+    old = [{"variant": "a1=ints2"}]
+    results = {c["id"]: {"id": c["id"], "outcome": "crash", "keys": old} for c in cases}
+    shards.write(folder, cases, results)
+    assert shards.rekey(folder, {"a0": [{"variant": "a1=[2,2]"}], "a1": old}) == 1
+    kept, _ = shards.read(folder)
+    assert kept["a0"] == {"id": "a0", "outcome": "crash", "keys": [{"variant": "a1=[2,2]"}]}
+    assert kept["a1"]["keys"] == old
+
+
+def test_a_new_table_carries_what_it_does_not_measure_again():
+    """Exact cells supersede the class cell they fall in; another operand kind of a measured
+    op, and every op the new sweep did not complete, are carried with their messages."""
+    from coreml_lint.sweep.table import carry
+
+    versions = {"torch": "t", "executorch": "e", "coremltools": "c"}
+    previous = {
+        "measured_with": versions,
+        "sweep": {"measured": "2026-11-30", "cases": 10, "note": "partial"},
+        "bases": {"aten.abs.default": "", "aten.neg.default": ""},
+        "arg_names": {},
+        "messages": ["old crash", "neg crash"],
+        "ops": {
+            "aten.amax.default": [
+                ["float32:in", "a1=ints2", "", "*", "15", "crash", 0, 3],
+                ["bool:in", "a1=ints2", "", "*", "15", "crash", 0, 1],
+            ],
+            "aten.neg.default": [["int8:in", "", "", "*", "15", "crash", 1, 1]],
+        },
+    }
+    table = {
+        "measured_with": versions,
+        "sweep": {"measured": "2026-12-02"},
+        "bases": {"aten.amax.default": "a1=[1]"},
+        "arg_names": {},
+        "messages": ["new crash"],
+        "ops": {"aten.amax.default": [["float32:in", "a1=[2,3]", "", "*", "15", "ok", None, 2]]},
+    }
+    merged = carry(previous, table, "why")
+    amax = merged["ops"]["aten.amax.default"]
+    assert [r[:2] for r in amax] == [["float32:in", "a1=[2,3]"], ["bool:in", "a1=ints2"]]
+    neg = merged["ops"]["aten.neg.default"][0]
+    assert merged["messages"][neg[6]] == "neg crash"
+    assert merged["messages"][amax[1][6]] == "old crash"
+    assert merged["sweep"]["carried"]["rows"] == 2 and merged["sweep"]["carried"]["ops"] == 2
+    assert merged["sweep"]["carried"]["from"]["measured"] == "2026-11-30"
+    assert merged["bases"]["aten.neg.default"] == ""
+    assert carry(dict(previous, measured_with={}), table, "why") is table  # another stack

@@ -21,6 +21,7 @@ pitfalls the sweep found.
 from __future__ import annotations
 
 import argparse
+import json
 import signal
 import sys
 import time
@@ -93,7 +94,7 @@ def rekey(args: argparse.Namespace) -> int:
     from coreml_lint.sweep.engine import Engine
     from coreml_lint.sweep.run import Store, rekey_all
 
-    store = Store(args.out)
+    store = Store(args.out, shards=_shards(args))
     engine = Engine(args.workers, address=args.scheduler, on_cost=store.add_cost)
     try:
         changed = rekey_all(engine, store, _say)
@@ -104,21 +105,39 @@ def rekey(args: argparse.Namespace) -> int:
 
 
 def build(args: argparse.Namespace) -> int:
+    """The table of every op measured in full (the repository's shards and this folder),
+    with the rows of the table it replaces that it does not measure again (``carry``)."""
     from coreml_lint.sweep.report import sweep_summary
     from coreml_lint.sweep.run import Store
-    from coreml_lint.sweep.table import build_table, write_table
+    from coreml_lint.sweep.table import build_table, carry, write_table
 
-    store = Store(args.out)
-    results = list(store.results().values())
+    store = Store(args.out, shards=_shards(args))
+    complete = store.complete_ops()
+    cases = store.cases()
+    results = [r for r in store.results().values() if r["op"] in complete]
     if not results:  # a mistyped --out must not replace the table with an empty one
-        _say(f"error: {args.out} holds no sweep results: nothing written")
+        _say(f"error: {args.out} and the shards hold no op measured in full: nothing written")
         return 2
-    cases = {c["id"]: c for row in store.generated() for c in row["cases"]}
-    table = build_table(results, sweep_summary(store, results), cases)
+    generated = sum(1 for c in cases.values() if c["op"] in complete)
+    table = build_table(results, sweep_summary(store.meta(), results, generated), cases)
+    if args.table.exists():
+        previous = json.loads(args.table.read_text())
+        if previous.get("sweep", {}).get("on_demand") is None:
+            table = carry(previous, table, CARRIED)
     write_table(args.table, table)
     entries = sum(len(rows) for rows in table["ops"].values())
-    _say(f"wrote {args.table}: {entries} entries over {len(table['ops'])} ops")
+    _say(
+        f"wrote {args.table}: {entries} entries over {len(table['ops'])} ops "
+        f"({len(complete)} measured in full, {len(results)} cases)"
+    )
     return 0
+
+
+CARRIED = (
+    "rows of the table this one replaced, measured on the same stack, for calls this sweep "
+    "did not measure again: every op outside its scope, and within it the calls the "
+    "generator does not make"
+)
 
 
 def report(args: argparse.Namespace) -> int:
@@ -147,12 +166,13 @@ def main(argv: list[str] | None = None) -> int:
                 default=None,
                 help="the address of a Dask scheduler (a cluster) instead of local workers",
             )
-        if name == "run":
+        if name in ("run", "rekey", "build"):
             sub.add_argument(
                 "--shards",
                 default=None,
                 help="where measured ops are kept (default: measurements/<stack>; 'none')",
             )
+        if name == "run":
             sub.add_argument("--ops", type=lambda s: set(s.split(",")), default=None)
             sub.add_argument("--axes", type=lambda s: set(s.split(",")), default=None)
             sub.add_argument(

@@ -19,7 +19,8 @@ crosses the factors the catalogue shows interacting):
   with context ``inside``): a crash the returned output alone causes is the boundary's;
 - *origin*: the first operand made inside the program (a cast or comparison in Core ML)
   for every dtype but float32 and bfloat16 (which fails on any path), and the second
-  operand a constant (a buffer Core ML owns);
+  operand a constant (a buffer Core ML owns, seeded random values, never one repeated
+  value) in every dtype but bfloat16;
 - *context*: in float16, the op's output feeding ``linear``, ``addmm`` and ``matmul`` with
   constant weights (the base call and every variant);
 - *target*: every case at iOS15 and iOS18; the runner adds iOS16 and iOS17 where the two
@@ -66,6 +67,12 @@ SCALAR_VARIANTS = [2, 0.5, -0.5, 3.0, 1, -1, 3001, 7e4, F32_MIN, float("-inf"), 
 INTEGER_VARIANTS = ("str", "bool")
 # Scale factors whose output size is not whole (4 * 1.3 = 5.2), above and below one.
 FLOATS_VARIANTS = (2.0, 1.3, 0.5, 1.5, 0.7)  # 1.3 first: its class's riskier value
+
+
+# Which generator made an op's cases: bumped when it makes other cases, so that a sweep
+# folder generated before generates those ops again (the ids of unchanged cases are the
+# same, so what is measured stays measured). 2: constants of every dtype (origin axis).
+GENERATOR = 2
 
 
 def op_cases(info: OpInfo) -> tuple[list[dict[str, Any]], str | None]:
@@ -388,11 +395,19 @@ def _origins(info: OpInfo, base: Call, dtype_calls: dict[str, Call]) -> Iterator
         made = call.copy()
         made.tensors[0]["origin"] = "op"
         yield f"{dtype} made in Core ML", made
-    operands = [i for i, t in enumerate(base.tensors) if t.get("values") == "typical"]
-    if len(operands) >= 2:
-        made = base.copy()
-        made.tensors[operands[1]]["origin"] = "const"
-        yield "second operand constant", made
+    for dtype, call in dtype_calls.items():  # a constant of each dtype (a bool buffer can
+        if dtype == "bfloat16":  # take another conversion path than a bool input)
+            continue
+        operands = [
+            i
+            for i, t in enumerate(call.tensors)
+            if (t.get("values") == "typical" if dtype == "float32" else t["dtype"] == dtype)
+        ]
+        if len(operands) >= 2:  # the second: an op on constants alone is folded away
+            made = call.copy()
+            made.tensors[operands[1]]["origin"] = "const"
+            name = "" if dtype == "float32" else f" {dtype}"
+            yield f"second operand{name} constant", made
 
 
 def _kind_of(info: OpInfo, label: str) -> str | None:

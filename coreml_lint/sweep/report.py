@@ -16,36 +16,44 @@ from typing import Any
 from coreml_lint.program.behaviour import BAD, Entry, family, load_table
 
 
-def sweep_summary(store: Any, results: list[dict[str, Any]]) -> dict[str, Any]:
-    meta = store.meta()
+def sweep_summary(
+    meta: dict[str, Any], results: list[dict[str, Any]], generated: int
+) -> dict[str, Any]:
+    """The table's ``sweep`` section: what was measured, of how much generated, at what
+    cost. ``results`` and ``generated`` count the ops measured in full only."""
     outcomes = Counter(r["outcome"] for r in results)
     summary = {
         "measured": time.strftime("%Y-%m-%d"),
+        "ops": len({r["op"] for r in results}),
         "cases": len(results),
-        # Of the cases generated: a sweep stopped early has measured the most telling first.
-        "cases_generated": sum(len(row["cases"]) for row in store.generated()),
+        "cases_generated": generated,
+        "cases_measured": len(results),
         "outcomes": dict(sorted(outcomes.items())),
         "wall_seconds": round(meta.get("wall_seconds", 0.0)),
         "cpu_seconds": round(meta.get("cpu_seconds", 0.0)),
         "workers": meta.get("workers"),
         "ops_without_a_legal_call": meta.get("no_legal_call", []),
         "ops_left_out": meta.get("left_out", {}),
-        "sampling": (
-            "one factor at a time around a legal float32 call found from the schema: 9 "
-            "dtypes; each argument at up to 8 other legal values of distinct classes "
-            "(special, negative, non-integral and out-of-float16 scalars; fractional scale "
-            "factors; equations with ellipsis and repeated labels), every value of a bool, "
-            "string or dtype argument (in float32 and float16 made in the program, strings "
-            "and bools on int64 too); ranks 0-5 with size-1 and empty dims, and each "
-            "operand alone at rank 1 and 0; the first operand made in the program, the "
-            "second a constant; every dtype's output consumed inside the partition; "
-            "float16 outputs feeding linear/addmm/matmul for the base call and float/Scalar "
-            "variants; iOS15 and iOS18, plus iOS16/17 where they disagree"
-        ),
+        "sampling": SAMPLING,
     }
     if meta.get("note"):  # what a reader of the numbers must know (a run cut short)
         summary["note"] = meta["note"]
     return summary
+
+
+SAMPLING = (
+    "one factor at a time around a legal float32 call found from the schema: 9 dtypes; "
+    "each argument at up to 8 other legal values (small integers and short lists of them "
+    "exactly; special, negative, non-integral and out-of-float16 scalars; fractional scale "
+    "factors; equations with ellipsis and repeated labels), every value of a bool, string "
+    "or dtype argument (in float32 and float16 made in the program, strings and bools on "
+    "int64 too); every two non-tensor arguments together (their first three other values "
+    "each, legal calls only); ranks 0-5 with size-1 and empty dims, and each operand "
+    "alone at rank 1 and 0; the first operand made in the program, the second a constant "
+    "(non-uniform values); every dtype's output consumed inside the partition; float16 "
+    "outputs feeding linear/addmm/matmul for the base call and float/Scalar variants; "
+    "iOS15 and iOS18, plus iOS16/17 where they disagree"
+)
 
 
 def by_family(results: list[dict[str, Any]]) -> dict[str, Counter]:

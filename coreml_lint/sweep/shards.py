@@ -79,6 +79,26 @@ def write(
 UNFINISHED = "_unfinished.jsonl.gz"
 
 
+def rekey(folder: Path, keys: dict[str, Any]) -> int:
+    """Give the shards' results the keys ``keys`` has for them (case id -> keys): a key is
+    derived from the case, so a key format change re-keys a shard; its measured outcome
+    and message are never touched. Returns how many results changed keys."""
+    changed = 0
+    for path in sorted(folder.glob("*.jsonl.gz")) if folder.exists() else []:
+        rows = _rows(path)
+        fresh = [
+            r
+            for r in rows
+            if keys.get(r["result"]["id"], r["result"].get("keys")) != r["result"].get("keys")
+        ]
+        for row in fresh:
+            row["result"] = dict(row["result"], keys=keys[row["result"]["id"]])
+        if fresh:
+            _write(path, rows)
+            changed += len(fresh)
+    return changed
+
+
 def _write(path: Path, rows: list[dict[str, Any]]) -> None:
     """Rows sorted by case id, gzip without a timestamp (the same bytes on every machine),
     written aside and renamed (never half-written)."""

@@ -20,6 +20,7 @@ from coreml_lint.program.behaviour import (
     FORMAT,
     MIXED,
     boundary_crash,
+    class_variant,
     format_targets,
     normalized,
 )
@@ -197,6 +198,51 @@ def merge_new(shipped: dict[str, Any], extra: dict[str, Any], note: str) -> dict
     summary = {k: extra["sweep"][k] for k in kept if k in extra["sweep"]}
     shipped["sweep"].setdefault("added", []).append(dict(summary, rows=added, note=note))
     return shipped
+
+
+def carry(previous: dict[str, Any], table: dict[str, Any], note: str) -> dict[str, Any]:
+    """``table`` with the rows of ``previous`` (the table shipped before, on the same stack)
+    that it does not measure: every row of an op this sweep did not complete, and of the
+    others a row no new row covers (same operands and context, and a variant equal to a new
+    one or the class of one: an exact measurement supersedes the class-keyed cell it falls
+    in). A later sweep so adds cells and refines class cells into exact ones, and never
+    loses a measured call nobody measured again."""
+    if previous.get("measured_with") != table["measured_with"]:
+        return table
+    messages = list(table["messages"])
+    index = {m: i for i, m in enumerate(messages)}
+    rows_kept, ops_kept = 0, set()
+    for op, rows in previous["ops"].items():
+        mine = table["ops"].setdefault(op, [])
+        covered = {(r[0], v, r[2]) for r in mine for v in (r[1], class_variant(r[1]))}
+        for row in rows:
+            if (row[0], row[1], row[2]) in covered:
+                continue
+            message = previous["messages"][row[6]] if row[6] is not None else None
+            if message is not None and message not in index:
+                index[message] = len(messages)
+                messages.append(message)
+            mine.append([*row[:6], index.get(message) if message else None, row[7]])
+            rows_kept += 1
+            ops_kept.add(op)
+        if not mine:
+            del table["ops"][op]
+    table["messages"] = messages
+    table["ops"] = dict(sorted(table["ops"].items()))
+    for key in ("bases", "arg_names"):  # the carried ops' own, the new sweep's first
+        table[key] = dict(sorted({**previous.get(key, {}), **table.get(key, {})}.items()))
+    before = previous["sweep"].get("carried", {}).get("from") or {
+        k: previous["sweep"][k]
+        for k in ("measured", "cases", "cases_generated", "note")
+        if k in previous["sweep"]
+    }
+    table["sweep"]["carried"] = {
+        "rows": rows_kept,
+        "ops": len(ops_kept),
+        "note": note,
+        "from": before,
+    }
+    return table
 
 
 def measured_versions() -> dict[str, str]:

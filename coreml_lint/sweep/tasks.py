@@ -41,10 +41,10 @@ def _ops() -> dict[str, Any]:
 
 def generate(name: str) -> dict[str, Any]:
     _heavy()
-    from coreml_lint.sweep.generate import op_cases
+    from coreml_lint.sweep.generate import GENERATOR, op_cases
 
     cases, why = op_cases(_ops()[name])
-    return {"op": name, "cases": cases, "why": why}
+    return {"op": name, "cases": cases, "why": why, "generator": GENERATOR}
 
 
 def measure(cases: list[dict[str, Any]]) -> Any:
