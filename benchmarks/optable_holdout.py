@@ -22,7 +22,7 @@ class, another shape, a prediction from the base call, every variant, one change
 it reports precision (answers bad that are bad) and recall (bad cells answered bad). Where a
 basis answers bad at least ``MIN_SUPPORT`` times in an op family and falls below 95 %
 precision there (``GATE``), the reader stops answering that way in that family:
-``--write-gates`` writes those families to ``coreml_lint/program/data/prediction_gates.json``.
+``--write-gates`` writes those families to ``coreml_lint/measured/data/prediction_gates.json``.
 A basis the hold-out could not exercise enough in a family (fewer bad answers) is left as
 it is there, and the report says how much evidence each one had.
 """
@@ -35,18 +35,13 @@ from collections import Counter, defaultdict
 from dataclasses import replace
 from pathlib import Path
 
-from coreml_lint.program import behaviour
-from coreml_lint.program.behaviour import (
-    BAD,
-    BOUNDARY_CRASH,
-    MIXED,
-    BehaviourTable,
-    Entry,
-    Key,
-    factors,
-    family,
-    load_table,
-)
+from coreml_lint.measured import table as measured_table
+from coreml_lint.measured.entry import Entry
+from coreml_lint.measured.families import family
+from coreml_lint.measured.key import Key
+from coreml_lint.measured.outcomes import BAD, BOUNDARY_CRASH, MIXED
+from coreml_lint.measured.table import BehaviourTable, load_table
+from coreml_lint.measured.values import factors
 
 GATE = 0.95
 MIN_SUPPORT = 5  # a basis with fewer bad answers in a family is not judged there
@@ -118,11 +113,11 @@ def ask(reduced: BehaviourTable, entry: Entry) -> list[tuple[int, str, str]]:
 
 def main() -> int:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--table", type=Path, default=behaviour.TABLE_PATH)
+    parser.add_argument("--table", type=Path, default=measured_table.TABLE_PATH)
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--write-gates", action="store_true")
     args = parser.parse_args()
-    behaviour.use_local_measurements(False)
+    measured_table.use_local_measurements(False)
     table = load_table(args.table, gated=False)  # every way of answering, to measure each
     # counts[(kind, family, basis)] = [bad answers, of them truly bad, truly bad cells, answered]
     counts: dict[tuple[str, str, str], list[int]] = defaultdict(lambda: [0, 0, 0, 0])
@@ -149,7 +144,7 @@ def main() -> int:
     if args.json:
         args.json.write_text(json.dumps(report["data"], indent=1, sort_keys=True) + "\n")
     if args.write_gates:
-        path = behaviour.GATES_PATH
+        path = measured_table.GATES_PATH
         data = json.loads(path.read_text()) if path.exists() else {"tables": {}}
         data.update(gate=GATE, min_support=MIN_SUPPORT)
         data["tables"][args.table.name] = gate_file(counts)

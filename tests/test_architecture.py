@@ -18,6 +18,7 @@ PACKAGE = Path(__file__).parents[1] / "coreml_lint"
 LAYERS = {
     "coreml_lint.core": 0,
     "coreml_lint.program": 1,
+    "coreml_lint.measured": 1,
     "coreml_lint.source": 1,
     "coreml_lint.stack": 1,  # the real stack (torch, executorch, coremltools), imported lazily
     "coreml_lint.coreai_stack": 1,  # the Core AI stack (coreai-torch, coreai-core), lazily

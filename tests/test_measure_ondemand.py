@@ -15,7 +15,9 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from coreml_lint.core.settings import PartitionerSettings  # noqa: E402
-from coreml_lint.program.behaviour import KeyMaker, active_table, cache_folder  # noqa: E402
+from coreml_lint.measured.key import KeyMaker  # noqa: E402
+from coreml_lint.measured.stack import cache_folder  # noqa: E402
+from coreml_lint.measured.versions import active_table  # noqa: E402
 from coreml_lint.program.canonical import canonicalize  # noqa: E402
 from coreml_lint.program.placement import predict_placement  # noqa: E402
 from coreml_lint.program.pt2 import read_pt2_stream  # noqa: E402

@@ -9,19 +9,13 @@ import json
 
 import pytest
 
-from coreml_lint.program import behaviour
-from coreml_lint.program.behaviour import (
-    BASE,
-    BOUNDARY_CRASH,
-    FACTOR,
-    MEASURED,
-    SHAPE,
-    Key,
-    load_table,
-    value_class,
-    value_dependent,
-    value_range,
-)
+from coreml_lint.measured import outcomes
+from coreml_lint.measured import table as measured_table
+from coreml_lint.measured.families import family
+from coreml_lint.measured.key import Key
+from coreml_lint.measured.outcomes import BOUNDARY_CRASH, value_dependent, value_range
+from coreml_lint.measured.table import BASE, FACTOR, MEASURED, SHAPE, load_table
+from coreml_lint.measured.values import value_class
 
 TOPK, UNSHUFFLE, POOL = (
     "aten.topk.default",
@@ -139,8 +133,8 @@ def test_value_dependent_outcomes_say_what_range_fails(tmp_path):
 
 
 def test_zero_stride_crashes_are_the_boundarys():
-    assert behaviour.boundary_crash("RuntimeError: 0 in strides is not supported for ExecuTorch.")
-    shipped = load_table(behaviour.TABLE_PATH)
+    assert outcomes.boundary_crash("RuntimeError: 0 in strides is not supported for ExecuTorch.")
+    shipped = load_table(measured_table.TABLE_PATH)
     mesh = shipped.entries[("aten.meshgrid.indexing", "float32:in,float32:in", "indexing=ij", "")]
     assert {e.outcome for e in mesh} == {BOUNDARY_CRASH}
 
@@ -180,7 +174,7 @@ def test_an_unmeasured_call_is_not_answered_where_that_way_of_answering_fell_sho
     guessed. A measured call is always answered."""
     users = Key(TOPK, "float32:in", "a1=4;a2=-1;a3=True;a4=False;outputs=partly-unused", "r2")
     assert table.answer(users, 15).basis == FACTOR  # no hold-out measured: every way
-    table.refused = {FACTOR: frozenset({behaviour.family(TOPK)})}
+    table.refused = {FACTOR: frozenset({family(TOPK)})}
     assert table.answer(users, 15) is None
     measured = Key(TOPK, "float32:in", "a1=1;a2=-1;a3=True;a4=False", "r2")
     assert table.answer(measured, 15).basis == MEASURED
@@ -189,6 +183,6 @@ def test_an_unmeasured_call_is_not_answered_where_that_way_of_answering_fell_sho
 
 
 def test_the_shipped_table_carries_what_its_hold_out_measured():
-    table = behaviour.load_table(behaviour.TABLE_PATH)
+    table = measured_table.load_table(measured_table.TABLE_PATH)
     assert table.refused is not None, "benchmarks/optable_holdout.py --write-gates"
-    assert behaviour.load_table(behaviour.TABLE_PATH, gated=False).refused is None
+    assert measured_table.load_table(measured_table.TABLE_PATH, gated=False).refused is None

@@ -22,7 +22,8 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from coreml_lint.core.settings import PartitionerSettings  # noqa: E402
-from coreml_lint.program.behaviour import Key, KeyMaker, active_table  # noqa: E402
+from coreml_lint.measured.key import Key, KeyMaker  # noqa: E402
+from coreml_lint.measured.versions import active_table  # noqa: E402
 
 TARGET = 15
 

@@ -8,17 +8,14 @@ import json
 
 import pytest
 
-from coreml_lint.program import behaviour
-from coreml_lint.program.behaviour import (
-    Key,
-    active_table,
-    declare_versions,
-    format_targets,
-    load_table,
-    parse_targets,
-    value_class,
-    version_note,
-)
+from coreml_lint.measured import table as measured_table
+from coreml_lint.measured import values as measured_values
+from coreml_lint.measured import versions as measured_versions
+from coreml_lint.measured.entry import format_targets, parse_targets
+from coreml_lint.measured.key import Key
+from coreml_lint.measured.table import load_table
+from coreml_lint.measured.values import value_class
+from coreml_lint.measured.versions import active_table, declare_versions, version_note
 from coreml_lint.program.graph import DType, TensorRef
 
 
@@ -67,9 +64,11 @@ def test_argument_values_are_keyed_by_class(value, expected):
 def test_small_integers_and_their_lists_are_keyed_exactly(value, text, its_class):
     """A stride of [1, 1] and one of [3, 3] can lower differently: the key keeps the exact
     value, and its class is recovered from the text (to read a table keyed by classes)."""
-    assert behaviour.value_text(value) == text
-    assert behaviour.class_of_text(text) == its_class
-    assert behaviour.class_variant(f"a1={text};keepdim=True") == f"a1={its_class};keepdim=True"
+    assert measured_values.value_text(value) == text
+    assert measured_values.class_of_text(text) == its_class
+    assert (
+        measured_values.class_variant(f"a1={text};keepdim=True") == f"a1={its_class};keepdim=True"
+    )
 
 
 def _exact_table(tmp_path, rows: list[tuple[str, str, str]]):
@@ -99,7 +98,7 @@ POOL2 = "aten.avg_pool2d.default"
 
 
 def test_an_exact_value_answers_for_another_of_its_class_only_when_all_measured_agree(tmp_path):
-    from coreml_lint.program.behaviour import CLASS, MEASURED
+    from coreml_lint.measured.table import CLASS, MEASURED
 
     agreeing = _exact_table(
         tmp_path, [("a1=[2,2];a2=[2,2]", "ok", ""), ("a1=[2,2];a2=[3,3]", "ok", "")]
@@ -118,7 +117,7 @@ def test_an_exact_value_answers_for_another_of_its_class_only_when_all_measured_
 
 
 def test_a_table_keyed_by_classes_answers_exact_keys_as_measured(tmp_path):
-    from coreml_lint.program.behaviour import MEASURED
+    from coreml_lint.measured.table import MEASURED
 
     old = _exact_table(tmp_path, [("a1=ints2;a2=ints2", "crash", "E: rank")])
     answer = old.answer(Key(POOL2, "float32:in", "a1=[3,3];a2=[2,2]", "r4"), 15)
@@ -248,13 +247,13 @@ def test_workarounds_name_what_was_measured_ok(table):
 
 
 def test_versions_declared_select_a_table_and_say_when_none_matches(tmp_path, monkeypatch):
-    shipped = load_table(behaviour.TABLE_PATH)
-    other = json.loads(behaviour.TABLE_PATH.read_text())
+    shipped = load_table(measured_table.TABLE_PATH)
+    other = json.loads(measured_table.TABLE_PATH.read_text())
     other["measured_with"] = dict(other["measured_with"], coremltools="0.0.test")
-    (tmp_path / "behaviour.json").write_text(behaviour.TABLE_PATH.read_text())
+    (tmp_path / "behaviour.json").write_text(measured_table.TABLE_PATH.read_text())
     (tmp_path / "behaviour-coremltools-0.0.test.json").write_text(json.dumps(other))
-    monkeypatch.setattr(behaviour, "DATA", tmp_path)
-    monkeypatch.setattr(behaviour, "TABLE_PATH", tmp_path / "behaviour.json")
+    monkeypatch.setattr(measured_versions, "DATA", tmp_path)
+    monkeypatch.setattr(measured_versions, "TABLE_PATH", tmp_path / "behaviour.json")
     try:
         declare_versions()
         assert version_note() is None  # the installed versions are the table's
@@ -345,7 +344,7 @@ def test_the_pairwise_axis_crosses_arguments_legal_only_together():
 
 
 def test_the_shipped_table_is_measured_on_the_installed_stack():
-    table = load_table(behaviour.TABLE_PATH)
+    table = load_table(measured_table.TABLE_PATH)
     assert set(table.measured_with) == {"torch", "executorch", "coremltools"}
     assert table.sweep["cases"] > 1000 and table.sweep["wall_seconds"] > 0
     outcomes = {e.outcome for rows in table.entries.values() for e in rows}
@@ -370,7 +369,7 @@ FOUND = (
 def test_the_sweep_rediscovered_the_catalogue_pitfall(pitfall):
     from coreml_lint.sweep.report import PITFALLS
 
-    table = load_table(behaviour.TABLE_PATH)
+    table = load_table(measured_table.TABLE_PATH)
     entries = [e for rows in table.entries.values() for e in rows]
     assert any(PITFALLS[pitfall](e) for e in entries)
 
@@ -385,7 +384,7 @@ def test_the_coremltools_pre_release_table_ships_and_records_what_changed():
         assert version_note() is None
     finally:
         declare_versions()
-    released = load_table(behaviour.TABLE_PATH)
+    released = load_table(measured_table.TABLE_PATH)
     alpha = Key("aten.add.Scalar", "float16:op", "a1=int;a2=frac", "r2")
     assert released.lookup(alpha, 18).outcome == "crash"
     assert newer.lookup(alpha, 18).outcome == "ok"

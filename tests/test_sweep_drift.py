@@ -13,7 +13,9 @@ import random
 
 import pytest
 
-from coreml_lint.program.behaviour import TABLE_PATH, Key, load_table, normalized
+from coreml_lint.measured.key import Key
+from coreml_lint.measured.outcomes import normalized
+from coreml_lint.measured.table import TABLE_PATH, load_table
 
 pytestmark = pytest.mark.oracle
 

@@ -502,7 +502,7 @@ def check_command(paths: tuple[str, ...], **options: Any) -> None:
     """Lint exported programs (.pt2) and model sources (.py), files or folders."""
     if not paths and not options["export"]:
         fail("give a file or folder to lint (or --export for the declared programs)")
-    from coreml_lint.program.behaviour import declare_versions
+    from coreml_lint.measured.versions import declare_versions
 
     declare_versions(
         coremltools=options.pop("target_coremltools"), executorch=options.pop("target_executorch")
@@ -605,7 +605,7 @@ def _refuse_without_heavy_install(flag: str) -> None:
 
 def _version_note(run: CheckRun) -> None:
     """Say when the measured op behaviour is of other versions than the ones targeted."""
-    from coreml_lint.program.behaviour import version_note
+    from coreml_lint.measured.versions import version_note
 
     note = version_note() if run.reports and run.config.is_selected("CML801") else None
     if note:

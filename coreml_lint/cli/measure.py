@@ -9,7 +9,9 @@ import click
 
 from coreml_lint.core.config import LintConfig
 from coreml_lint.core.version import HEAVY_INSTALL
-from coreml_lint.program.behaviour import active_table, cache_folder, use_local_measurements
+from coreml_lint.measured.stack import cache_folder
+from coreml_lint.measured.table import use_local_measurements
+from coreml_lint.measured.versions import active_table
 from coreml_lint.program.canonical import canonicalize
 from coreml_lint.program.placement import predict_placement
 from coreml_lint.program.pt2 import read_pt2

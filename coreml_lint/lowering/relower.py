@@ -170,7 +170,8 @@ def delegate_lineages(edge: Any) -> dict[str, list[str]]:
 def measure_call(linted: Any, name: str, say: Say) -> str:
     """Measure the call of node ``name`` of the linted program alone, as ``check --measure``
     does, into its cache; what the cache (or the shipped table) now says about it."""
-    from coreml_lint.program.behaviour import KeyMaker, active_table
+    from coreml_lint.measured.key import KeyMaker
+    from coreml_lint.measured.versions import active_table
     from coreml_lint.sweep.ondemand import Unmeasurable, Wanted, measure_wanted, node_case
 
     graph, placement = linted.graph, linted.placement

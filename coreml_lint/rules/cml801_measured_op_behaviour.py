@@ -1,7 +1,7 @@
 """CML801 measured-op-behaviour: a delegated op whose measured lowering crashes or is wrong.
 
 What it does
-    Matches every Core ML node against the measured table ``program/data/behaviour.json``:
+    Matches every Core ML node against the measured table ``measured/data/behaviour.json``:
     the op, the dtypes in the graph's tensor metadata with where each operand comes from
     (a partition input, made inside Core ML, a constant), the class of every other argument
     (``eps`` given or not, a float or an int exponent, ``approximate="tanh"``), the rank of
@@ -55,32 +55,22 @@ from typing import Any
 
 from coreml_lint.core.findings import Finding, Outcome, Severity
 from coreml_lint.core.settings import PartitionerSettings
-from coreml_lint.program.behaviour import (
-    BAD,
+from coreml_lint.measured.entry import Entry
+from coreml_lint.measured.key import CONTEXT_OPS, INSIDE, SAME_OP, Key, KeyMaker
+from coreml_lint.measured.outcomes import BAD, BOUNDARY_CRASH, CRASH, value_dependent, value_range
+from coreml_lint.measured.table import (
     BASE,
-    BOUNDARY_CRASH,
     CLASS,
-    CONTEXT_OPS,
-    CRASH,
     EVERY,
     FACTOR,
     HERE,
-    INSIDE,
     MEASURED,
-    SAME_OP,
     SHAPE,
     Answer,
     BehaviourTable,
-    Entry,
-    Key,
-    KeyMaker,
-    active_table,
-    describe_variant,
-    factors,
-    value_dependent,
-    value_range,
-    version_note,
 )
+from coreml_lint.measured.values import describe_variant, factors
+from coreml_lint.measured.versions import active_table, version_note
 from coreml_lint.program.graph import Node
 from coreml_lint.program.optable import load_optable
 from coreml_lint.rulekit.context import ProgramContext
@@ -279,7 +269,8 @@ def fx_keys(node: Any) -> list[tuple[Key, str]]:
     """The keys a ``torch.fx`` node may have in the table: with each plausible origin of an
     operand another node makes (inside Core ML, or a partition input), alone and feeding
     each context op among its users."""
-    from coreml_lint.program.behaviour import shape_class, variant_of
+    from coreml_lint.measured.key import variant_of
+    from coreml_lint.measured.values import shape_class
     from coreml_lint.program.graph import DType, Opaque, TensorRef
 
     if node.op != "call_function":

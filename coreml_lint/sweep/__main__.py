@@ -27,7 +27,7 @@ import sys
 import time
 from pathlib import Path
 
-from coreml_lint.program.behaviour import TABLE_PATH
+from coreml_lint.measured.table import TABLE_PATH
 
 DEFAULT_OUT = Path("sweep-out")
 OPS_PER_ROUND = 8
@@ -82,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _shards(args: argparse.Namespace) -> Path | None:
     """The repository's shards of the installed stack (``--shards``), or None (``none``)."""
-    from coreml_lint.program.behaviour import installed_versions
+    from coreml_lint.measured.stack import installed_versions
     from coreml_lint.sweep.shards import stack_folder
 
     if args.shards == "none":

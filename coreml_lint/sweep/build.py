@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from coreml_lint.program.behaviour import INSIDE as CONSUMED
+from coreml_lint.measured.key import INSIDE as CONSUMED
 from coreml_lint.sweep.values import decode, flat_outputs, make_tensor, seed_of, torch_dtype
 
 # Where an operand made in the program comes from: the source dtype of its input.

@@ -32,7 +32,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from coreml_lint.program.behaviour import value_text
+from coreml_lint.measured.case import Case
+from coreml_lint.measured.values import value_text
 from coreml_lint.sweep.build import CONSUMED
 from coreml_lint.sweep.legal import (
     SIDE,
@@ -75,7 +76,7 @@ FLOATS_VARIANTS = (2.0, 1.3, 0.5, 1.5, 0.7)  # 1.3 first: its class's riskier va
 GENERATOR = 2
 
 
-def op_cases(info: OpInfo) -> tuple[list[dict[str, Any]], str | None]:
+def op_cases(info: OpInfo) -> tuple[list[Case], str | None]:
     """Every case of one op (at every sweep target), or why there is none."""
     found = find_base(info)
     if found is None:
@@ -113,7 +114,7 @@ def op_cases(info: OpInfo) -> tuple[list[dict[str, Any]], str | None]:
     return _at_targets(cases), None
 
 
-def _case(info: OpInfo, call: Call, axis: str, label: str, context: str = "") -> dict[str, Any]:
+def _case(info: OpInfo, call: Call, axis: str, label: str, context: str = "") -> Case:
     return {
         "op": info.name,
         "args": call.args,

@@ -22,7 +22,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from coreml_lint.program.behaviour import KeyMaker
+from coreml_lint.measured.case import Case
+from coreml_lint.measured.key import KeyMaker, MeasuredKey, measured_key
 from coreml_lint.sweep.build import CONSUMED, CONTEXT_OPS, build
 
 SPLIT = "split"
@@ -181,7 +182,7 @@ def delegated(edge_ep: Any, count: int) -> list[bool]:
     return [f"c{i}" not in on_cpu for i in range(count)]
 
 
-def case_keys(ep: Any, cases: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+def case_keys(ep: Any, cases: list[Case]) -> list[list[MeasuredKey]]:
     """Per case, the key of each of its op's nodes as the linter sees them: the canonical
     graph of the exported program, placed as the linter predicts at the case's target."""
     from coreml_lint.core.settings import PartitionerSettings
@@ -195,7 +196,7 @@ def case_keys(ep: Any, cases: list[dict[str, Any]]) -> list[list[dict[str, Any]]
     placement = predict_placement(graph, settings)
     maker = KeyMaker(graph, placement)
     users = graph.users()
-    found: list[list[dict[str, Any]]] = [[] for _ in cases]
+    found: list[list[MeasuredKey]] = [[] for _ in cases]
     for node in graph.nodes:
         path = paths.get(node.name) or paths.get(node.origin or "", "")
         if not path.startswith("c") or "." in path:
@@ -211,14 +212,6 @@ def case_keys(ep: Any, cases: list[dict[str, Any]]) -> list[list[dict[str, Any]]
             wanted = CONTEXT_OPS[cases[index]["context"]]
             readers = [u.target for out in node.outputs for u in users.get(out, [])]
             context = wanted if wanted in readers else "?"
-        found[index].append(
-            {
-                "op": key.op,
-                "operands": key.operands,
-                "variant": key.variant,
-                "shape": key.shape,
-                "context": context,
-                "placed": where.where if where.where != COREML or not where.decomposed else "dec",
-            }
-        )
+        placed = where.where if where.where != COREML or not where.decomposed else "dec"
+        found[index].append(measured_key(key, context, placed))
     return found

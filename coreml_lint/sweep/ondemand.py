@@ -6,7 +6,7 @@ key the shipped table has not measured, this builds the single-op program of tha
 call (the node's operand shapes, dtypes and origins, its arguments as recorded), measures
 it as the sweep does (``sweep/measure.py``: stock lowering, the ``verify`` oracle on typical
 then extreme values) and keeps the result in the user's cache, per stack version
-(``program/behaviour.py``'s ``cache_folder``), as a table CML801 then reads. A key measured
+(``measured/stack.py``'s ``cache_folder``), as a table CML801 then reads. A key measured
 once is never measured again: the second run is a plain lint.
 
 Finding what to measure is torch-free; measuring imports the heavy stack.
@@ -21,13 +21,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from coreml_lint.program.behaviour import (
-    TABLE_PATH,
-    BehaviourTable,
-    Key,
-    KeyMaker,
-    cache_folder,
-)
+from coreml_lint.measured.case import Case
+from coreml_lint.measured.key import Key, KeyMaker
+from coreml_lint.measured.stack import cache_folder
+from coreml_lint.measured.table import TABLE_PATH, BehaviourTable
 from coreml_lint.program.graph import DType, Graph, Node, Opaque, SymRef, TensorRef
 from coreml_lint.program.placement import COREML, Placement
 from coreml_lint.sweep.values import DTYPES, case_id, encode_float
@@ -99,7 +96,7 @@ def wanted(graph: Graph, placement: Placement, table: BehaviourTable) -> Iterato
         yield Wanted(key, case, node.name)
 
 
-def node_case(graph: Graph, maker: KeyMaker, node: Node, target: int) -> dict[str, Any]:
+def node_case(graph: Graph, maker: KeyMaker, node: Node, target: int) -> Case:
     """The sweep's case spec for the node's call (``sweep/values.py`` describes the form)."""
     tensors: list[dict[str, Any]] = []
 

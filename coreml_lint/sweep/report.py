@@ -13,7 +13,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from coreml_lint.program.behaviour import BAD, Entry, family, load_table
+from coreml_lint.measured.entry import Entry
+from coreml_lint.measured.families import family
+from coreml_lint.measured.outcomes import BAD
+from coreml_lint.measured.table import load_table
 
 
 def sweep_summary(

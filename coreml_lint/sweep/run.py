@@ -256,7 +256,7 @@ def measure_all(engine: Engine, store: Store, cases: list[dict[str, Any]], say: 
 
 def middle_targets(cases: list[dict[str, Any]], results: dict[str, dict]) -> list[dict]:
     """iOS16 and iOS17 copies of every case whose iOS15 and iOS18 outcomes differ."""
-    from coreml_lint.program.behaviour import normalized
+    from coreml_lint.measured.outcomes import normalized
     from coreml_lint.sweep.values import case_id
 
     by_spec: dict[str, dict[int, dict[str, Any]]] = defaultdict(dict)

@@ -1,4 +1,4 @@
-"""Aggregate the sweep's results into the checked-in table ``program/data/behaviour.json``.
+"""Aggregate the sweep's results into the checked-in table ``measured/data/behaviour.json``.
 
 Only cases whose op became exactly one delegated node of the linter's canonical graph are
 keyed (a decomposed op is measured through its pieces). Cases with the same key at the
@@ -15,20 +15,17 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from coreml_lint.program.behaviour import (
-    BOUNDARY_CRASH,
-    FORMAT,
-    MIXED,
-    boundary_crash,
-    class_variant,
-    format_targets,
-    normalized,
-)
+from coreml_lint.measured.case import Result
+from coreml_lint.measured.entry import format_targets
+from coreml_lint.measured.key import MeasuredKey
+from coreml_lint.measured.outcomes import BOUNDARY_CRASH, MIXED, boundary_crash, normalized
+from coreml_lint.measured.table import FORMAT
+from coreml_lint.measured.values import class_variant
 
 Cell = tuple[str, str, int]  # outcome, message, cases
 
 
-def keyed(result: dict[str, Any]) -> dict[str, Any] | None:
+def keyed(result: Result) -> MeasuredKey | None:
     """The one key of a case whose op became one delegated node (float32 made inside Core ML
     keyed as an input, as ``KeyMaker.origin`` keys it)."""
     keys = result.get("keys") or []
@@ -37,7 +34,7 @@ def keyed(result: dict[str, Any]) -> dict[str, Any] | None:
     operands = ",".join(
         "float32:in" if o == "float32:op" else o for o in keys[0]["operands"].split(",")
     )
-    return dict(keys[0], operands=operands) if keys[0]["operands"] else keys[0]
+    return MeasuredKey(keys[0], operands=operands) if keys[0]["operands"] else keys[0]
 
 
 # Interface divergences about the partition's outputs, not the op's values: a single-op

@@ -1,0 +1,162 @@
+"""The key of a measured call: one definition for the sweep's own programs and for the
+nodes the linter reads, so a measured entry applies exactly where it was measured.
+
+A ``Key`` is
+
+- ``op``: the node's target in edge spelling (``aten.amax.default``);
+- ``operands``: each tensor operand as ``dtype:origin``, origin ``in`` (the partition
+  receives it), ``op`` (made inside the same partition) or ``const`` (a parameter, buffer or
+  constant Core ML owns);
+- ``variant``: every non-tensor argument export recorded, by position or keyword, as
+  ``values.value_text`` records it (``keepdim=True``, ``a1=[2,2]``, ``exponent=frac``);
+- ``shape``: the shape class of the first tensor operand (``r4``, ``r3u``).
+
+A measured *cell* adds the ``context`` (what reads the op's output: nothing, a consumer
+inside the partition, ``linear``/``addmm``/``matmul``) and the deployment ``target``; the
+sweep records both with each result (``MeasuredKey``), the linter asks for them
+(``BehaviourTable.answer(key, target, context)``). ``KeyMaker`` computes keys over the
+linter's canonical graph; the sweep runs the same ``KeyMaker`` over each program it
+measures (``sweep/measure.py``), so a new dimension is one field here and one generator
+axis there.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any, TypedDict
+
+from coreml_lint.measured.values import describe_variant, shape_class, value_text
+from coreml_lint.program.graph import Graph, Node, TensorRef
+from coreml_lint.program.placement import Placement
+
+ORIGIN_WORDS = {"in": "a partition input", "op": "made inside Core ML", "const": "a constant"}
+
+# Consumers whose dtype handling an op's output can break (measured as two-op contexts).
+CONTEXT_OPS = frozenset({"aten.linear.default", "aten.addmm.default", "aten.matmul.default"})
+
+# The context of a case whose op output is consumed inside the partition (the sweep's
+# ``inside`` axis): what a node whose outputs stay in its partition meets.
+INSIDE = "inside"
+
+# The sweep returns every output of an op; a node with outputs nobody reads (layer norm's
+# saved mean and rstd) is another program, and keyed apart from what was measured.
+UNUSED_OUTPUTS = "outputs=partly-unused"
+
+
+@dataclass(frozen=True)
+class Key:
+    op: str
+    operands: str  # "bool:op,float32:in"
+    variant: str  # "a1=ints1;keepdim=False"
+    shape: str  # "r2", "r0", "r3u"
+
+    def describe(self, names: list[str] | None = None) -> str:
+        """``aten.rms_norm.default on float32 (a partition input) with eps=frac``; positional
+        arguments by their schema names when ``names`` are known."""
+        dtypes = ", ".join(
+            f"{d} ({ORIGIN_WORDS.get(o, o)})"
+            for d, _, o in (p.partition(":") for p in self.operands.split(",") if p)
+        )
+        variant = describe_variant(self.variant, names)
+        return f"{self.op} on {dtypes or 'no tensor'}" + (f" with {variant}" if variant else "")
+
+
+class MeasuredKey(TypedDict):
+    """A key as the sweep records it with each result: the ``Key``'s fields, the context
+    the case measured, and where the predicted placement put the node (``coreml``,
+    ``dec``omposed first, or another backend)."""
+
+    op: str
+    operands: str
+    variant: str
+    shape: str
+    context: str
+    placed: str
+
+
+def measured_key(key: Key, context: str, placed: str) -> MeasuredKey:
+    return MeasuredKey(
+        op=key.op,
+        operands=key.operands,
+        variant=key.variant,
+        shape=key.shape,
+        context=context,
+        placed=placed,
+    )
+
+
+# Ops export keeps that ExecuTorch's edge dialect turns into another before the partitioner
+# sees them (``x & 1`` is ``__and__`` in the exported program, ``bitwise_and`` at the edge):
+# the sweep measured them under the edge name.
+SAME_OP = {
+    f"aten.__{name}__.{overload}": f"aten.bitwise_{name}.{overload}"
+    for name in ("and", "or", "xor")
+    for overload in ("Scalar", "Tensor")
+}
+
+
+class KeyMaker:
+    """Keys of the nodes of one placed graph (shared lookups worked out once)."""
+
+    def __init__(self, graph: Graph, placement: Placement) -> None:
+        self.graph = graph
+        self.placement = placement
+        self.producers = graph.producers()
+        self.kinds = {spec.name: spec.kind for spec in graph.inputs}
+
+    def origin(self, value: str, node: Node) -> str:
+        """Where a node's operand comes from. A float32 value made inside Core ML is keyed
+        as an input: the sweep makes operands inside the program only for the other dtypes
+        (a cast there is what can differ), so ``float32:in`` is what was measured."""
+        producer = self.producers.get(value)
+        if producer is not None:
+            mine = self.placement.nodes[node.name].partition
+            theirs = self.placement.nodes[producer.name].partition
+            inside = mine is not None and mine == theirs
+            return "op" if inside and self.graph.dtype(value) != "float32" else "in"
+        if self.kinds.get(value) in ("parameter", "buffer", "constant"):
+            return "const" if self.placement.settings.take_over_constant_data else "in"
+        return "in"
+
+    def key(self, node: Node) -> Key:
+        refs = node.tensor_inputs()
+        operands = ",".join(f"{self.graph.dtype(r)}:{self.origin(r, node)}" for r in refs)
+        first = refs[0] if refs else (node.outputs[0] if node.outputs else None)
+        info = self.graph.tensors.get(first) if first else None
+        variant = variant_of(node)
+        if len(node.outputs) > 1 and not all(o in self.read for o in node.outputs):
+            variant += ";" * bool(variant) + UNUSED_OUTPUTS
+        op = SAME_OP.get(node.target, node.target)
+        return Key(op, operands, variant, shape_class(info and info.shape))
+
+    @cached_property
+    def read(self) -> set[str]:
+        """Values some node or the program's outputs read."""
+        found = {o.name for o in self.graph.outputs if o.name}
+        found.update(r for node in self.graph.nodes for r in node.tensor_inputs())
+        return found
+
+
+def variant_of(node: Node) -> str:
+    """The non-tensor arguments of a node as export recorded them: small integers and
+    lists of them exactly, other values by class."""
+    parts = [
+        f"a{i}={value_text(v)}"
+        for i, v in enumerate(node.args)
+        if not isinstance(v, TensorRef) and not _only_tensors(v)
+    ]
+    parts += [
+        f"{k}={value_text(v)}"
+        for k, v in sorted(node.kwargs.items())
+        if not isinstance(v, TensorRef) and not _only_tensors(v)
+    ]
+    return ";".join(parts)
+
+
+def _only_tensors(value: Any) -> bool:
+    return (
+        isinstance(value, (list, tuple))
+        and bool(value)
+        and all(isinstance(i, TensorRef) for i in value)
+    )

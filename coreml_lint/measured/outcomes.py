@@ -1,0 +1,63 @@
+"""What a measured cell can say: crash, wrong, ok, unverified, cpu (never delegated) or
+mixed (its cases disagree); which crashes are the program boundary's rather than the op's;
+which wrong values depend on the operands' values (seen only in the float16 pass), and in
+what range.
+"""
+
+from __future__ import annotations
+
+import re
+
+from coreml_lint.measured.entry import Entry
+from coreml_lint.measured.values import describe_variant
+
+CRASH, WRONG, OK, UNVERIFIED, CPU, MIXED = "crash", "wrong", "ok", "unverified", "cpu", "mixed"
+
+BAD = frozenset({CRASH, WRONG})
+
+# A crash the single-op program meets only because it returns the op's output straight
+# from the delegate (ExecuTorch's emitter refuses a zero-stride output, as an expand or a
+# meshgrid makes): the node crashes a model only when its output leaves its partition too.
+BOUNDARY_CRASH = "boundary-crash"
+
+BOUNDARY_CRASH_MESSAGES = ("0 in strides is not supported",)
+
+# What range of values a float16-pass divergence needs, by the verify oracle's kind word.
+VALUE_RANGES = {
+    "inf": "results pass float16's largest value (|x| > 65504) and become inf",
+    "nan": "float16 intermediates overflow and the result becomes NaN",
+    "integer": "integers pass 2048 (not exact in float16)",
+    "values": "values are too small or too large for float16 (below 6e-8 or past 65504)",
+}
+
+
+def boundary_crash(message: str) -> bool:
+    """Whether a crash message is the program boundary's, not the op's."""
+    return any(m in message for m in BOUNDARY_CRASH_MESSAGES)
+
+
+def value_dependent(entry: Entry) -> bool:
+    """Wrong values the verify oracle saw only in its float16 pass (overflow, underflow,
+    integers past 2048): they depend on the values the operands hold, which the sweep
+    picked at their limits; a model's own values may never reach them."""
+    return entry.outcome == WRONG and entry.message.startswith("float16 ")
+
+
+BIG_CLASSES = frozenset({"big", "-big", "huge", "-huge", "tiny", "-tiny", "inf", "-inf"})
+
+
+def value_range(entry: Entry, names: list[str] | None = None) -> str:
+    """The values a value-dependent outcome needs, in words (``names``: the schema's)."""
+    kind = entry.message.split()[1] if len(entry.message.split()) > 1 else ""
+    found = VALUE_RANGES.get(kind, "values reach float16's limits")
+    big = [p for p in entry.variant.split(";") if p.partition("=")[2] in BIG_CLASSES]
+    said = describe_variant(";".join(big), names)
+    return found + (f" (measured with {said})" if big else "")
+
+
+def normalized(message: str) -> str:
+    """A message with its numbers and quoted names blanked: two outcomes are the same when
+    these agree."""
+    text = re.sub(r'"[^"]*"', '"…"', message)
+    text = re.sub(r"'[^']*'", "'…'", text)
+    return re.sub(r"\d+", "N", text)

@@ -1,0 +1,417 @@
+"""The reader of the measured table (``data/behaviour.json``), torch-free.
+
+A node's key is answered (``BehaviourTable.answer``, which says how): measured at the key;
+measured at other values of the key's classes that all agree; measured on this machine by
+``check --measure`` (a table in the user's cache, per stack); measured at another shape
+class where the op's base call behaves alike at every shape measured at that target; or
+predicted, from crashes only (the base call's, every variant's, or one changed argument's,
+measured alone), except in the op families where that way of answering fell below 95 %
+precision on the table's own held-out cells (``data/prediction_gates.json``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import astuple, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from coreml_lint.measured.entry import Entry, parse_targets
+from coreml_lint.measured.families import family
+from coreml_lint.measured.key import Key
+from coreml_lint.measured.outcomes import CRASH, MIXED, OK, normalized
+from coreml_lint.measured.stack import cache_folder
+from coreml_lint.measured.values import class_of_text, class_variant, describe_variant, factors
+
+DATA = Path(__file__).with_name("data")
+
+TABLE_PATH = DATA / "behaviour.json"
+
+FORMAT = 1
+
+
+def _same_value(mine: str | None, measured: str | None) -> bool:
+    """Whether a node's argument value is the measured one: equal, or the measured one is
+    a class (a table keyed by classes) the node's exact value falls in."""
+    if mine == measured or mine is None or measured is None:
+        return mine == measured
+    return class_of_text(measured) == measured and class_of_text(mine) == measured
+
+
+def _distance(a: dict[str, str], b: dict[str, str]) -> int:
+    return sum(a.get(f) != b.get(f) for f in a.keys() | b.keys())
+
+
+# How an answer was reached: measured at the key, at another shape class of a key whose
+# op behaves alike at every shape measured, or predicted (from the base call's crash, from
+# every measured variant crashing alike, from one changed argument's crash).
+MEASURED, SHAPE, BASE, EVERY, FACTOR = "measured", "shape", "base", "every", "factor"
+
+HERE = "here"  # measured on this machine by ``check --measure``
+
+# Measured at other values of the same classes, which all agree (``_lookup_class``).
+CLASS = "class"
+
+
+def same_call(entry: Entry, key: Key) -> bool:
+    """Whether an entry measured the key's own call: its exact variant, or the variant's
+    classes in a table keyed by classes."""
+    return entry.variant in (key.variant, class_variant(key.variant)) and (
+        entry.variant == key.variant or entry.variant == class_variant(entry.variant)
+    )
+
+
+@dataclass(frozen=True)
+class Answer:
+    entry: Entry
+    basis: str
+
+    @property
+    def predicted(self) -> bool:
+        return self.basis in (BASE, EVERY, FACTOR)
+
+
+@dataclass
+class BehaviourTable:
+    measured_with: dict[str, str]
+    sweep: dict[str, Any]
+    entries: dict[tuple[str, str, str, str], list[Entry]]
+    path: Path
+    by_op: dict[str, list[Entry]] = field(default_factory=dict)
+    bases: dict[str, str] = field(default_factory=dict)  # op -> the base call's variant
+    arg_names: dict[str, list[str]] = field(default_factory=dict)  # op -> schema names
+    # basis -> the op families where it did not hold out (None: no hold-out measured)
+    refused: dict[str, frozenset[str]] | None = None
+    _free: dict[Any, Any] = field(default_factory=dict, repr=False)  # answers worked out once
+
+    def lookup(self, key: Key, target: int, context: str = "") -> Entry | None:
+        """The measured outcome for a node key at a target, or None when unmeasured."""
+        return self._lookup(key.op, key.operands, key.variant, key.shape, target, context)
+
+    def answer(self, key: Key, target: int, context: str = "") -> Answer | None:
+        """The measured outcome for a node key, else one measured on this machine
+        (``--measure``), else the predicted one, saying which."""
+        entry = self.lookup(key, target, context)
+        if entry is not None and entry.shape in ("*", key.shape):
+            basis = MEASURED if same_call(entry, key) else CLASS
+            if self.holds(basis, key.op):
+                return Answer(entry, basis)
+        local = local_table()
+        here = local._lookup(*astuple(key), target, context) if local is not None else None
+        if here is not None:
+            return Answer(here, HERE)
+        if entry is not None and entry.shape not in ("*", key.shape):
+            return Answer(entry, SHAPE) if self.holds(SHAPE, key.op) else None
+        found = self.predicted(key, target, context)
+        return found if found is not None and self.holds(found.basis, key.op) else None
+
+    def holds(self, basis: str, op: str) -> bool:
+        """Whether answers reached this way are given for this op: a measurement always;
+        an answer for a call that was not measured except in the op families where that
+        way of answering fell below 95 % precision on the table's own held-out cells
+        (``benchmarks/optable_holdout.py``, ``prediction_gates.json``)."""
+        if self.refused is None or basis in (MEASURED, HERE):
+            return True
+        return family(op) not in self.refused.get(basis, ())
+
+    def predict(self, key: Key, target: int, context: str = "") -> Entry | None:
+        found = self.predicted(key, target, context)
+        return None if found is None else found.entry
+
+    def predicted(self, key: Key, target: int, context: str = "") -> Answer | None:
+        """:meth:`_predict`, once per key (a model repeats its blocks: few keys, many nodes)."""
+        memo = ("predict", key, target, context)
+        if memo not in self._free:
+            self._free[memo] = self._predict(key, target, context)
+        return self._free[memo]
+
+    def _predict(self, key: Key, target: int, context: str) -> Answer | None:
+        """For an unmeasured variant of an op whose arguments change nothing in float32
+        (every float32 variant measured has the base call's outcome, for one reason), the
+        crash measured on the base call with the same operands: a prediction, not a
+        measurement."""
+        # Only a crash carries over: wrong values depend on the values, which the other
+        # arguments change (an integer clamp to [0, 7] never reaches float16's rounding).
+        base = self.bases.get(key.op)
+        if base is not None and base != key.variant and self.variant_free(key.op):
+            entry = self._lookup(key.op, key.operands, base, key.shape, target, context)
+            if entry is not None and entry.outcome == "crash":
+                return Answer(entry, BASE)
+        found = self._every_variant_crashes(key, target, context)
+        if found is not None:
+            return Answer(found, EVERY)
+        found = self._factor_crashes(key, target, context)
+        return None if found is None else Answer(found, FACTOR)
+
+    def _factor_crashes(self, key: Key, target: int, context: str) -> Entry | None:
+        """The crash of a measured variant whose every change from the base call the key
+        makes too (``sorted=False`` measured with ``k=1`` crashes; the node's ``k=4,
+        sorted=False`` holds the same change): the sweep varies one argument at a time, so a
+        user's call changing two is never measured, but a crash one change causes is
+        caused by it whatever the other arguments. Only where the base call with the key's
+        operands, at the key's shape and target, was measured and does not crash (else the
+        change explains nothing)."""
+        base = self.bases.get(key.op)
+        if base is None or base == key.variant:
+            return None
+        mine, theirs = factors(key.variant), factors(base)
+        control = self._lookup(key.op, key.operands, base, key.shape, target, context)
+        if control is None or control.outcome in (CRASH, MIXED):
+            return None  # a base call that crashes is no control for what a change causes
+        for variant in sorted(self._variants(key.op, key.operands, context)):
+            measured = factors(variant)
+            changed = {
+                f for f in measured.keys() | theirs.keys() if measured.get(f) != theirs.get(f)
+            }
+            if not changed or any(not _same_value(mine.get(f), measured.get(f)) for f in changed):
+                continue
+            entry = self._lookup(key.op, key.operands, variant, key.shape, target, context)
+            if entry is not None and entry.outcome == CRASH:
+                return entry
+        return None
+
+    def _variants(self, op: str, operands: str, context: str) -> set[str]:
+        return {
+            e.variant
+            for e in self.by_op.get(op, ())
+            if e.operands == operands and e.context == context
+        }
+
+    def _every_variant_crashes(self, key: Key, target: int, context: str) -> Entry | None:
+        """The crash every variant measured with the key's operands shows at the target,
+        for one reason (two variants or more: ``x & 1`` of int64, where 0, 7 and 3001 were
+        measured), or None."""
+        variants = {
+            e.variant
+            for e in self.by_op.get(key.op, ())
+            if e.operands == key.operands and e.context == context
+        }
+        found = [
+            self._lookup(key.op, key.operands, variant, key.shape, target, context)
+            for variant in variants
+        ]
+        reasons = {(e.outcome, normalized(e.message)) for e in found if e is not None}
+        if len(variants) >= 2 and None not in found and len(reasons) == 1:
+            ((outcome, _),) = reasons
+            if outcome == "crash":
+                return found[0]
+        return None
+
+    def variant_free(self, op: str) -> bool:
+        """Whether every float32 variant measured has one outcome, for one reason."""
+        if op not in self._free:
+            reference = self._float32(op)
+            variants = {e.variant for e in reference}
+            reasons = {(e.outcome, normalized(e.message)) for e in reference}
+            self._free[op] = len(variants) > 1 and len(reasons) == 1
+        return self._free[op]
+
+    def shape_free(self, op: str) -> bool:
+        """Whether the op's base call converts and computes right at every shape class
+        measured, two or more: then what a dtype or an argument does, measured at one shape,
+        is taken for every shape. Where the base call itself fails (a pool without stride),
+        it is no control for the other cases, and they answer only for their own shape."""
+        key = ("shape", op)
+        if key not in self._free:
+            base = [e for e in self._float32(op) if e.variant == self.bases.get(op)]
+            self._free[key] = bool(base) and all(e.outcome == "ok" for e in base)
+            self._free[key] &= any(e.shape == "*" for e in base)
+        return self._free[key]
+
+    def _float32(self, op: str) -> list[Entry]:
+        return [
+            e
+            for e in self.by_op.get(op, ())
+            if not e.context and set(e.operands.split(",")) <= {"float32:in"}
+        ]
+
+    def _lookup(self, op, operands, variant, shape, target, context) -> Entry | None:
+        """The entry of this exact call, else the one every other measured value of its
+        class agrees on (:meth:`_lookup_class`)."""
+        found = self._lookup_exact(op, operands, variant, shape, target, context)
+        if found is not None or not variant:
+            return found
+        return self._lookup_class(op, operands, variant, shape, target, context)
+
+    def _lookup_class(self, op, operands, variant, shape, target, context) -> Entry | None:
+        """The outcome, for one reason, of every other value of the same classes that was
+        measured (``[2, 2]`` answers for ``[3, 3]`` only where no measured value of the
+        class behaves otherwise): which values of an argument decide an op's outcome is
+        read off the measurements. A table keyed by classes (format 1) is its own class."""
+        members = self._by_class().get((op, operands, class_variant(variant), context), ())
+        found = [
+            entry
+            for other in sorted(members)
+            if other != variant
+            for entry in [self._lookup_exact(op, operands, other, shape, target, context)]
+            if entry is not None
+        ]
+        reasons = {(e.outcome, normalized(e.message)) for e in found}
+        return found[0] if len(reasons) == 1 else None
+
+    def _by_class(self) -> dict[tuple[str, str, str, str], set[str]]:
+        """(op, operands, class variant, context) -> the variants measured in it."""
+        if "by_class" not in self._free:
+            index: dict[tuple[str, str, str, str], set[str]] = {}
+            for op, operands, variant, context in self.entries:
+                group = (op, operands, class_variant(variant), context)
+                index.setdefault(group, set()).add(variant)
+            self._free["by_class"] = index
+        return self._free["by_class"]
+
+    def _lookup_exact(self, op, operands, variant, shape, target, context) -> Entry | None:
+        """The entry at ``shape``, else the one for every shape (``*``), else, for a
+        shape-free op, the one measured at another shape (when those agree)."""
+        found = {}
+        for entry in self.entries.get((op, operands, variant, context), ()):
+            if target in entry.targets:
+                rank = 0 if entry.shape == shape else 1 if entry.shape == "*" else 2
+                found.setdefault(rank, []).append(entry)
+        if 0 in found or 1 in found:
+            return (found.get(0) or found[1])[0]
+        others = found.get(2, [])
+        reasons = {(e.outcome, normalized(e.message)) for e in others}
+        if len(reasons) == 1 and (
+            self.shape_free(op) or reasons == self._everywhere(op, operands, target, context)
+        ):
+            return others[0]
+        return None
+
+    def _everywhere(self, op: str, operands: str, target: int, context: str) -> set:
+        """The (outcome, reason) the base call with these operands (or in float32) shows at
+        every shape measured at the target (a ``*`` entry), or an empty set. A variant
+        measured at one shape with that same outcome and reason shows it at every shape:
+        the outcome is the op's at this target (no iOS15 version of ``pixel_unshuffle``),
+        not the shape's."""
+        base = self.bases.get(op)
+        for ops in (operands, ",".join("float32:in" for _ in operands.split(","))):
+            for entry in self.entries.get((op, ops, base, context), ()):
+                if entry.shape == "*" and target in entry.targets:
+                    return {(entry.outcome, normalized(entry.message))}
+        return set()
+
+    def workarounds(self, entry: Entry, target: int, key: Key | None = None) -> list[str]:
+        """What the table measured *ok* near a bad entry: a higher target, other dtypes,
+        another variant of the same op, the one closest to the node's ``key`` (in that
+        order of preference)."""
+        return list(_workarounds(self, entry, target, key))
+
+    @property
+    def versions(self) -> str:
+        return ", ".join(f"{k} {v}" for k, v in self.measured_with.items())
+
+
+def _workarounds(
+    table: BehaviourTable, bad: Entry, target: int, key: Key | None = None
+) -> Iterator[str]:
+    same = table.entries.get((bad.op, bad.operands, bad.variant, bad.context), ())
+    higher = sorted(
+        t
+        for e in same
+        if e.outcome == OK and e.shape in ("*", bad.shape)
+        for t in e.targets
+        if t > target
+    )
+    if higher:
+        yield f"minimum_deployment_target iOS{higher[0]} (measured ok)"
+    others = [
+        e
+        for e in table.by_op.get(bad.op, ())
+        if e.outcome == OK
+        and target in e.targets
+        and e.context == bad.context
+        and e.shape in ("*", bad.shape)
+    ]
+    origins = [o.partition(":")[2] for o in bad.operands.split(",")]
+    for e in others:
+        theirs = [o.partition(":")[2] for o in e.operands.split(",")]
+        if e.variant == bad.variant and theirs == origins and e.operands != bad.operands:
+            dtypes = ", ".join(o.partition(":")[0] for o in e.operands.split(","))
+            yield f"operands of dtype {dtypes} (measured ok)"
+            break
+    near = factors(key.variant if key is not None else bad.variant)
+    others.sort(key=lambda e: _distance(near, factors(e.variant)))
+    for e in others:
+        if e.operands == bad.operands and e.variant != bad.variant:
+            variant = describe_variant(e.variant, table.arg_names.get(bad.op))
+            yield (
+                f"the call with {variant or 'no other arguments'} (measured ok; other argument "
+                "values may compute other results: check they fit the model)"
+            )
+            break
+    if bad.context:
+        plain = table.entries.get((bad.op, bad.operands, bad.variant, ""), ())
+        if any(e.outcome == OK and target in e.targets for e in plain):
+            yield f"the same {bad.op.split('.')[1]} not feeding {bad.context} (measured ok)"
+
+
+GATES_PATH = DATA / "prediction_gates.json"
+
+
+def load_gates(path: Path) -> dict[str, frozenset[str]] | None:
+    """Where each way of answering an unmeasured call fell below the gate, for a shipped
+    table (its hold-out benchmark wrote ``prediction_gates.json``); None for any other."""
+    if path.resolve().parent != DATA.resolve() or not GATES_PATH.exists():
+        return None
+    found = json.loads(GATES_PATH.read_text()).get("tables", {}).get(path.name)
+    if found is None:
+        return None
+    return {basis: frozenset(families) for basis, families in found["refused"].items()}
+
+
+def load_table(path: Path, gated: bool = True) -> BehaviourTable:
+    """The table at ``path``; ``gated=False`` answers every way (the hold-out benchmark
+    measures the ways themselves)."""
+    data = json.loads(path.read_text())
+    if data.get("format") != FORMAT:
+        raise ValueError(f"{path}: behaviour table format {data.get('format')} is not {FORMAT}")
+    messages = data["messages"]
+    entries: dict[tuple[str, str, str, str], list[Entry]] = {}
+    by_op: dict[str, list[Entry]] = {}
+    for op, rows in data["ops"].items():
+        for operands, variant, context, shape, targets, outcome, message, cases in rows:
+            entry = Entry(
+                op,
+                operands,
+                variant,
+                context,
+                shape,
+                parse_targets(targets),
+                outcome,
+                messages[message] if message is not None else "",
+                cases,
+            )
+            entries.setdefault((op, operands, variant, context), []).append(entry)
+            by_op.setdefault(op, []).append(entry)
+    return BehaviourTable(
+        data["measured_with"],
+        data.get("sweep", {}),
+        entries,
+        path,
+        by_op,
+        dict(data.get("bases", {})),
+        dict(data.get("arg_names", {})),
+        refused=load_gates(path) if gated else None,
+    )
+
+
+# ``check --measure`` measures the keys the shipped table lacks on this machine's stack and
+# keeps them per stack version in the user's cache: a second run reads them back, torch-free.
+_LOCAL: dict[str, Any] = {"on": False}
+
+
+def use_local_measurements(on: bool) -> None:
+    """Whether CML801 also answers from what ``--measure`` measured on this machine."""
+    _LOCAL.clear()
+    _LOCAL["on"] = on
+
+
+def local_table() -> BehaviourTable | None:
+    """The table of this machine's measurements, when in use and present."""
+    if not _LOCAL.get("on"):
+        return None
+    if "table" not in _LOCAL:
+        path = cache_folder() / TABLE_PATH.name
+        _LOCAL["table"] = load_table(path) if path.exists() else None
+    return _LOCAL["table"]

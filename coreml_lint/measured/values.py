@@ -1,0 +1,149 @@
+"""How a key records a non-tensor argument value: small integers and short lists of them
+exactly (a stride of ``[1, 1]`` and one of ``[3, 3]`` can lower differently), other values
+by *class* (``frac``, ``big``, ``ints8``: exact floats would never match a model's); and the
+shape class of the first operand (rank, a size-1 or empty dim). Which exact values of a
+class behave alike is read off the measurements (``table.BehaviourTable._lookup_class``),
+never assumed.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any
+
+from coreml_lint.program.graph import DType, Opaque, SymRef, TensorRef
+
+FP16_MAX = 65504.0
+
+
+def value_class(value: Any) -> str:
+    """The class of a non-tensor argument value, as keys record it."""
+    if value is None:
+        return "None"
+    if isinstance(value, bool):
+        return str(value)
+    if isinstance(value, int):
+        return _int_class(value)
+    if isinstance(value, float):
+        return _float_class(value)
+    if isinstance(value, str):
+        return value
+    if isinstance(value, DType):
+        return value.name
+    if isinstance(value, SymRef):
+        return "sym"
+    if isinstance(value, TensorRef):
+        return "T"
+    if isinstance(value, Opaque):
+        return value.kind
+    if isinstance(value, (list, tuple)):
+        return _list_class(list(value))
+    return type(value).__name__
+
+
+# Small integers and short lists of them are keyed by their exact value: a stride, padding,
+# dilation or output size of [1, 1] and [3, 3] can lower differently, and a class would
+# merge them. Which exact values of a class behave alike is then read off the measurements
+# (``BehaviourTable._by_class``), never assumed.
+EXACT_INT = 64
+
+EXACT_LIST = 6
+
+
+def value_text(value: Any) -> str:
+    """A non-tensor argument value as keys record it: the exact value of a small integer
+    or a short list of small integers, else its class (``value_class``)."""
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) <= EXACT_INT:
+        return str(value)
+    if (
+        isinstance(value, (list, tuple))
+        and 0 < len(value) <= EXACT_LIST
+        and all(isinstance(i, int) and not isinstance(i, bool) for i in value)
+        and all(abs(i) <= EXACT_INT for i in value)
+    ):
+        return "[" + ",".join(str(i) for i in value) + "]"
+    return value_class(value)
+
+
+_EXACT_INT = re.compile(r"-?\d+")
+
+_EXACT_LIST = re.compile(r"\[-?\d+(,-?\d+)*\]")
+
+
+def class_of_text(text: str) -> str:
+    """The class of a value as a key records it (an exact value's class; a class is its
+    own)."""
+    if _EXACT_INT.fullmatch(text):
+        return _int_class(int(text))
+    if _EXACT_LIST.fullmatch(text):
+        return _list_class([int(i) for i in text[1:-1].split(",")])
+    return text
+
+
+def class_variant(variant: str) -> str:
+    """A variant with every exact value replaced by its class."""
+    return ";".join(
+        f"{name}={class_of_text(value)}"
+        for name, value in (part.partition("=")[::2] for part in variant.split(";") if part)
+    )
+
+
+def _int_class(value: int) -> str:
+    if value in (0, 1, -1):
+        return str(value)
+    if abs(value) > 2048:  # not exact in float16
+        return "big" if value > 0 else "-big"
+    return "int" if value > 0 else "-int"
+
+
+def _float_class(value: float) -> str:
+    if math.isnan(value):
+        return "nan"
+    if math.isinf(value):
+        return "inf" if value > 0 else "-inf"
+    if value == 0.0:
+        return "0.0"
+    magnitude = abs(value)
+    sign = "-" if value < 0 else ""  # a negative slope or bound is another call
+    if magnitude > FP16_MAX:
+        return sign + "huge"
+    if magnitude < 1e-4:
+        return sign + "tiny"
+    if value.is_integer():
+        return sign + "whole"
+    return sign + "frac"
+
+
+def _list_class(items: list[Any]) -> str:
+    if not items:
+        return "[]"
+    if all(isinstance(i, int) and not isinstance(i, bool) for i in items):
+        marks = ("-" if any(i < 0 for i in items) else "") + ("0" if 0 in items else "")
+        return f"ints{len(items)}{marks}"
+    if any(isinstance(i, TensorRef) or i is None for i in items):
+        return "[" + ",".join("T" if isinstance(i, TensorRef) else "None" for i in items) + "]"
+    return "[" + ",".join(value_class(i) for i in items) + "]"
+
+
+def shape_class(shape: tuple[int | str, ...] | None) -> str:
+    """``r<rank>`` plus ``u`` for a size-1 dim and ``e`` for an empty one."""
+    if shape is None:
+        return "r?"
+    marks = ("u" if 1 in shape else "") + ("e" if 0 in shape else "")
+    return f"r{len(shape)}{marks}"
+
+
+def describe_variant(variant: str, names: list[str] | None) -> str:
+    parts = []
+    for part in filter(None, variant.split(";")):
+        name, _, value = part.partition("=")
+        if names and re.fullmatch(r"a\d+", name) and int(name[1:]) < len(names):
+            name = names[int(name[1:])]
+        parts.append(f"{name}={value}")
+    return ", ".join(parts)
+
+
+def factors(variant: str) -> dict[str, str]:
+    """A variant as argument -> value class (an argument left out is absent)."""
+    return dict(part.partition("=")[::2] for part in variant.split(";") if part)
