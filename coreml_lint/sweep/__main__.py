@@ -144,7 +144,7 @@ def report(args: argparse.Namespace) -> int:
     from coreml_lint.sweep.report import render_report
     from coreml_lint.sweep.run import Store
 
-    print(render_report(Store(args.out), args.table))
+    print(render_report(Store(args.out, shards=_shards(args)), args.table))
     return 0
 
 
@@ -166,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
                 default=None,
                 help="the address of a Dask scheduler (a cluster) instead of local workers",
             )
-        if name in ("run", "rekey", "build"):
+        if name in ("run", "rekey", "build", "report"):
             sub.add_argument(
                 "--shards",
                 default=None,
