@@ -19,7 +19,11 @@ from typing import TYPE_CHECKING, Any
 from coreml_lint.core.version import __version__
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+    from os import PathLike
+
     from coreml_lint.checking.run import CheckRun
+    from coreml_lint.core.config import LintConfig
     from coreml_lint.engine.program import ProgramReport
 
 
@@ -55,7 +59,11 @@ def lint_pt2(path: Any, config: Any = None) -> list[ProgramReport]:
     return _lint_pt2(path, config)
 
 
-def check(paths: Any, config: Any = None, **options: Any) -> CheckRun:
+def check(
+    paths: str | PathLike[str] | Iterable[str | PathLike[str]],
+    config: LintConfig | None = None,
+    **options: Any,
+) -> CheckRun:
     """Run ``coreml-lint check`` on files and folders (a path or a list of them), without its
     argument parsing and printing: the returned run holds ``findings``, ``errors``,
     ``reports``, ``fix_results`` and ``exit_code()``. ``config`` is a ``LintConfig`` (default:
@@ -63,14 +71,14 @@ def check(paths: Any, config: Any = None, **options: Any) -> CheckRun:
     ``unsafe``, ``methods``, ``export``, ``measure``, ``verbose``, and ``say``, a callable
     for the lines it says as it goes, standard error by default). torch-free unless
     ``export`` or ``measure`` needs it."""
-    from pathlib import Path
+    import os
 
     from coreml_lint.checking.run import CheckRun
     from coreml_lint.core.config import LintConfig
 
-    given = [paths] if isinstance(paths, (str, Path)) else list(paths)
+    given = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
     run = CheckRun(config if config is not None else LintConfig(), **options)
-    run.run(tuple(str(p) for p in given))
+    run.run(tuple(os.fspath(p) for p in given))
     return run
 
 
