@@ -4,6 +4,8 @@ The public Python API:
 
 - :func:`lint_program` lints an in-memory ``torch.export.ExportedProgram`` (needs torch);
 - :func:`lint_pt2` lints a ``.pt2`` archive without importing torch;
+- :func:`check` runs what ``coreml-lint check`` runs over files and folders (lint, and
+  optionally fix, export the declared programs, measure), and returns the run;
 - :func:`lower` lowers to an ExecuTorch program with every fix applied (needs torch,
   executorch, coremltools);
 - :func:`verify` lowers with the stock partitioner and runs every Core ML partition's MIL
@@ -17,6 +19,11 @@ from typing import TYPE_CHECKING, Any
 from coreml_lint.core.version import __version__
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+    from os import PathLike
+
+    from coreml_lint.checking.run import CheckRun
+    from coreml_lint.core.config import LintConfig
     from coreml_lint.engine.program import ProgramReport
 
 
@@ -52,4 +59,27 @@ def lint_pt2(path: Any, config: Any = None) -> list[ProgramReport]:
     return _lint_pt2(path, config)
 
 
-__all__ = ["__version__", "lint_program", "lint_pt2", "lower", "verify"]
+def check(
+    paths: str | PathLike[str] | Iterable[str | PathLike[str]],
+    config: LintConfig | None = None,
+    **options: Any,
+) -> CheckRun:
+    """Run ``coreml-lint check`` on files and folders (a path or a list of them), without its
+    argument parsing and printing: the returned run holds ``findings``, ``errors``,
+    ``reports``, ``fix_results`` and ``exit_code()``. ``config`` is a ``LintConfig`` (default:
+    every rule, stock settings); keyword arguments are the run's options (``fix``, ``diff``,
+    ``unsafe``, ``methods``, ``export``, ``measure``, ``verbose``, and ``say``, a callable
+    for the lines it says as it goes, standard error by default). torch-free unless
+    ``export`` or ``measure`` needs it."""
+    import os
+
+    from coreml_lint.checking.run import CheckRun
+    from coreml_lint.core.config import LintConfig
+
+    given = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
+    run = CheckRun(config if config is not None else LintConfig(), **options)
+    run.run(tuple(os.fspath(p) for p in given))
+    return run
+
+
+__all__ = ["__version__", "check", "lint_program", "lint_pt2", "lower", "verify"]

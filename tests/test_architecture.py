@@ -31,6 +31,7 @@ LAYERS = {
     "coreml_lint.reports": 5,
     "coreml_lint.verifier": 5,
     "coreml_lint.sweep": 5,
+    "coreml_lint.checking": 5,  # the check run: drives fixers, exporting, sweep, lowering
     "coreml_lint.cli": 6,
     "coreml_lint": 7,  # the package face (__init__, __main__)
 }

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from coreml_lint.cli.export import changed_files
+from coreml_lint.checking.export import changed_files
 from coreml_lint.core.config import load_config
 from coreml_lint.core.errors import InputError
 from coreml_lint.core.version import HEAVY_INSTALL
@@ -127,7 +127,7 @@ def test_the_export_hook_and_the_gitignore_entry_exist():
 
 
 def test_a_folder_walk_skips_the_export_cache(tmp_path):
-    from coreml_lint.cli.check import collect_paths
+    from coreml_lint.checking.paths import collect_paths
 
     (tmp_path / ".coreml-lint-cache" / "export").mkdir(parents=True)
     (tmp_path / ".coreml-lint-cache" / "export" / "a.pt2").write_bytes(b"")
@@ -137,7 +137,7 @@ def test_a_folder_walk_skips_the_export_cache(tmp_path):
 
 
 def test_a_source_finding_and_a_program_finding_on_one_line_are_one(tmp_path):
-    from coreml_lint.cli.export import merged
+    from coreml_lint.checking.export import merged
     from coreml_lint.core.findings import Finding, Location, Outcome, Severity, SourceFix
 
     def finding(code: str, line: int, edit: SourceFix | None = None) -> Finding:

@@ -23,12 +23,20 @@ BLOCKER = textwrap.dedent(
     sys.meta_path.insert(0, Block())
     import pickle
     pickle.loads = pickle.load = lambda *a, **k: (_ for _ in ()).throw(AssertionError("unpickle"))
-    from coreml_lint.cli.main import main
-    code = main(sys.argv[1:])
+    code = run(sys.argv[1:])
     heavy = [m for m in sys.modules if m.split(".")[0] in {"torch", "coremltools", "executorch"}]
     assert not heavy, heavy
     sys.exit(code)
     """
+)
+# what the blocked script runs: defined first, imported only when run (after the blocker)
+COMMAND = "def run(args):\n    from coreml_lint.cli.main import main\n    return main(args)\n"
+API = (  # the Python API's check run, printing the codes it found
+    "def run(args):\n"
+    "    import coreml_lint\n"
+    "    found = coreml_lint.check(args)\n"
+    "    print(sorted(f.code for f in found.findings))\n"
+    "    return found.exit_code()\n"
 )
 
 
@@ -36,13 +44,26 @@ def test_lint_without_heavy_packages(tmp_path):
     program = tmp_path / "program.pt2"
     program.write_bytes(_archive("uint8-input"))
     result = subprocess.run(
-        [sys.executable, "-c", BLOCKER, str(program), "--output-format", "json"],
+        [sys.executable, "-c", COMMAND + BLOCKER, str(program), "--output-format", "json"],
         capture_output=True,
         text=True,
         check=False,
     )
     assert result.returncode == 1, result.stderr
     assert '"code": "CML101"' in result.stdout
+
+
+def test_the_python_apis_check_run_is_as_light(tmp_path):
+    program = tmp_path / "program.pt2"
+    program.write_bytes(_archive("uint8-input"))
+    result = subprocess.run(
+        [sys.executable, "-c", API + BLOCKER, str(program)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 1, result.stderr
+    assert "'CML101'" in result.stdout
 
 
 def test_weights_are_never_read(tmp_path):

@@ -120,7 +120,7 @@ def test_one_archive_of_several_programs_is_read_as_methods(tmp_path):
 
 
 def test_methods_flag_checks_the_files_together(tmp_path):
-    from coreml_lint.cli.check import CheckRun
+    from coreml_lint.checking.run import CheckRun
 
     paths = tuple(str(p) for p in saved(tmp_path, branchy_methods()))
     alone = CheckRun(LintConfig())

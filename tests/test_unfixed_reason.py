@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from coreml_lint.cli.check import unfixed_reason
+from coreml_lint.checking.fix import unfixed_reason
 from coreml_lint.core.findings import Finding, Location, Outcome, Severity
 
 

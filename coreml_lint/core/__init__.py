@@ -1,2 +1,3 @@
 """The shared vocabulary every layer speaks: findings, errors, settings, configuration,
-suppression comments and safe file writes. Imports nothing else of coreml-lint."""
+suppression comments, safe file writes and the stacks' timed stages. Imports nothing else
+of coreml-lint."""

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import importlib.util
 import logging
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from coreml_lint.core.stages import stage
 
 CONVERT_STAGE = "convert"
 SAVE_STAGE = "save_asset"
@@ -57,21 +58,13 @@ def convert_program(ep: Any, directory: Path) -> Conversion:
     level = logging.root.manager.disable
     logging.disable(logging.WARNING)
     try:
-        start = time.perf_counter()
-        try:
+        with stage(result, CONVERT_STAGE):
             program = _convert(ep, result)
-        except Exception as exc:
-            result.error, result.stage = exc, CONVERT_STAGE
+        if not result.ok:
             return result
-        finally:
-            result.timings[CONVERT_STAGE] = time.perf_counter() - start
-        start = time.perf_counter()
-        try:
+        with stage(result, SAVE_STAGE):
             result.path = Path(directory) / "model.aimodel"
             result.asset = program.save_asset(result.path)
-        except Exception as exc:
-            result.error, result.stage = exc, SAVE_STAGE
-        result.timings[SAVE_STAGE] = time.perf_counter() - start
         return result
     finally:
         logging.disable(level)

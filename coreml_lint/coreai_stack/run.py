@@ -13,13 +13,14 @@ feeds int32 instead (what an app has to do) and says so in ``notes``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import tempfile
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from coreml_lint.core.stages import stage
 from coreml_lint.coreai_stack.convert import Conversion, convert_program
 
 LOAD_STAGE = "load"
@@ -79,7 +80,7 @@ def _run_in(ep: Any, calls: Sequence[Sequence[Any]], directory: Path, narrow: bo
     states = _initial_states(ep, result.conversion)
     try:
         asyncio.run(_execute(result, [list(c) for c in calls], states, narrow))
-    except Exception as exc:  # the stage is set by _execute before each step
+    except Exception as exc:  # outside the stages (closing the compiled program)
         result.error = exc
     for name, target in result.conversion.states.items():
         if name in states:
@@ -91,24 +92,22 @@ async def _execute(result: CoreAIRun, calls: list[list[Any]], states: dict, narr
     from coreai.runtime import NDArray
 
     conversion = result.conversion
-    result.stage = LOAD_STAGE
-    start = time.perf_counter()
-    async with conversion.asset.executable() as model:
-        function = model.load_function("main")
-        result.timings[LOAD_STAGE] = time.perf_counter() - start
-        state = {name: NDArray(array) for name, array in states.items()}
-        result.stage = RUN_STAGE
-        start = time.perf_counter()
-        for inputs in calls:
-            arrays = [_array(value, narrow, result.notes) for value in inputs]
-            feed = {n: NDArray(a) for n, a in zip(conversion.input_names, arrays, strict=True)}
-            out = await function(feed, state=state)
-            result.calls.append([out[name].numpy().copy() for name in conversion.output_names])
-            result.output_dtypes = [str(out[name].dtype) for name in conversion.output_names]
-        for name, array in state.items():
-            states[name] = array.numpy().copy()
-        result.timings[RUN_STAGE] = time.perf_counter() - start
-    result.stage = ""
+    async with contextlib.AsyncExitStack() as compiled:
+        with stage(result, LOAD_STAGE):
+            model = await compiled.enter_async_context(conversion.asset.executable())
+            function = model.load_function("main")
+            state = {name: NDArray(array) for name, array in states.items()}
+        if not result.ok:
+            return
+        with stage(result, RUN_STAGE):
+            for inputs in calls:
+                arrays = [_array(value, narrow, result.notes) for value in inputs]
+                feed = {n: NDArray(a) for n, a in zip(conversion.input_names, arrays, strict=True)}
+                out = await function(feed, state=state)
+                result.calls.append([out[name].numpy().copy() for name in conversion.output_names])
+                result.output_dtypes = [str(out[name].dtype) for name in conversion.output_names]
+            for name, array in state.items():
+                states[name] = array.numpy().copy()
 
 
 def _initial_states(ep: Any, conversion: Conversion) -> dict[str, Any]:

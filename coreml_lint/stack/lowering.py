@@ -7,12 +7,12 @@ the verifier, the sweep, ``--check-advice`` and the oracle tests read one shape 
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from coreml_lint.core.settings import PartitionerSettings
+from coreml_lint.core.stages import stage
 from coreml_lint.stack.capture import ConversionFailure, capture_mlmodels
 from coreml_lint.stack.partitioner import stock_partitioner
 
@@ -82,13 +82,16 @@ def lower_program(
     logging.disable(logging.WARNING)
     try:
         with capture_mlmodels(result.mlmodels, result.failures):
-            if not _timed(result, EDGE_STAGE, lambda: _edge(result, ep, partitioner)):
+            with stage(result, EDGE_STAGE, timing="lower"):
+                _edge(result, ep, partitioner)
+            if not result.ok:
                 return result
             _record_placement(result)
             if after_edge is not None:
                 after_edge(result.edge)
             if to_executorch:
-                _timed(result, EXECUTORCH_STAGE, lambda: _executorch(result))
+                with stage(result, EXECUTORCH_STAGE):
+                    _executorch(result)
         return result
     finally:
         logging.disable(level)
@@ -102,19 +105,6 @@ def _edge(result: Lowering, ep: Any, partitioner: Any) -> None:
 
 def _executorch(result: Lowering) -> None:
     result.program = result.edge.to_executorch()
-
-
-def _timed(result: Lowering, stage: str, step: Callable[[], None]) -> bool:
-    """Run one stage; a failure is recorded on ``result`` (False), never raised."""
-    start = time.perf_counter()
-    try:
-        step()
-    except Exception as exc:
-        result.error, result.stage = exc, stage
-        return False
-    finally:
-        result.timings["lower" if stage == EDGE_STAGE else stage] = time.perf_counter() - start
-    return True
 
 
 def _record_placement(result: Lowering) -> None:

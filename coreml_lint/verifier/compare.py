@@ -180,10 +180,7 @@ def compare(
 
 def _against_float64(a: np.ndarray, e: np.ndarray, x: np.ndarray, d: np.ndarray) -> Numbers:
     """Each element against float64, forgiving what float32 commits there (module doc)."""
-    finite = np.isfinite(e)
-    numbers = Numbers(None, size=int(e.size))
-    numbers.nan = int((np.isnan(a) & finite).sum())
-    numbers.inf = int((np.isinf(a) & finite).sum())
+    numbers, finite = _counted(a, e)
     with np.errstate(all="ignore"):
         x = np.where(np.isfinite(x.astype(np.float32)), x, e)  # float64 past float32's range
         own = np.where(finite, np.abs(e - x), 0.0)
@@ -197,17 +194,7 @@ def _against_float64(a: np.ndarray, e: np.ndarray, x: np.ndarray, d: np.ndarray)
     numbers.hard_ratio = float(np.max(ratio)) if ratio.size else 0.0
     bad = finite & (over > 1.0)
     numbers.mismatched = int(bad.sum())
-    scale = float(np.max(np.abs(e[finite]))) if finite.any() else 0.0
-    finite_diff = diff[np.isfinite(diff)]
-    numbers.max_abs = float(finite_diff.max()) if finite_diff.size else 0.0
-    numbers.max_rel = numbers.max_abs / scale if scale > 0 else numbers.max_abs
-    if numbers.nan:
-        numbers.kind = "nan"
-        _example(numbers, np.argmax(np.isnan(a) & finite), a, e)
-    elif numbers.inf:
-        numbers.kind = "inf"
-        _example(numbers, np.argmax(np.isinf(a) & finite), a, e)
-    else:
+    if not _non_finite(numbers, a, e, diff, _scale(e, finite)):
         worst = int(np.argmax(np.where(np.isfinite(over), over, -1.0)))
         numbers.kind = "values" if numbers.mismatched else None
         _example(numbers, worst, a, e)
@@ -232,33 +219,21 @@ def _element(numbers: Numbers, flat: int, diff, own, x, over) -> None:
 def _exact(a: np.ndarray, e: np.ndarray) -> Numbers:
     """An eager integer or bool tensor: every element must match exactly."""
     af, ef = a.astype(np.float64), e.astype(np.float64)
+    numbers, finite = _counted(af, ef)  # an integer is always finite
     with np.errstate(all="ignore"):
         wrong = af != ef
         diff = np.where(np.isfinite(af), np.abs(af - ef), 0.0)
-    numbers = Numbers(None, size=int(e.size), mismatched=int(wrong.sum()))
-    numbers.nan, numbers.inf = int(np.isnan(af).sum()), int(np.isinf(af).sum())
-    numbers.max_abs = float(diff.max()) if diff.size else 0.0
-    scale = float(np.abs(ef).max()) if ef.size else 0.0
-    numbers.max_rel = numbers.max_abs / scale if scale > 0 else numbers.max_abs
-    if numbers.nan:
-        numbers.kind = "nan"
-        _example(numbers, np.argmax(np.isnan(af)), a, e)
-    elif numbers.inf:
-        numbers.kind = "inf"
-        _example(numbers, np.argmax(np.isinf(af)), a, e)
-    elif numbers.mismatched:
+    numbers.mismatched = int(wrong.sum())
+    if not _non_finite(numbers, af, ef, diff, _scale(ef, finite)) and numbers.mismatched:
         numbers.kind = "integer"
         _example(numbers, np.argmax(wrong), a, e)
     return numbers
 
 
 def _floats(a: np.ndarray, e: np.ndarray, mode: str, input_scale: float) -> Numbers:
-    finite = np.isfinite(e)
-    numbers = Numbers(None, size=int(e.size))
-    numbers.nan = int((np.isnan(a) & finite).sum())
-    numbers.inf = int((np.isinf(a) & finite).sum())
-    scale = float(np.max(np.abs(e[finite]))) if finite.any() else 0.0
-    scale = max(scale, input_scale)
+    """Against eager float32 at the tensor's scale (the float16 pass, the fallback)."""
+    numbers, finite = _counted(a, e)
+    scale = max(_scale(e, finite), input_scale)
     with np.errstate(all="ignore"):
         diff = np.where(finite, np.abs(a - e), 0.0)
         diff = np.where(np.isnan(diff), np.inf, diff)
@@ -270,19 +245,43 @@ def _floats(a: np.ndarray, e: np.ndarray, mode: str, input_scale: float) -> Numb
         limit = np.full(e.shape, max(FLOAT16_TOL * scale, FLOAT16_TINY))
     bad = finite & (diff > limit)
     numbers.mismatched = int(bad.sum())
-    finite_diff = diff[np.isfinite(diff)]
-    numbers.max_abs = float(finite_diff.max()) if finite_diff.size else 0.0
-    numbers.max_rel = numbers.max_abs / scale if scale > 0 else numbers.max_abs
-    if numbers.nan:
-        numbers.kind = "nan"
-        _example(numbers, np.argmax(np.isnan(a) & finite), a, e)
-    elif numbers.inf:
-        numbers.kind = "inf"
-        _example(numbers, np.argmax(np.isinf(a) & finite), a, e)
-    elif numbers.mismatched:
+    if not _non_finite(numbers, a, e, diff, scale) and numbers.mismatched:
         numbers.kind = "values"
         _example(numbers, np.argmax(np.where(bad, diff, -1.0)), a, e)
     return numbers
+
+
+def _counted(a: np.ndarray, e: np.ndarray) -> tuple[Numbers, np.ndarray]:
+    """Where eager is finite (the only places there is something to agree with), and a
+    comparison's Numbers counting the NaN and inf Core ML gives there."""
+    finite = np.isfinite(e)
+    numbers = Numbers(None, size=int(e.size))
+    numbers.nan = int((np.isnan(a) & finite).sum())
+    numbers.inf = int((np.isinf(a) & finite).sum())
+    return numbers, finite
+
+
+def _scale(e: np.ndarray, finite: np.ndarray) -> float:
+    """The largest finite magnitude of the eager value (0 when there is none)."""
+    return float(np.max(np.abs(e[finite]))) if finite.any() else 0.0
+
+
+def _non_finite(numbers: Numbers, a: np.ndarray, e: np.ndarray, diff: Any, scale: float) -> bool:
+    """The tail every judge shares: the largest finite error, absolute and against
+    ``scale``, then NaN before inf as the comparison's kind, with an example where Core ML
+    gave it and eager is finite. Whether NaN or inf decided the kind (a judge then stops)."""
+    finite_diff = diff[np.isfinite(diff)]
+    numbers.max_abs = float(finite_diff.max()) if finite_diff.size else 0.0
+    numbers.max_rel = numbers.max_abs / scale if scale > 0 else numbers.max_abs
+    for kind, count, where in (
+        ("nan", numbers.nan, np.isnan(a)),
+        ("inf", numbers.inf, np.isinf(a)),
+    ):
+        if count:
+            numbers.kind = kind
+            _example(numbers, np.argmax(where & np.isfinite(e)), a, e)
+            return True
+    return False
 
 
 def value_scale(values: Any) -> float:

@@ -6,7 +6,10 @@ coremltools names the var an op computes after the edge node it translates
 the op run in fp16, ``x_to_fp16`` for a cast of ``x``). Ops coremltools adds have names of
 their own (``mul_0``, ``transpose_3``) and match no node; they are not compared. Among the
 diverging output's ancestors, in program order, the first matched var whose value departs
-from its node's eager value (judged as the pass judges outputs) is the culprit.
+from its node's eager value (judged as the pass judges outputs) is where the divergence
+shows; the culprit is the first op back from there whose inputs agree with eager and whose
+output does not (an op forgives errors up to the scale of its inputs, so a wrong value made
+from large inputs may show only at the next op).
 
 A name is not proof: MIL passes move transposes across elementwise ops and keep the var's
 name, so a var may hold its node's value in another layout (ConvNeXt's residual ``add``
@@ -96,27 +99,84 @@ def first_departure(
     skip: frozenset[str] = frozenset(),
     reference: Any = None,
 ) -> tuple[Any, str, str, Any] | None:
-    """(MIL op, var name, eager node name, numbers) of the first matched var that departs:
-    among the ancestors of ``output_var``, or anywhere when it is None. Eager nodes named in
-    ``skip`` (uninitialised ``empty*`` memory) are not compared. ``reference`` (a float64
+    """(MIL op, var name, eager node name, numbers) of the op that made the first departure
+    among the ancestors of ``output_var`` (anywhere when it is None): the first matched var
+    that departs, in program order, traced back through inputs that already departed (see
+    :func:`_where_made`). Eager nodes named in ``skip`` (uninitialised ``empty*`` memory) are
+    not compared. ``reference`` (a float64
     :class:`~coreml_lint.verifier.reference.Reference`) judges float vars as outputs are."""
-    import torch
-
     wanted = ancestors(plan.function, output_var) if output_var is not None else None
+    judge = _Judge(values, eager, mode, skip, reference)
     for step in plan.steps:
         for name, _, _ in step.outputs:
-            if (wanted is not None and name not in wanted) or name not in values:
+            if wanted is not None and name not in wanted:
                 continue
-            node = node_for(name, eager)
-            expected = eager.get(node) if node and node not in skip else None
-            if not isinstance(expected, torch.Tensor):
-                continue
-            exact = reference.of(node) if reference is not None else None
-            floor = input_scale(step, values)
-            numbers = judge_certain(values[name], expected, mode, floor, exact)
-            if numbers is not None and not numbers.ok:
-                return step.op, name, node, numbers
+            judged = judge(name, input_scale(step, values))
+            if judged is not None and not judged[1].ok:
+                return _where_made(plan, judge, step, name, *judged)
     return None
+
+
+@dataclass
+class _Judge:
+    """A MIL var against the eager value of the node it is named after, at a given input
+    scale: (node, numbers), or None when the var has no certain match."""
+
+    values: dict[str, Any]
+    eager: dict[str, Any]
+    mode: str
+    skip: frozenset[str]
+    reference: Any
+
+    def __call__(self, name: str, floor: float) -> tuple[str, Numbers] | None:
+        import torch
+
+        node = node_for(name, self.eager)
+        expected = self.eager.get(node) if node and node not in self.skip else None
+        if name not in self.values or not isinstance(expected, torch.Tensor):
+            return None
+        exact = self.reference.of(node) if self.reference is not None else None
+        numbers = judge_certain(self.values[name], expected, self.mode, floor, exact)
+        return None if numbers is None else (node, numbers)
+
+
+def _where_made(
+    plan: Any, judge: _Judge, step: Any, name: str, node: str, numbers: Numbers
+) -> tuple[Any, str, str, Numbers]:
+    """The op that made a departure: the departing var's op, unless one of its inputs
+    already departs at that op's input scale. Then the error came in through that input
+    and its producer is blamed instead, and so on back. An op's own judgement forgives
+    errors up to the scale of its inputs, so a wrong value made where the inputs are large
+    (a ``clamp`` of values in the hundreds to [0, 1]) passes its own op and shows only at
+    the next (the ``add`` after it); the add's inputs do not agree with eager, the clamp's
+    do."""
+    producers = {out: s for s in plan.steps for out, _, _ in s.outputs}
+    while True:
+        came_in = _departing_input(step, judge, producers)
+        if came_in is None:
+            return step.op, name, node, numbers
+        name, node, numbers = came_in
+        step = producers[name]
+
+
+def _departing_input(
+    step: Any, judge: _Judge, producers: dict[str, Any]
+) -> tuple[str, str, Numbers] | None:
+    """(var, node, numbers) of the first input ``step`` computes from that departs from eager
+    at ``step``'s input scale (constants and the function's inputs are not ops to blame)."""
+    floor = input_scale(step, judge.values)
+    for ref in _input_names(step):
+        judged = judge(ref, floor) if ref in producers else None
+        if judged is not None and not judged[1].ok:
+            return ref, *judged
+    return None
+
+
+def _input_names(step: Any) -> list[str]:
+    names: list[str] = []
+    for _, ref in step.inputs:
+        names.extend(ref if isinstance(ref, tuple) else (ref,))
+    return names
 
 
 def judge_certain(
@@ -227,9 +287,7 @@ def _origin(function: Any, var_name: str) -> Any:
 
 def input_scale(step: Any, values: dict[str, Any]) -> float:
     """Largest magnitude among the float inputs of a plan step (see ``compare``)."""
-    refs = []
-    for _, ref in step.inputs:
-        refs.extend(ref if isinstance(ref, tuple) else (ref,))
+    refs = _input_names(step)
     return value_scale(values[r] for r in refs if r in values and not hasattr(values[r], "value"))
 
 

@@ -1,12 +1,13 @@
-"""``check --measure``: before linting, measure the Core ML nodes of each program whose key
-the shipped op table lacks (``sweep/ondemand.py``), then let CML801 answer from them."""
+"""``measure`` in a check run (``check --measure``): before linting, measure the Core ML
+nodes of each program whose key the shipped op table lacks (``sweep/ondemand.py``), then let
+CML801 answer from them. Progress goes to the run's ``say``, each line as ``measure: ...``."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
-import click
-
+from coreml_lint.checking.paths import PROGRAM_SUFFIXES
 from coreml_lint.core.config import LintConfig
 from coreml_lint.core.version import HEAVY_INSTALL
 from coreml_lint.measured.stack import cache_folder
@@ -16,14 +17,10 @@ from coreml_lint.program.canonical import canonicalize
 from coreml_lint.program.placement import predict_placement
 from coreml_lint.program.pt2 import read_pt2
 
-PROGRAM_SUFFIXES = (".pt2",)
 
-
-def say(message: str) -> None:
-    click.echo(f"measure: {message}", err=True)
-
-
-def measure_programs(files: list[Path], config: LintConfig) -> list[str]:
+def measure_programs(
+    files: list[Path], config: LintConfig, say: Callable[[str], None]
+) -> list[str]:
     """Measure what the table lacks in every program file; the errors to report (one line
     each). Nothing heavy is imported when every wanted key is cached."""
     from coreml_lint.sweep.ondemand import wanted
@@ -45,10 +42,10 @@ def measure_programs(files: list[Path], config: LintConfig) -> list[str]:
         except Exception:  # an unreadable program: the lint itself reports it, in one line
             continue
     use_local_measurements(True)
-    return _measure(found)
+    return _measure(found, lambda message: say(f"measure: {message}"))
 
 
-def _measure(found: list) -> list[str]:
+def _measure(found: list, say: Callable[[str], None]) -> list[str]:
     from coreml_lint.sweep.ondemand import cached_ids, measure_wanted, quiet
 
     todo = [w for w in found if "why" not in w.case and w.case["id"] not in cached_ids()]

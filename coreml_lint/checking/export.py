@@ -1,14 +1,18 @@
-"""``--export`` in ``coreml-lint check``: the declared programs' findings join the run's
-program findings, so fixes, output formats and exit codes treat them as a ``.pt2``'s.
+"""``export`` in a check run (``coreml-lint check --export``): the declared programs'
+findings join the run's program findings, so fixes, output formats and exit codes treat
+them as a ``.pt2``'s.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from coreml_lint.core.errors import InputError
 from coreml_lint.core.findings import Finding
+
+if TYPE_CHECKING:
+    from coreml_lint.checking.run import CheckRun
 
 NO_PROGRAMS = (
     "--export: no programs declared; add to pyproject.toml's [tool.coreml-lint] "
@@ -24,9 +28,9 @@ def changed_files(paths: tuple[str, ...]) -> list[Path] | None:
     return [Path(p) for p in paths if p.endswith(".py")]
 
 
-def export_programs(run: Any, paths: tuple[str, ...]) -> list[Finding]:
+def export_programs(run: CheckRun, paths: tuple[str, ...]) -> list[Finding]:
     """Export (or take from the cache) the programs ``paths`` concern, lint them, and
-    record their reports on ``run`` (a ``CheckRun``)."""
+    record their reports on ``run``."""
     from coreml_lint.exporting.run import run_exports
 
     if not run.config.programs:
