@@ -492,13 +492,20 @@ def test_a_new_table_carries_what_it_does_not_measure_again():
         "messages": ["new crash"],
         "ops": {"aten.amax.default": [["float32:in", "a1=[2,3]", "", "*", "15", "ok", None, 2]]},
     }
+    previous["ops"]["aten.amax.default"].append(  # iOS16/17: measured before, not again
+        ["float32:in", "a1=ints2", "", "*", "16-17", "ok", None, 2]
+    )
     merged = carry(previous, table, "why")
     amax = merged["ops"]["aten.amax.default"]
-    assert [r[:2] for r in amax] == [["float32:in", "a1=[2,3]"], ["bool:in", "a1=ints2"]]
+    assert [(r[:2], r[4]) for r in amax] == [
+        (["float32:in", "a1=[2,3]"], "15"),
+        (["bool:in", "a1=ints2"], "15"),
+        (["float32:in", "a1=ints2"], "16-17"),
+    ]
     neg = merged["ops"]["aten.neg.default"][0]
     assert merged["messages"][neg[6]] == "neg crash"
     assert merged["messages"][amax[1][6]] == "old crash"
-    assert merged["sweep"]["carried"]["rows"] == 2 and merged["sweep"]["carried"]["ops"] == 2
+    assert merged["sweep"]["carried"]["rows"] == 3 and merged["sweep"]["carried"]["ops"] == 2
     assert merged["sweep"]["carried"]["from"]["measured"] == "2026-11-30"
     assert merged["bases"]["aten.neg.default"] == ""
     assert carry(dict(previous, measured_with={}), table, "why") is table  # another stack

@@ -59,15 +59,15 @@ def run(args: argparse.Namespace) -> int:
         if args.only:
             wanted = set(args.only.read_text().split())
             cases = [c for c in cases if c["id"] in wanted]
-        # A few ops at a time, so their shards are written as each round ends (cases of
-        # the ops of one round still share programs).
+        # A few ops at a time, each round with its iOS16/17 cases, so that an op's shard
+        # is written whole as its round ends (cases of one round still share programs).
         for start in range(0, len(names), OPS_PER_ROUND):
             chunk = set(names[start : start + OPS_PER_ROUND])
-            measure_all(engine, store, [c for c in cases if c["op"] in chunk], _say)
-        extra = middle_targets(cases, store.results())
-        _say(f"{len(extra)} cases at iOS16/17 where iOS15 and iOS18 disagree")
-        measure_all(engine, store, extra, _say)
-        store.write_shards(cases + extra)
+            mine = [c for c in cases if c["op"] in chunk]
+            measure_all(engine, store, mine, _say)
+            extra = middle_targets(mine, store.results())
+            _say(f"{len(extra)} cases at iOS16/17 where iOS15 and iOS18 disagree")
+            measure_all(engine, store, mine + extra, _say)
     finally:
         engine.close()
         meta["wall_seconds"] = meta.get("wall_seconds", 0.0) + time.monotonic() - started

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from coreml_lint.measured.case import Result
-from coreml_lint.measured.entry import format_targets
+from coreml_lint.measured.entry import format_targets, parse_targets
 from coreml_lint.measured.key import MeasuredKey
 from coreml_lint.measured.outcomes import BOUNDARY_CRASH, MIXED, boundary_crash, normalized
 from coreml_lint.measured.table import FORMAT
@@ -198,12 +198,12 @@ def merge_new(shipped: dict[str, Any], extra: dict[str, Any], note: str) -> dict
 
 
 def carry(previous: dict[str, Any], table: dict[str, Any], note: str) -> dict[str, Any]:
-    """``table`` with the rows of ``previous`` (the table shipped before, on the same stack)
-    that it does not measure: every row of an op this sweep did not complete, and of the
-    others a row no new row covers (same operands and context, and a variant equal to a new
-    one or the class of one: an exact measurement supersedes the class-keyed cell it falls
-    in). A later sweep so adds cells and refines class cells into exact ones, and never
-    loses a measured call nobody measured again."""
+    """``table`` with what ``previous`` (the table shipped before, on the same stack)
+    measured and it does not: every row of an op this sweep did not complete, and of the
+    others each row at the targets no new row covers (same operands and context, and a
+    variant equal to a new one or the class of one: an exact measurement supersedes the
+    class-keyed cell it falls in). A later sweep so adds cells and refines class cells
+    into exact ones, and never loses a call and target nobody measured again."""
     if previous.get("measured_with") != table["measured_with"]:
         return table
     messages = list(table["messages"])
@@ -211,15 +211,19 @@ def carry(previous: dict[str, Any], table: dict[str, Any], note: str) -> dict[st
     rows_kept, ops_kept = 0, set()
     for op, rows in previous["ops"].items():
         mine = table["ops"].setdefault(op, [])
-        covered = {(r[0], v, r[2]) for r in mine for v in (r[1], class_variant(r[1]))}
+        covered: dict[tuple[str, str, str], set[int]] = defaultdict(set)
+        for r in mine:
+            for variant in (r[1], class_variant(r[1])):
+                covered[(r[0], variant, r[2])] |= parse_targets(r[4])
         for row in rows:
-            if (row[0], row[1], row[2]) in covered:
+            left = parse_targets(row[4]) - covered.get((row[0], row[1], row[2]), set())
+            if not left:
                 continue
             message = previous["messages"][row[6]] if row[6] is not None else None
             if message is not None and message not in index:
                 index[message] = len(messages)
                 messages.append(message)
-            mine.append([*row[:6], index.get(message) if message else None, row[7]])
+            mine.append([*row[:4], format_targets(left), row[5], index.get(message), row[7]])
             rows_kept += 1
             ops_kept.add(op)
         if not mine:
@@ -230,7 +234,7 @@ def carry(previous: dict[str, Any], table: dict[str, Any], note: str) -> dict[st
         table[key] = dict(sorted({**previous.get(key, {}), **table.get(key, {})}.items()))
     before = previous["sweep"].get("carried", {}).get("from") or {
         k: previous["sweep"][k]
-        for k in ("measured", "cases", "cases_generated", "note")
+        for k in ("measured", "cases", "cases_generated", "note", "added")
         if k in previous["sweep"]
     }
     table["sweep"]["carried"] = {
