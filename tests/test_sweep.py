@@ -509,3 +509,14 @@ def test_a_new_table_carries_what_it_does_not_measure_again():
     assert merged["sweep"]["carried"]["from"]["measured"] == "2026-11-30"
     assert merged["bases"]["aten.neg.default"] == ""
     assert carry(dict(previous, measured_with={}), table, "why") is table  # another stack
+
+
+def test_a_sweep_measures_the_ops_of_executorchs_operator_suite_first():
+    from coreml_lint.program.optable import load_optable
+    from coreml_lint.sweep.schema import in_scope
+    from coreml_lint.sweep.scope import FIRST, in_order
+
+    names = sorted(info.name for info in in_scope(load_optable())[0])
+    assert set(FIRST) <= set(names)  # each one an op the sweep can measure
+    ordered = in_order(names)
+    assert ordered[: len(FIRST)] == list(FIRST) and sorted(ordered) == names

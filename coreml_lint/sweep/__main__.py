@@ -42,12 +42,13 @@ def run(args: argparse.Namespace) -> int:
     from coreml_lint.sweep.engine import Engine
     from coreml_lint.sweep.run import Store, generate_all, measure_all, middle_targets
     from coreml_lint.sweep.schema import in_scope
+    from coreml_lint.sweep.scope import in_order
 
     store = Store(args.out, shards=_shards(args))
     meta = store.meta()
     started = time.monotonic()
     ops, left_out = in_scope(load_optable())
-    names = [i.name for i in ops if not args.ops or i.name in args.ops]
+    names = in_order([i.name for i in ops if not args.ops or i.name in args.ops])
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # save the meta on a kill
     engine = Engine(args.workers, address=args.scheduler, on_cost=store.add_cost)
     try:
