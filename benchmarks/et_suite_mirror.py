@@ -111,10 +111,18 @@ def export(case: Case) -> tuple[Any, tuple[Any, ...], str | None]:
 
 
 def lint(ep: Any, workdir: Path, name: str) -> dict[str, Any]:
-    """The plain lint's error-level op-level prediction: crash, wrong, or None."""
+    """The plain lint's error-level op-level prediction: crash, wrong, or None (``via``:
+    the saved ``.pt2``, as ``coreml-lint program.pt2`` reads it, else the program)."""
     path = workdir / f"{name}.pt2"
-    torch.export.save(ep, str(path))
-    reports = lint_pt2(path)
+    try:
+        torch.export.save(ep, str(path))
+        reports, via = lint_pt2(path), "pt2"
+    except Exception:
+        # torch.export.save cannot write some outputs (median's ``return_types``): lint the
+        # in-memory program instead, the same rules on the same graph
+        from coreml_lint import lint_program
+
+        reports, via = [lint_program(ep)], "memory"
     findings = [f for r in reports for f in r.findings]
     errors = [f for f in findings if f.severity is Severity.ERROR]
     crash = [f for f in errors if f.outcome in CRASH_OUTCOMES]
@@ -122,6 +130,7 @@ def lint(ep: Any, workdir: Path, name: str) -> dict[str, Any]:
     predicted = "crash" if crash else "wrong" if wrong else None
     return {
         "predicted": predicted,
+        "via": via,
         "rules": sorted({f"{f.code} {f.op or ''}".strip() for f in crash + wrong}),
         "other_errors": sorted({f.code for f in errors if f not in crash + wrong}),
         "warnings": sorted({f.code for f in findings if f.severity is Severity.WARNING}),
@@ -153,7 +162,7 @@ def truth(case: Case) -> dict[str, Any]:
     signal.alarm(CASE_TIMEOUT)
     try:
         with contextlib.redirect_stdout(quiet), contextlib.redirect_stderr(quiet):
-            report = verify(ep, inputs=tuple(inputs))
+            report = verify(ep, inputs=tuple(_flat(inputs)))
     except _Timeout:
         return {"truth": "unknown", "detail": f"timed out after {CASE_TIMEOUT} s"}
     except Exception as exc:
@@ -208,7 +217,9 @@ def round_robin(cases: list[Case]) -> list[Case]:
     return ordered
 
 
-def measure_truth(cases: list[Case], budget: float, lint_only: bool) -> dict[str, Any]:
+def measure_truth(
+    cases: list[Case], budget: float, lint_only: bool, retry: bool = False
+) -> dict[str, Any]:
     cache = _load_truth()
     stack = stack_id()
     spent = sum(e.get("cpu_seconds", 0.0) for k, e in cache.items() if k.endswith(f"@{stack}"))
@@ -217,7 +228,8 @@ def measure_truth(cases: list[Case], budget: float, lint_only: bool) -> dict[str
         key = f"{case.name}@{stack}"
         module, inputs = build(case)
         spec = fingerprint(module, inputs)
-        if key in cache and cache[key].get("spec") == spec:
+        known = cache.get(key)
+        if known and known.get("spec") == spec and not (retry and known["truth"] == "unknown"):
             continue
         if lint_only or spent >= budget:
             continue
@@ -248,8 +260,8 @@ def verdict(predicted: str | None, kind: str | None) -> str:
     return "-"
 
 
-def run(budget: float, lint_only: bool) -> int:
-    truths = measure_truth(CASES, budget, lint_only)
+def run(budget: float, lint_only: bool, retry: bool = False) -> int:
+    truths = measure_truth(CASES, budget, lint_only, retry)
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         start = time.perf_counter()
@@ -372,8 +384,11 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--budget", type=float, default=1800.0, help="truth CPU seconds")
     parser.add_argument("--lint-only", action="store_true", help="measure no new truth")
+    parser.add_argument(
+        "--retry-unknown", action="store_true", help="measure again what verify could not judge"
+    )
     args = parser.parse_args()
-    return run(args.budget, args.lint_only)
+    return run(args.budget, args.lint_only, args.retry_unknown)
 
 
 if __name__ == "__main__":
