@@ -60,6 +60,7 @@ class Case:
     build: Build
     dtype: str = "float32"
     suite_runs: bool = True  # False: a float16 variant the suite declares but does not run
+    call: int = 0  # which _test_op call of the test function (0: its first)
     flow_skips: bool = False  # the Core ML flow skips it (argmin/argmax)
 
 
@@ -944,6 +945,498 @@ _file("view")
 dtype_case("test_view_dtype", lambda d: half(Fn(_reshape([3, 5], view=True)), d, ru(15)))
 case("test_view_dimensions", lambda: (Fn(_reshape([3, 5], view=True)), (rn(15),)))
 case("test_view_inferred_dimension", lambda: (Fn(_reshape([3, -1], view=True)), (rn(15),)))
+
+
+# -- further calls --------------------------------------------------------------------------
+# The suite's later _test_op calls that change an operator argument (align_corners, a scale
+# factor, a mode, an exponent, accumulate, a tuple kernel/stride/padding, a negative divisor,
+# the dims reduced), not only a shape: named <function>_call<i>, i the 0-based call index.
+
+
+def more(function: str, call: int, build: Build) -> None:
+    CASES.append(Case(f"{function}_call{call}", _FILE[0], build, call=call))
+
+
+def _ac(size: Any = None, scale: Any = None, align: bool = False) -> nn.Module:
+    kwargs = {"size": size} if size is not None else {"scale_factor": scale}
+    return Fn(_resize("bilinear", align_corners=align, **kwargs))
+
+
+_file("upsample_bilinear2d")
+_bl = "test_upsample_bilinear2d"
+more(f"{_bl}_sizes", 1, lambda: (_ac(size=(8, 8), align=True), (rn(1, 2, 4, 4),)))
+more(f"{_bl}_sizes", 4, lambda: (_ac(size=(16, 8)), (rn(1, 2, 8, 4),)))
+more(f"{_bl}_sizes", 6, lambda: (_ac(size=(20, 10)), (rn(1, 2, 5, 5),)))
+more(f"{_bl}_scale_factors", 1, lambda: (_ac(scale=2.0, align=True), (rn(1, 2, 5, 5),)))
+more(f"{_bl}_scale_factors", 4, lambda: (_ac(scale=1.5), (rn(1, 2, 6, 6),)))
+more(f"{_bl}_scale_factors", 5, lambda: (_ac(scale=1.5, align=True), (rn(1, 2, 6, 6),)))
+more(f"{_bl}_scale_factors", 6, lambda: (_ac(scale=(2.0, 1.5)), (rn(1, 2, 5, 6),)))
+more(f"{_bl}_scale_factors", 7, lambda: (_ac(scale=(2.0, 1.5), align=True), (rn(1, 2, 5, 6),)))
+more(f"{_bl}_same_size", 1, lambda: (_ac(size=(5, 5), align=True), (rn(2, 3, 5, 5),)))
+more(f"{_bl}_same_size", 2, lambda: (_ac(scale=1.0), (rn(2, 3, 5, 5),)))
+more(f"{_bl}_downsampling", 1, lambda: (_ac(size=(4, 4), align=True), (rn(2, 3, 8, 8),)))
+more(f"{_bl}_downsampling", 2, lambda: (_ac(scale=0.5), (rn(2, 3, 8, 8),)))
+more(f"{_bl}_downsampling", 4, lambda: (_ac(scale=0.75), (rn(2, 3, 8, 8),)))
+more(f"{_bl}_downsampling", 5, lambda: (_ac(scale=0.75, align=True), (rn(2, 3, 8, 8),)))
+
+_file("upsample_nearest2d")
+_nn = "test_upsample_nearest2d"
+more(f"{_nn}_sizes", 2, lambda: (_nearest(size=(16, 8)), (rn(1, 2, 8, 4),)))
+more(f"{_nn}_sizes", 3, lambda: (_nearest(size=(20, 10)), (rn(1, 2, 5, 5),)))
+more(f"{_nn}_scale_factors", 1, lambda: (_nearest(scale_factor=3.0), (rn(1, 2, 5, 5),)))
+more(f"{_nn}_scale_factors", 2, lambda: (_nearest(scale_factor=1.5), (rn(1, 2, 6, 6),)))
+more(f"{_nn}_scale_factors", 3, lambda: (_nearest(scale_factor=(2.0, 1.5)), (rn(1, 2, 5, 6),)))
+more(f"{_nn}_same_size", 1, lambda: (_nearest(scale_factor=1.0), (rn(2, 3, 5, 5),)))
+
+_file("embedding_bag")
+for _i, _m in ((1, "mean"), (2, "max")):
+    more(
+        "test_embedding_bag_modes",
+        _i,
+        lambda m=_m: (nn.EmbeddingBag(10, 5, mode=m), (ids(_BAG[0]), ids(_BAG[1]))),
+    )
+more(
+    "test_embedding_bag_sizes",
+    1,
+    lambda: (nn.EmbeddingBag(50, 10, mode="mean"), (ids([5, 20, 10, 43, 7]), ids([0, 2, 4]))),
+)
+
+_file("pow")
+for _i, _e in ((1, 1), (3, 3), (4, -1), (5, 0.5)):
+    more(
+        "test_pow_scalar_exponents",
+        _i,
+        lambda e=_e: (Fn(_with(torch.pow, exponent=e)), (ru(10, 10, lo=0.1, hi=1.1),)),
+    )
+more(
+    "test_pow_scalar_exponents",
+    6,
+    lambda: (Fn(_with(torch.pow, exponent=10)), (ru(10, 10, lo=0.5, hi=1.0),)),
+)
+
+_file("index_put")
+for _p, _in_place in (("in_place_", True), ("", False)):
+    _ip = f"test_index_put_{_p}"
+    more(
+        f"{_ip}accumulate",
+        1,
+        lambda i=_in_place: (
+            IndexPut(True, i),
+            (torch.ones(5, 2), (ids([0, 2]),), t([10.0, 20.0])),
+        ),
+    )
+    more(
+        f"{_ip}indices",
+        2,
+        lambda i=_in_place: (
+            IndexPut(True, i),
+            (rn(5), (ids([1, 1, 3, 3]),), t([10.0, 20.0, 30.0, 40.0])),
+        ),
+    )
+    more(
+        f"{_ip}broadcasting",
+        3,
+        lambda i=_in_place: (
+            IndexPut(False, i),
+            (rn(3, 2, 2), (ids([0, 1]),), t([[1.0, 2.0], [3.0, 4.0]])),
+        ),
+    )
+    more(
+        f"{_ip}broadcasting",
+        4,
+        lambda i=_in_place: (IndexPut(True, i), (torch.ones(4, 2), (ids([1, 1, 1]),), t([5.0]))),
+    )
+    more(
+        f"{_ip}two_indices",
+        2,
+        lambda i=_in_place: (
+            IndexPut(True, i),
+            (torch.zeros(3, 2), (ids([1, 1, 2]), ids([0, 0, 1])), t([5.0, 10.0, 15.0])),
+        ),
+    )
+    more(
+        f"{_ip}two_indices",
+        4,
+        lambda i=_in_place: (
+            IndexPut(False, i),
+            (torch.zeros(3, 2), (ids([1]), ids([0, 0, 1])), t([5.0, 10.0, 15.0])),
+        ),
+    )
+
+
+def _nonzero_divisors() -> tuple[torch.Tensor, torch.Tensor]:
+    x = torch.randint(-100, 100, (10, 10))
+    y = torch.randint(-10, 10, (10, 10))
+    y[y == 0] = 1
+    return x, y
+
+
+_file("floor_divide")
+_fd = "test_floor_divide"
+_FLOATS = [-3.8, -3.5, -3.2, -0.8, -0.5, -0.2, 0.0, 0.2, 0.5, 0.8, 3.2, 3.5, 3.8]
+more(
+    f"{_fd}_scalar_divisors",
+    1,
+    lambda: (Fn(torch.floor_divide), _floor_div(torch.randint(-100, 100, (10, 10)), -2)),
+)
+more(
+    f"{_fd}_scalar_divisors",
+    2,
+    lambda: (Fn(torch.floor_divide), _floor_div(torch.randint(-100, 100, (10, 10)).float(), 2.5)),
+)
+more(
+    f"{_fd}_scalar_divisors",
+    4,
+    lambda: (Fn(torch.floor_divide), _floor_div(torch.randint(-100, 100, (10, 10)).float(), 0.5)),
+)
+more(
+    f"{_fd}_tensor_divisors",
+    1,
+    lambda: (
+        Fn(torch.floor_divide),
+        (torch.randint(-100, 100, (10, 10)), torch.randint(1, 10, (10, 10))),
+    ),
+)
+more(f"{_fd}_tensor_divisors", 2, lambda: (Fn(torch.floor_divide), _nonzero_divisors()))
+more(
+    f"{_fd}_tensor_divisors",
+    3,
+    lambda: (Fn(torch.floor_divide), (t([10]), torch.arange(1, 5))),
+)
+more(
+    f"{_fd}_tensor_divisors",
+    4,
+    lambda: (Fn(torch.floor_divide), (torch.arange(-10, 10), t([2]))),
+)
+more(
+    f"{_fd}_values",
+    1,
+    lambda: (Fn(torch.floor_divide), (torch.arange(-7, 8), torch.full((15,), -2))),
+)
+more(f"{_fd}_values", 4, lambda: (Fn(torch.floor_divide), (t(_FLOATS), torch.full((13,), 2.0))))
+more(f"{_fd}_values", 5, lambda: (Fn(torch.floor_divide), (t(_FLOATS), torch.full((13,), -2.0))))
+
+_file("masked_fill")
+more(
+    "test_masked_fill_different_values",
+    1,
+    lambda: (Fn(_masked_fill(-5.0)), (rn(16, 32), _mask(16, 32))),
+)
+more(
+    "test_masked_fill_different_values",
+    2,
+    lambda: (Fn(_masked_fill(1)), (rn(16, 32), _mask(16, 32))),
+)
+more(
+    "test_masked_fill_different_shapes",
+    1,
+    lambda: (Fn(_masked_fill(0.0)), (rn(4, 8, 16), _mask(4, 8, 16))),
+)
+
+_file("mean")
+more("test_mean_output_dtype", 1, lambda: (Fn(_mean(dtype=torch.float64)), (rn(5, 10),)))
+more("test_mean_output_dtype", 2, lambda: (Fn(_mean(dim=1, dtype=torch.float64)), (rn(5, 10),)))
+more("test_mean_multi_dim", 5, lambda: (Fn(_mean(dim=(-1, -3))), (rn(2, 3, 4, 5),)))
+more("test_mean_multi_dim", 6, lambda: (Fn(_mean(dim=(0, 1, 2, 3))), (rn(2, 3, 4, 5),)))
+more("test_mean_keepdim", 4, lambda: (Fn(_mean(dim=(1, 2), keepdim=True)), (rn(3, 4, 5),)))
+more("test_mean_shapes", 5, lambda: (Fn(_mean()), (rn(2, 2, 3, 4, 5),)))
+
+for _name, _fn in (("amax", _amax), ("amin", _amin)):
+    _file(_name)
+    more(
+        f"test_{_name}_multi_dim",
+        5,
+        lambda fn=_fn: (Fn(_with(fn, dim=(-1, -3))), (rn(2, 3, 4, 5),)),
+    )
+    more(
+        f"test_{_name}_multi_dim",
+        6,
+        lambda fn=_fn: (Fn(_with(fn, dim=(0, 1, 2, 3))), (rn(2, 3, 4, 5),)),
+    )
+    more(
+        f"test_{_name}_keepdim",
+        4,
+        lambda fn=_fn: (Fn(_with(fn, dim=(1, 2), keepdim=True)), (rn(3, 4, 5),)),
+    )
+    more(f"test_{_name}_shapes", 5, lambda fn=_fn: (Fn(fn), (rn(2, 2, 3, 4, 5),)))
+
+for _name, _fn in (("argmax", _argmax), ("argmin", _argmin)):
+    _file(_name)
+    CASES.append(
+        Case(
+            f"test_{_name}_dim_call1",
+            _FILE[0],
+            lambda fn=_fn: (Fn(_with(fn, dim=1)), (rn(5, 10),)),
+            call=1,
+            flow_skips=True,
+        )
+    )
+
+_file("round")
+for _i, _dec, _vals in (
+    (1, 2, [1.444, 1.445, 1.446, -1.444, -1.445, -1.446]),
+    (2, -1, [14.4, 15.5, 16.6, -14.4, -15.5, -16.6]),
+):
+    more(
+        "test_round_decimals",
+        _i,
+        lambda d=_dec, v=_vals: (Fn(_with(torch.round, decimals=d)), (t(v),)),
+    )
+
+
+def _pool_more(file: str, layer: Callable[..., nn.Module], rows: list) -> None:
+    _file(file)
+    for function, call, kwargs, shape in rows:
+        more(
+            f"test_{file}_{function}",
+            call,
+            lambda kwargs=kwargs, shape=shape: (layer(**kwargs), (rn(*shape),)),
+        )
+
+
+_S1, _S2, _S3 = (1, 8, 100), (1, 8, 20, 20), (1, 4, 8, 8, 8)
+_pool_more(
+    "avgpool1d",
+    nn.AvgPool1d,
+    [
+        ("combinations", 1, {"kernel_size": 3, "stride": 2, "padding": 1, "ceil_mode": True}, _S1),
+        (
+            "combinations",
+            2,
+            {"kernel_size": 2, "stride": 2, "padding": 1, "count_include_pad": False},
+            _S1,
+        ),
+    ],
+)
+_pool_more(
+    "avgpool2d",
+    nn.AvgPool2d,
+    [
+        ("kernel_size", 2, {"kernel_size": (3, 2)}, _S2),
+        ("stride", 1, {"kernel_size": 3, "stride": (2, 1)}, _S2),
+        ("padding", 1, {"kernel_size": 3, "padding": (1, 2)}, _S2),
+        (
+            "combinations",
+            1,
+            {"kernel_size": 3, "stride": 2, "padding": 1, "ceil_mode": True},
+            (1, 8, 21, 21),
+        ),
+        (
+            "combinations",
+            2,
+            {
+                "kernel_size": (2, 3),
+                "stride": (2, 1),
+                "padding": (1, 0),
+                "count_include_pad": False,
+            },
+            _S2,
+        ),
+    ],
+)
+_pool_more(
+    "avgpool3d",
+    nn.AvgPool3d,
+    [
+        ("kernel_size", 1, {"kernel_size": (1, 2, 2)}, _S3),
+        ("stride", 1, {"kernel_size": 3, "stride": (1, 2, 2)}, _S3),
+        (
+            "combinations",
+            1,
+            {"kernel_size": 3, "stride": 2, "padding": 1, "ceil_mode": True},
+            (1, 4, 10, 10, 10),
+        ),
+        (
+            "combinations",
+            2,
+            {
+                "kernel_size": (2, 2, 2),
+                "stride": (1, 2, 2),
+                "padding": (0, 1, 1),
+                "count_include_pad": False,
+            },
+            (1, 4, 8, 10, 10),
+        ),
+    ],
+)
+_pool_more(
+    "maxpool1d",
+    nn.MaxPool1d,
+    [("combinations", 1, {"kernel_size": 3, "stride": 2, "padding": 1, "ceil_mode": True}, _S1)],
+)
+_pool_more(
+    "maxpool2d",
+    nn.MaxPool2d,
+    [
+        ("kernel_size", 2, {"kernel_size": (3, 2)}, _S2),
+        ("stride", 1, {"kernel_size": 3, "stride": (2, 1)}, _S2),
+        ("padding", 1, {"kernel_size": 3, "padding": (1, 2)}, _S2),
+        (
+            "combinations",
+            1,
+            {"kernel_size": 3, "stride": 2, "padding": 1, "ceil_mode": True},
+            (1, 8, 21, 21),
+        ),
+    ],
+)
+_pool_more(
+    "maxpool3d",
+    nn.MaxPool3d,
+    [
+        ("kernel_size", 1, {"kernel_size": (1, 2, 2)}, _S3),
+        (
+            "combinations",
+            1,
+            {"kernel_size": 3, "stride": 2, "padding": 1, "ceil_mode": True},
+            (1, 4, 10, 10, 10),
+        ),
+    ],
+)
+
+
+def _conv_more(file: str, layer: Callable[..., nn.Module], rows: list) -> None:
+    _file(file)
+    for function, call, args, kwargs, shape in rows:
+        more(
+            f"test_{file}_{function}",
+            call,
+            lambda a=args, k=kwargs, s=shape: (
+                (layer(*a), (rn(*s),)) if not k else (layer(*a, **k), (rn(*s),))
+            ),
+        )
+
+
+_C2 = (4, 3, 16, 16)
+_conv_more(
+    "conv2d",
+    nn.Conv2d,
+    [
+        ("kernel_size", 2, (3, 6, (3, 5)), {}, _C2),
+        ("stride", 1, (3, 6, 3), {"stride": (2, 1)}, _C2),
+        ("padding", 1, (3, 6, 3), {"padding": (1, 2)}, _C2),
+        ("dilation", 1, (3, 6, 3), {"dilation": (2, 1)}, _C2),
+        ("channels", 1, (5, 10, 3), {}, (4, 5, 16, 16)),
+    ],
+)
+_conv_more("conv1d", nn.Conv1d, [("channels", 1, (5, 10, 3), {}, (4, 5, 50))])
+_conv_more(
+    "conv3d",
+    nn.Conv3d,
+    [
+        ("kernel_size", 1, (3, 6, (1, 3, 3)), {}, (4, 3, 8, 8, 8)),
+        ("stride", 1, (3, 6, 3), {"stride": (1, 2, 2)}, (4, 3, 8, 12, 12)),
+        ("padding", 1, (3, 6, 3), {"padding": (0, 1, 1)}, (4, 3, 8, 8, 8)),
+        ("dilation", 1, (3, 6, 3), {"dilation": (1, 2, 2)}, (4, 3, 8, 12, 12)),
+    ],
+)
+_conv_more(
+    "convtranspose1d",
+    nn.ConvTranspose1d,
+    [
+        ("kernel_size", 1, (3, 6, 5), {}, (4, 3, 50)),
+        ("padding", 1, (3, 6, 3), {"padding": 2}, (4, 3, 50)),
+    ],
+)
+_conv_more(
+    "convtranspose2d",
+    nn.ConvTranspose2d,
+    [
+        ("kernel_size", 2, (3, 6, (3, 5)), {}, _C2),
+        ("stride", 1, (3, 6, 3), {"stride": (2, 1)}, _C2),
+        ("padding", 1, (3, 6, 3), {"padding": (1, 2)}, _C2),
+        ("output_padding", 1, (3, 6, 3), {"stride": (2, 2), "output_padding": (1, 0)}, _C2),
+        ("dilation", 1, (3, 6, 3), {"dilation": (2, 1)}, _C2),
+    ],
+)
+_conv_more(
+    "convtranspose3d",
+    nn.ConvTranspose3d,
+    [
+        ("kernel_size", 1, (3, 6, (1, 3, 3)), {}, (4, 3, 8, 8, 8)),
+        ("stride", 1, (3, 6, 3), {"stride": (1, 2, 2)}, (4, 3, 8, 8, 8)),
+        (
+            "output_padding",
+            1,
+            (3, 6, 3),
+            {"stride": (2, 2, 2), "output_padding": (1, 0, 1)},
+            (4, 3, 8, 8, 8),
+        ),
+    ],
+)
+
+_file("cat")
+more(
+    "test_cat_dimensions", 1, lambda: (Fn(_with(_cat, dim=1)), (rn(16, 8), rn(16, 12), rn(16, 16)))
+)
+more(
+    "test_cat_dimensions",
+    2,
+    lambda: (Fn(_with(_cat, dim=2)), (rn(4, 8, 4), rn(4, 8, 8), rn(4, 8, 12))),
+)
+_file("stack")
+more("test_stack_dimensions", 1, lambda: (Fn(_with(_stack, dim=1)), (rn(3, 4), rn(3, 4), rn(3, 4))))
+more("test_stack_dimensions", 2, lambda: (Fn(_with(_stack, dim=2)), (rn(3, 4), rn(3, 4), rn(3, 4))))
+_file("split")
+more("test_split_sections_dimensions", 1, lambda: (Fn(_split([2, 3, 1], dim=1)), (rn(4, 6),)))
+more("test_split_sections_dimensions", 2, lambda: (Fn(_split([2, 3, 1], dim=2)), (rn(3, 4, 6),)))
+more("test_split_size_uneven", 1, lambda: (Fn(_split(3, dim=1)), (rn(4, 7),)))
+_file("slice")
+more("test_slice_multi_dimensions", 3, lambda: (Fn(lambda x: x[1, 2:8, 3:15]), (rn(4, 12, 20),)))
+more(
+    "test_slice_different_patterns",
+    2,
+    lambda: (Fn(lambda x: x[::2, 1::2, 2::3]), (rn(12, 16, 24),)),
+)
+more(
+    "test_slice_different_patterns",
+    3,
+    lambda: (Fn(lambda x: x[-6:-2, -12:-4, -16:-2]), (rn(10, 16, 20),)),
+)
+_file("transpose")
+more("test_transpose_different_shapes", 3, lambda: (Fn(_transpose(0, 4)), (rn(2, 3, 4, 5, 6),)))
+_file("permute")
+more(
+    "test_permute_different_shapes",
+    1,
+    lambda: (Fn(_permute([4, 3, 2, 1, 0])), (rn(2, 3, 4, 5, 6),)),
+)
+_file("squeeze")
+more(
+    "test_squeeze_multiple_dims", 1, lambda: (Fn(_with(torch.squeeze, dim=(0, 1))), (rn(1, 1, 1),))
+)
+_file("expand")
+more("test_expand_dimensions", 1, lambda: (Fn(_expand([16, 20])), (rn(1, 1),)))
+more("test_expand_keep_original_size", 2, lambda: (Fn(_expand([-1, 16, -1])), (rn(4, 1, 8),)))
+more("test_expand_rank_increase", 1, lambda: (Fn(_expand([3, 4, 8, 16])), (rn(8, 16),)))
+_file("index_select")
+more("test_index_select_dimensions", 1, lambda: (Fn(_index_select(1)), (rn(5, 3), ids([0, 1]))))
+more("test_index_select_dimensions", 2, lambda: (Fn(_index_select(2)), (rn(3, 4, 5), ids([0, 2]))))
+more("test_index_select_indices", 2, lambda: (Fn(_index_select(0)), (rn(5, 3), ids([1, 1, 3, 3]))))
+_file("linear")
+more("test_linear_feature_sizes", 2, lambda: (nn.Linear(256, 1), (rn(4, 256),)))
+more("test_linear_feature_sizes", 3, lambda: (nn.Linear(1, 512), (rn(1024, 1),)))
+more("test_linear_no_bias", 1, lambda: (nn.Linear(128, 96, bias=False), (rn(8, 128),)))
+_file("lstm")
+more("test_lstm_num_layers", 1, lambda: (_lstm(num_layers=3), (rn(1, 10, 64),)))
+_file("adaptive_avgpool1d")
+more("test_adaptive_avgpool1d_output_size", 2, lambda: (nn.AdaptiveAvgPool1d(50), (rn(1, 8, 100),)))
+_file("adaptive_avgpool2d")
+more(
+    "test_adaptive_avgpool2d_output_size",
+    3,
+    lambda: (nn.AdaptiveAvgPool2d((5, 10)), (rn(1, 8, 20, 20),)),
+)
+more(
+    "test_adaptive_avgpool2d_input_sizes",
+    4,
+    lambda: (nn.AdaptiveAvgPool2d((5, 5)), (rn(1, 8, 15, 25),)),
+)
+_file("adaptive_avgpool3d")
+more(
+    "test_adaptive_avgpool3d_output_size",
+    3,
+    lambda: (nn.AdaptiveAvgPool3d((2, 4, 6)), (rn(1, 4, 8, 8, 8),)),
+)
 
 BY_NAME = {c.name: c for c in CASES}
 assert len(BY_NAME) == len(CASES), "case names must be unique"

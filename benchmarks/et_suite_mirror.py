@@ -112,17 +112,16 @@ def export(case: Case) -> tuple[Any, tuple[Any, ...], str | None]:
 
 def lint(ep: Any, workdir: Path, name: str) -> dict[str, Any]:
     """The plain lint's error-level op-level prediction: crash, wrong, or None (``via``:
-    the saved ``.pt2``, as ``coreml-lint program.pt2`` reads it, else the program)."""
+    the saved ``.pt2``, as ``coreml-lint program.pt2`` reads it; ``none`` when the program
+    cannot be saved, which ``lint_program`` needs too)."""
     path = workdir / f"{name}.pt2"
     try:
         torch.export.save(ep, str(path))
         reports, via = lint_pt2(path), "pt2"
-    except Exception:
-        # torch.export.save cannot write some outputs (median's ``return_types``): lint the
-        # in-memory program instead, the same rules on the same graph
-        from coreml_lint import lint_program
-
-        reports, via = [lint_program(ep)], "memory"
+    except Exception as exc:
+        # torch.export.save cannot write some outputs (median's ``return_types``), and
+        # lint_program goes through it too: the lint cannot read the program at all
+        return {"predicted": None, "via": "none", "not_linted": f"{type(exc).__name__}: {exc}"}
     findings = [f for r in reports for f in r.findings]
     errors = [f for f in findings if f.severity is Severity.ERROR]
     crash = [f for f in errors if f.outcome in CRASH_OUTCOMES]
@@ -277,6 +276,7 @@ def run(budget: float, lint_only: bool, retry: bool = False) -> int:
                     "dtype": case.dtype,
                     "suite_runs": case.suite_runs,
                     "flow_skips": case.flow_skips,
+                    "call": case.call,
                     "lint": linted.get("predicted"),
                     "rules": linted.get("rules", []),
                     "lint_detail": {k: v for k, v in linted.items() if k not in ("predicted",)},
@@ -304,7 +304,13 @@ def run(budget: float, lint_only: bool, retry: bool = False) -> int:
 
 def _groups(rows: list[dict]) -> dict[str, list[dict]]:
     return {
-        "suite (float32, as the suite runs)": [r for r in rows if r["suite_runs"]],
+        "suite, first call of each test function (float32)": [
+            r for r in rows if r["suite_runs"] and r["call"] == 0
+        ],
+        "suite, further calls that change an op argument (float32)": [
+            r for r in rows if r["call"] > 0
+        ],
+        "suite (float32, as the suite runs): the two above": [r for r in rows if r["suite_runs"]],
         "float16 variants of dtype tests": [r for r in rows if not r["suite_runs"]],
         "all": rows,
     }
@@ -323,6 +329,9 @@ def totals(rows: list[dict]) -> dict[str, Any]:
         "skipped_by_suite": sum(1 for r in rows if r["truth"] == "skipped"),
         "unknown": sum(1 for r in rows if r["truth"] == "unknown"),
         "not_measured": sum(1 for r in rows if r["truth"] == "not measured"),
+        "not_linted": [r["case"] for r in rows if r["lint_detail"].get("via") == "none"],
+        "caught_by_rule": _by_rule([r for r in bad if r["lint"]]),
+        "false_alarms_by_rule": _by_rule([r for r in clean if r["lint"]]),
     }
     for kind in BAD:
         these = [r for r in bad if r["truth"] == kind]
@@ -332,6 +341,15 @@ def totals(rows: list[dict]) -> dict[str, Any]:
             "caught_as_such": sum(1 for r in these if r["lint"] == kind),
         }
     return out
+
+
+def _by_rule(rows: list[dict]) -> dict[str, int]:
+    """How many of ``rows`` each rule code flagged (a case may count for several)."""
+    counts: dict[str, int] = defaultdict(int)
+    for r in rows:
+        for code in {rule.split()[0] for rule in r["rules"]}:
+            counts[code] += 1
+    return dict(sorted(counts.items()))
 
 
 def render(rows: list[dict], lint_seconds: float, truth_cpu: float) -> str:
@@ -352,6 +370,13 @@ def render(rows: list[dict], lint_seconds: float, truth_cpu: float) -> str:
                 f"(predicted as {kind}: {k['caught_as_such']})"
             )
         lines.append(f"   false alarms on clean cases: {t['false_alarms']}/{t['clean']}")
+        lines.append(f"   caught by rule: {t['caught_by_rule']}")
+        lines.append(f"   false alarms by rule: {t['false_alarms_by_rule']}")
+        if t["not_linted"]:
+            lines.append(
+                f"   not linted (torch.export.save cannot write the program, so neither the "
+                f"CLI nor lint_program reads it; counted as missed): {t['not_linted']}"
+            )
         lines.append(
             f"   not judged: {t['skipped_by_suite']} skipped as the suite does (eager/export "
             f"fails), {t['unknown']} verify could not judge, {t['not_measured']} not measured"
