@@ -2,7 +2,7 @@
 plain lint (``benchmarks/et_suite_mirror.py``).
 
 Mirrored: github.com/pytorch/executorch at commit
-cff6f4dd32e630945b7188512c1f2b4f102b05ad (2026-08-22), the 79 files
+cff6f4dd32e630945b7188512c1f2b4f102b05ad (2026-08-22), all 80 files
 ``backends/test/suite/operators/test_*.py`` as run by the Core ML flow
 ``backends/test/suite/flows/coreml.py`` (``CoreMLTester``: the stock ``CoreMLPartitioner``
 with ``minimum_deployment_target=iOS15``, i.e. coreml-lint's default settings). The cases
@@ -11,9 +11,15 @@ value ranges and dtypes the suite passes to ``_test_op`` / ``lower_and_run_model
 
 How the suite was sampled (so the benchmark fits a CPU budget):
 
-- one case per test function: its *first* ``_test_op`` call (the suite's later calls in a
-  function mostly vary a shape or a size); a function that loops over a parameter
-  (``padding_mode`` of the conv tests) gives one case per value;
+- one case per test function (all 434 the suite does not skip): its *first* ``_test_op``
+  call; a function that loops over a parameter (``padding_mode`` of the conv tests) gives
+  one case per value;
+- then 136 of the suite's later calls, those that change an operator argument rather than
+  only a shape or a size (``align_corners``, scale factors, ``EmbeddingBag`` modes, ``pow``
+  exponents, ``accumulate``, tuple kernels/strides/paddings, negative divisors, the dims
+  reduced), named ``<function>_call<i>`` with ``i`` the call's 0-based index; the other
+  ~450 later calls (batch sizes, channel counts, input lengths) are left out to fit the
+  CPU budget;
 - a dtype test (``@dtype_test``, or ``test_add_dtype``'s ``parametrize``) gives a float32
   case, the dtype the suite runs at this commit (``operators/__init__.py`` wraps dtype tests
   in ``parametrize("dtype", [torch.float32])``), and a float16 case (``_f16``), the other
