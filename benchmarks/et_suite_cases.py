@@ -18,7 +18,7 @@ How the suite was sampled (so the benchmark fits a CPU budget):
   only a shape or a size (``align_corners``, scale factors, ``EmbeddingBag`` modes, ``pow``
   exponents, ``accumulate``, tuple kernels/strides/paddings, negative divisors, the dims
   reduced), named ``<function>_call<i>`` with ``i`` the call's 0-based index; the other
-  ~450 later calls (batch sizes, channel counts, input lengths) are left out to fit the
+  358 later calls (batch sizes, channel counts, input lengths) are left out to fit the
   CPU budget;
 - a dtype test (``@dtype_test``, or ``test_add_dtype``'s ``parametrize``) gives a float32
   case, the dtype the suite runs at this commit (``operators/__init__.py`` wraps dtype tests
