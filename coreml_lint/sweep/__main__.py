@@ -98,7 +98,7 @@ def rekey(args: argparse.Namespace) -> int:
     store = Store(args.out, shards=_shards(args))
     engine = Engine(args.workers, address=args.scheduler, on_cost=store.add_cost)
     try:
-        changed = rekey_all(engine, store, _say)
+        changed = rekey_all(engine, store, _say, args.ops)
     finally:
         engine.close()
     _say(f"{changed} measured cases keyed anew")
@@ -173,8 +173,9 @@ def main(argv: list[str] | None = None) -> int:
                 default=None,
                 help="where measured ops are kept (default: measurements/<stack>; 'none')",
             )
-        if name == "run":
+        if name in ("run", "rekey"):
             sub.add_argument("--ops", type=lambda s: set(s.split(",")), default=None)
+        if name == "run":
             sub.add_argument("--axes", type=lambda s: set(s.split(",")), default=None)
             sub.add_argument(
                 "--only", type=Path, default=None, help="a file of case ids to measure (a sample)"
