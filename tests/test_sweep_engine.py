@@ -29,3 +29,25 @@ def test_a_sweep_whose_every_worker_fails_its_warm_up_says_why(tmp_path, monkeyp
     finally:
         engine.close()
     assert not done and not failed  # the task was never placed on a worker
+
+
+class _EmptyCluster:
+    """A client whose cluster has no worker left (they died and none was replaced)."""
+
+    def scheduler_info(self, n_workers: int = -1) -> dict:
+        return {"workers": {}}
+
+
+def test_a_sweep_whose_workers_are_all_gone_stops_instead_of_waiting_forever(monkeypatch):
+    pytest.importorskip("distributed", reason="the sweep's engine needs dask distributed")
+    from coreml_lint.sweep import engine as module
+    from coreml_lint.sweep.engine import Engine, Task
+
+    monkeypatch.setattr(module, "NO_WORKER_GRACE", 0.3)
+    engine = Engine.__new__(Engine)  # the loop alone, over a cluster with nobody in it
+    engine.queue, engine.running, engine.workers, engine.warming = [], {}, {}, {}
+    engine.seen_at, engine.alone_since, engine.client = 0.0, None, _EmptyCluster()
+    engine.submit(Task("probe", "ok", 60.0, lambda value: None, lambda why: None))
+    with pytest.raises(RuntimeError, match="every sweep worker is gone"):
+        engine.run()
+    assert len(engine.queue) == 1  # the task is still there: a run again resumes it

@@ -20,8 +20,11 @@ The contract the sweep's driver (``run.py``) relies on: ``submit(Task)`` then
 - a task past its timeout has its worker restarted (a hang inside a conversion cannot be
   interrupted in its thread) and counts as failed: ``failed("timeout after N s")``, after
   the same single retry;
-- a worker imports the heavy stack once, with its first task, and keeps it; Dask restarts it
-  after ``WORKER_LIFETIME`` (long-lived coremltools processes grow).
+- a worker imports the heavy stack once, with its first task, and keeps it for the run (no
+  lifetime restarts: a local cluster's timed restart left both workers dead after 40 min,
+  and the run waiting for them; workers held about 0.6 GB each in this session's runs);
+- a run whose workers are all gone for ``NO_WORKER_GRACE`` seconds stops with that said,
+  never waits forever.
 """
 
 from __future__ import annotations
@@ -34,9 +37,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-# A worker is restarted after this long (Dask's ``lifetime``): long-lived coremltools
-# processes grow. Staggered, so workers do not all restart at once.
-WORKER_LIFETIME = "40 minutes"
+NO_WORKER_GRACE = 120.0  # seconds without any worker before a run gives up
 RETRIES = 1  # a task whose worker died or hung is tried once more, then it is the case's crash
 
 
@@ -122,6 +123,7 @@ class Engine:
         self.workers: dict[str, str] = {}  # address -> WARMING, IDLE, BUSY or BROKEN
         self.warming: dict[str, Any] = {}  # address -> its warm-up future
         self.seen_at = 0.0
+        self.alone_since: float | None = None  # since when no worker has been there
         self.cluster = None
         if address is None:
             self.cluster = LocalCluster(
@@ -130,9 +132,6 @@ class Engine:
                 processes=True,
                 dashboard_address=":0",  # any free port: never another cluster's
                 silence_logs=logging.ERROR,
-                lifetime=WORKER_LIFETIME,
-                lifetime_stagger="5 minutes",
-                lifetime_restart=True,
                 memory_limit=0,
             )
             self.client = Client(self.cluster)
@@ -177,8 +176,8 @@ class Engine:
             if futures:
                 with contextlib.suppress(TimeoutError):  # a deadline passed: _expire sees it
                     wait(futures, timeout=self._next_deadline(), return_when="FIRST_COMPLETED")
-            else:  # every worker is gone or starting: wait for the cluster
-                time.sleep(0.5)
+            else:  # every worker is gone or starting: wait for the cluster, not forever
+                self._wait_for_workers()
             self._warmed()
             for key in [k for k, r in self.running.items() if r.future.done()]:
                 self._finish(self.running.pop(key))
@@ -194,6 +193,24 @@ class Engine:
                 self.cluster.close(timeout=20)
 
     # ------------------------------------------------------------------ workers
+    def _wait_for_workers(self) -> None:
+        """Sleep a little while no worker is there; raise once none has been there for
+        ``NO_WORKER_GRACE`` seconds (a cluster whose workers died and were not replaced
+        would otherwise hold the sweep forever; what was measured is on disk, and a run
+        resumes from it)."""
+        now = time.monotonic()
+        if self.workers:
+            self.alone_since = None
+            return
+        if self.alone_since is None:
+            self.alone_since = now
+        if now - self.alone_since > NO_WORKER_GRACE:
+            raise RuntimeError(
+                f"every sweep worker is gone and none came back in {NO_WORKER_GRACE:.0f} s: "
+                "run the sweep again (it resumes from what was measured)"
+            )
+        time.sleep(0.5)
+
     def _see_workers(self) -> None:
         """Follow the cluster's workers: a new one is warmed up, a gone one forgotten (its
         task ends in ``KilledWorker``, which ``_finish`` retries)."""
