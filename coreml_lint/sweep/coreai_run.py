@@ -108,6 +108,12 @@ def summary(meta: dict[str, Any], cases: list[dict], results: list[dict]) -> dic
         "cases_generated": len(cases),
         "cases": len(results),
         "outcomes": dict(sorted(Counter(r["outcome"] for r in results).items())),
+        # a worker the runtime killed (SIGILL, SIGFPE) leaves a crash without keys: counted
+        # here, not in the table (no key says which calls)
+        "crashes_without_a_key": sum(
+            1 for r in results if not r.get("keys") and r["outcome"] == "crash"
+        ),
+        "results_without_a_key": sum(1 for r in results if not r.get("keys")),
         "wall_seconds": round(meta.get("wall_seconds", 0.0)),
         "cpu_seconds": round(meta.get("cpu_seconds", 0.0)),
         "workers": meta.get("workers"),
@@ -118,4 +124,5 @@ def summary(meta: dict[str, Any], cases: list[dict], results: list[dict]) -> dic
             "against eager, on typical then extreme values, each case in its own dtype "
             "(float16 cases compute in float16: Core AI has no precision setting)"
         ),
+        **({"note": meta["note"]} if meta.get("note") else {}),
     }
