@@ -31,8 +31,12 @@ def int64_past_int32(archive: zipfile.ZipFile, prefix: str, method: str) -> dict
     found: dict[str, list[int]] = {}
     for folder, kind in KINDS:
         config = _json(archive, f"{prefix}/data/{folder}/{method}_{kind}_config.json")
-        for name, entry in (config or {}).get("config", {}).items():
-            values = _values(archive, f"{prefix}/data/{folder}", entry, order)
+        entries = config.get("config") if isinstance(config, dict) else None
+        for name, entry in (entries if isinstance(entries, dict) else {}).items():
+            try:
+                values = _values(archive, f"{prefix}/data/{folder}", entry, order)
+            except Exception:  # a damaged member or entry is not read (the graph still is)
+                continue
             if values is None or not values:
                 continue
             low, high = min(values), max(values)
@@ -44,14 +48,14 @@ def int64_past_int32(archive: zipfile.ZipFile, prefix: str, method: str) -> dict
 def _json(archive: zipfile.ZipFile, name: str) -> Any:
     try:
         return json.loads(archive.read(name))
-    except (KeyError, ValueError, zipfile.BadZipFile, OSError):
+    except Exception:  # absent, damaged or not JSON: nothing to read
         return None
 
 
 def _byteorder(archive: zipfile.ZipFile, prefix: str) -> str:
     try:
         order = archive.read(f"{prefix}/byteorder").decode().strip()
-    except (KeyError, UnicodeDecodeError, zipfile.BadZipFile, OSError):
+    except Exception:  # absent or damaged: torch's default
         return "little"
     return order if order in ("little", "big") else "little"
 
