@@ -100,7 +100,7 @@ def test_the_built_in_formats_and_the_kinds_they_render():
     )
     assert registry.names("verify") == ("full", "concise", "json", "github", "sarif", "html")
     assert registry.names("lower") == ("full", "json", "html")
-    assert registry.names("migrate") == ("full", "json")
+    assert registry.names("migrate") == ("full", "json", "html")
     assert registry.advice_names() == ("full", "concise", "json", "html")
 
 

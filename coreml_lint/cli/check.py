@@ -98,6 +98,7 @@ def rendered(run: CheckRun, output_format: str, statistics: bool, show_placement
         advice_blocks=[advice_block(run, file, report) for file, report in run.reports],
         show_placement=show_placement,
         errors=run.errors,
+        target=run.config.target,
     )
     return registry.render(output_format, "check", view)
 

@@ -33,7 +33,22 @@ from coreml_lint.reports.registry import FormatChoice
 @click.argument(
     "programs", nargs=-1, required=True, type=click.Path(dir_okay=False, path_type=Path)
 )
-@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), required=True)
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(path_type=Path),
+    required=True,
+    help="The .pte to write (--target coreai: the .aimodel folder).",
+)
+@click.option(
+    "--target",
+    type=click.Choice(("coreml", "coreai")),
+    default="coreml",
+    show_default=True,
+    help="coreai: convert with coreai-torch, with the Core AI rules' rewrites, and write the "
+    ".aimodel only when it runs on Core AI's runtime and agrees with eager (needs the coreai "
+    "extra; partitioner settings do not apply).",
+)
 @settings_options
 @click.option("--compute-precision", type=click.Choice(["float16", "float32"]), default="float16")
 @click.option(
@@ -95,6 +110,12 @@ def lower_command(programs: tuple[Path, ...], output: Path, **options: Any) -> N
     after it), the Core ML delegates sharing their weights."""
     program = programs[0]
     fmt = _output_format(options)
+    if options.pop("target") == "coreai":  # cli/lower_coreai.py: the Core AI asset
+        from coreml_lint.cli.lower_coreai import lower_coreai_command
+
+        lower_coreai_command(programs, output, options, fmt, settings_changes(options))
+    if output.is_dir():
+        fail(f"{output}: is a folder (give the .pte file to write)")
     missing = heavy_modules_missing()
     if missing:
         fail(f"`coreml-lint lower` needs {HEAVY} ({missing} not installed): {INSTALL_HINT}")

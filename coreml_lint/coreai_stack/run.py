@@ -143,7 +143,9 @@ def _numpy(value: Any) -> Any:
 
     if hasattr(value, "detach"):
         value = value.detach().cpu()
-        if str(value.dtype) == "torch.bfloat16":
-            value = value.float()
+        if str(value.dtype) == "torch.bfloat16":  # numpy has none: ml_dtypes' (coreai-core's)
+            import ml_dtypes
+
+            return value.float().numpy().astype(ml_dtypes.bfloat16)
         return value.numpy()
     return np.asarray(value)

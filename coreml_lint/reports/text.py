@@ -47,7 +47,8 @@ def render_full(findings: Iterable[Finding]) -> str:
         elif f.extra.get("partitioner_not_enough"):
             lines.append(f"  = {not_enough_sentence(f.extra['partitioner_not_enough'])}")
         if f.node and f.lower_fixes:
-            lines.append("  = or lower: `coreml-lint lower` answers it in the program")
+            command = "lower --target coreai" if f.code.startswith("CAI") else "lower"
+            lines.append(f"  = or lower: `coreml-lint {command}` answers it in the program")
         if f.extra.get("not_fixed"):
             lines.append(f"  = not fixed: {f.extra['not_fixed']}")
         blocks.append("\n".join(lines))

@@ -23,6 +23,7 @@ class CheckView:
     advice_blocks: list[str]
     show_placement: bool
     errors: list[str] = field(default_factory=list)  # why this run cannot be shown
+    target: str = "coreml"  # whose rules ran (``--target``): SARIF lists those rules
 
 
 @dataclass

@@ -18,7 +18,9 @@ Example
 Fix
     ``m.any(dim)`` for amax/max, ``m.all(dim)`` for amin/min, ``torch.logical_or`` /
     ``torch.logical_and`` for maximum/minimum (``--fix`` writes them: the same values), or
-    cast to int32 first.
+    cast to int32 first. ``coreml-lint lower --target coreai`` makes the same change in the
+    program (CML105's rewrite) and verifies it on Core AI; ``max(dim)``/``min(dim)`` return
+    indices too and have no bool twin, so it stops on them.
 """
 
 from __future__ import annotations
@@ -54,7 +56,6 @@ class CoreAIBoolMinMax(BoolMinMax):
     target = "coreai"
     applies_to = COREAI_APPLIES_TO
     summary = "min/max family on a bool tensor: Core AI's reduce_max/maximum reject bool"
-    cannot_lower = "there is no Core AI lowering command yet: apply the source fix (--fix)"
 
     def check(self, ctx: ProgramContext) -> Iterator[Finding]:
         for node in ctx.graph.nodes:
@@ -83,9 +84,18 @@ class CoreAIBoolMinMax(BoolMinMax):
                 "conversion fails (`operand #0 must be ... but got 'tensor<...xi1>'`)",
             )
 
-    # CML105's lowering hooks answer Core ML's lowering, not Core AI's
-    rewrite = Rule.rewrite
+    # CML105's rewrite (the any/all/logical twin) answers Core AI's lowering too; its refusal
+    # keeps a node on the CPU, which Core AI does not have
     refuse = Rule.refuse
+
+    def unanswered(self, finding: Finding, *, dequantize_on_cpu: bool = False) -> str | None:
+        """max(dim)/min(dim) of a bool tensor: no bool twin (they return indices too)."""
+        if (finding.op or "").split(".")[-2:] in (["max", "dim"], ["min", "dim"]):
+            return (
+                f"{finding.message} (max(dim)/min(dim) return indices too: no bool twin; "
+                "cast to int32 first in the model: `m.int().max(dim)`)"
+            )
+        return super().unanswered(finding, dequantize_on_cpu=dequantize_on_cpu)
 
 
 # -- program cases: what coreai-torch 0.4.3 really does (tests/test_coreai_rules.py runs them)

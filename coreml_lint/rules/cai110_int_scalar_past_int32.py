@@ -52,7 +52,10 @@ class CoreAIIntPastInt32(Rule):
     applies_to = COREAI_APPLIES_TO
     outcome = Outcome.CRASH
     summary = "integer constant outside int32: Core AI conversion OverflowError (clamp: wraps)"
-    cannot_lower = "there is no Core AI lowering command yet: write a constant int32 holds"
+    cannot_lower = (
+        "no value-keeping rewrite: int32 cannot hold the constant; write one it holds "
+        "(a sentinel: torch.iinfo(torch.int32)) or compute in float"
+    )
 
     def check(self, ctx: ProgramContext) -> Iterator[Finding]:
         for node in ctx.graph.nodes:

@@ -17,17 +17,23 @@ Example
 
 Fix
     Pad the right/bottom edge yourself so the floor size equals the ceil size, or drop
-    ``ceil_mode`` when the input size makes it change nothing.
+    ``ceil_mode`` when the input size makes it change nothing. ``coreml-lint lower
+    --target coreai`` rewrites the pool in the program (CAI311's exact rewrite: an unpadded,
+    floor-mode pool of the input padded as far as torch's last window reaches, divided by
+    the same pool of the mask of what torch counts) and verifies it on Core AI.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 from coreml_lint.core.findings import Finding, Outcome
+from coreml_lint.core.settings import PartitionerSettings
 from coreml_lint.rulekit.context import ProgramContext
 from coreml_lint.rulekit.examples import F, case, module, torch
 from coreml_lint.rulekit.rule import COREAI_APPLIES_TO, Rule
+from coreml_lint.rules.cai311_avg_pool_exclude_pad import exact_avg_pools
 
 POOLS = {"avg_pool1d", "avg_pool2d"}  # measured; avg_pool3d is not
 
@@ -39,7 +45,7 @@ class CoreAIAvgPoolCeilMode(Rule):
     applies_to = COREAI_APPLIES_TO
     outcome = Outcome.CRASH
     summary = "avg_pool with ceil_mode=True: Core AI conversion IndexError"
-    cannot_lower = "there is no Core AI lowering command yet: pad explicitly instead"
+    rewrite_tolerance = 1e-2  # as CAI311's: the same rewrite
 
     def check(self, ctx: ProgramContext) -> Iterator[Finding]:
         for node in ctx.graph.nodes:
@@ -56,6 +62,12 @@ class CoreAIAvgPoolCeilMode(Rule):
                 fix="pad the input's far edge explicitly (F.pad) so the floor size is the "
                 "ceil size, or drop ceil_mode where it changes nothing",
             )
+
+    def rewrite(self, ep: Any, settings: PartitionerSettings) -> tuple[Any, list[str]]:
+        """Each ceil_mode avg_pool counting the padding: CAI311's exact rewrite."""
+        return exact_avg_pools(
+            ep, lambda args: args["ceil_mode"] and args["count_include_pad"] and args["dims"] < 3
+        )
 
 
 # -- program cases: what coreai-torch 0.4.3 really does (tests/test_coreai_rules.py runs them)

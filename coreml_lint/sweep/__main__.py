@@ -6,6 +6,8 @@
     python -m coreml_lint.sweep rekey [--out DIR] [--workers 2 | --scheduler HOST:8786]
     python -m coreml_lint.sweep build [--out DIR] [--table PATH]
     python -m coreml_lint.sweep report [--out DIR]
+    python -m coreml_lint.sweep run --target coreai --out DIR --ops ... --axes base,dtype
+    python -m coreml_lint.sweep build --target coreai --out DIR
 
 ``run`` generates, measures (resuming whatever ``DIR`` and the repository's shards,
 ``measurements/<stack>/<op>.jsonl.gz``, already hold; every op measured in full is written
@@ -15,7 +17,9 @@ on ``--workers`` local Dask worker processes or on the Dask cluster whose schedu
 ``rekey`` keys every measured case again with today's key (after a key format change: the
 programs are exported again, never lowered, and no outcome changes); ``build`` only
 aggregates; ``report`` prints the counts by op family and which catalogue
-pitfalls the sweep found.
+pitfalls the sweep found. ``--target coreai`` measures the same cases on Core AI instead
+(``coreai_run.py``: converted and run on Core AI's Linux runtime; its own shards, and the
+table ``measured/data/coreai_behaviour.json``).
 """
 
 from __future__ import annotations
@@ -38,6 +42,11 @@ def _say(message: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.target == "coreai":  # the same cases, measured on Core AI (coreai_run.py)
+        from coreml_lint.sweep.coreai_run import run_coreai
+
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+        return run_coreai(args, _say)
     from coreml_lint.program.optable import load_optable
     from coreml_lint.sweep.engine import Engine
     from coreml_lint.sweep.run import Store, generate_all, measure_all, middle_targets
@@ -108,6 +117,10 @@ def rekey(args: argparse.Namespace) -> int:
 def build(args: argparse.Namespace) -> int:
     """The table of every op measured in full (the repository's shards and this folder),
     with the rows of the table it replaces that it does not measure again (``carry``)."""
+    if getattr(args, "target", "coreml") == "coreai":
+        from coreml_lint.sweep.coreai_run import build_coreai
+
+        return build_coreai(args, _say)
     from coreml_lint.sweep.report import sweep_summary
     from coreml_lint.sweep.run import Store
     from coreml_lint.sweep.table import build_table, carry, write_table
@@ -160,6 +173,14 @@ def main(argv: list[str] | None = None) -> int:
         sub = commands.add_parser(name)
         sub.add_argument("--out", type=Path, default=DEFAULT_OUT, help="the sweep's folder")
         sub.add_argument("--table", type=Path, default=TABLE_PATH, help="the table to write")
+        if name in ("run", "build"):
+            sub.add_argument(
+                "--target",
+                choices=("coreml", "coreai"),
+                default="coreml",
+                help="coreai: measure the same cases on Core AI's runtime (its own shards "
+                "and table)",
+            )
         if name in ("run", "rekey"):
             sub.add_argument("--workers", type=int, default=2, help="local worker processes")
             sub.add_argument(

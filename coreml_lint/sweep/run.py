@@ -144,6 +144,7 @@ class Scheduler:
     total: int = 0
     cases: list[dict[str, Any]] = field(default_factory=list)
     started: float = field(default_factory=time.monotonic)
+    kind: str = "measure"  # the task handler: "measure" (Core ML), "measure_coreai"
 
     def add(self, cases: list[dict[str, Any]]) -> None:
         for case in cases:
@@ -171,7 +172,7 @@ class Scheduler:
         timeout = 90.0 + 30.0 * len(group)
         self.engine.submit(
             Task(
-                "measure",
+                self.kind,
                 group,
                 timeout,
                 lambda value, g=group: self._done(g, value),
@@ -243,11 +244,13 @@ def generate_all(engine: Engine, store: Store, names: list[str], say: Say) -> No
     engine.run()
 
 
-def measure_all(engine: Engine, store: Store, cases: list[dict[str, Any]], say: Say) -> None:
+def measure_all(
+    engine: Engine, store: Store, cases: list[dict[str, Any]], say: Say, kind: str = "measure"
+) -> None:
     done = store.results()
     todo = [c for c in cases if c["id"] not in done]
     say(f"measuring {len(todo)} cases ({len(cases) - len(todo)} already measured)")
-    scheduler = Scheduler(engine, store, say)
+    scheduler = Scheduler(engine, store, say, kind=kind)
     scheduler.add(todo)
     scheduler.cases = list(cases)  # an op is finished when all its cases are measured
     engine.run(scheduler.refill)

@@ -29,7 +29,8 @@ def keyed(result: Result) -> MeasuredKey | None:
     """The one key of a case whose op became one delegated node (float32 made inside Core ML
     keyed as an input, as ``KeyMaker.origin`` keys it)."""
     keys = result.get("keys") or []
-    if len(keys) != 1 or keys[0]["placed"] != "coreml" or keys[0]["context"] == "?":
+    # "coreai": a Core AI case (``coreai.py``), where the whole program is Core AI's
+    if len(keys) != 1 or keys[0]["placed"] not in ("coreml", "coreai") or keys[0]["context"] == "?":
         return None
     operands = ",".join(
         "float32:in" if o == "float32:op" else o for o in keys[0]["operands"].split(",")

@@ -54,6 +54,14 @@ def measure(cases: list[dict[str, Any]]) -> Any:
     return run(cases)
 
 
+def measure_coreai(cases: list[dict[str, Any]]) -> Any:
+    """A group of cases converted and run on Core AI (``coreai.py``)."""
+    _heavy()
+    from coreml_lint.sweep.coreai import measure_coreai as run
+
+    return run(cases)
+
+
 def rekey(cases: list[dict[str, Any]]) -> dict[str, Any]:
     """Case id -> its keys as the linter computes them now (None: the group must be split)."""
     _heavy()
@@ -80,6 +88,7 @@ def probe(what: str) -> Any:
 HANDLERS = {
     "generate": generate,
     "measure": measure,
+    "measure_coreai": measure_coreai,
     "probe": probe,
     "warm": warm,
     "rekey": rekey,

@@ -45,27 +45,36 @@ def verify_coreai(
     inputs: Any = None,
     progress: Callable[[str], None] | None = None,
     explain: Callable[[str], str | None] | None = None,
+    reference: Any = None,
+    directory: Path | None = None,
 ) -> VerifyReport:
     """Run ``exported_program`` on Core AI and in eager on the same inputs (None: the
     program's own example inputs, else seeded random ones; a tuple of tensors; or a path to
-    a ``torch.save``-d tuple) and judge every output and written buffer."""
+    a ``torch.save``-d tuple) and judge every output and written buffer.
+
+    ``reference``: the program eager runs instead (``lower --target coreai`` converts a
+    rewritten program and judges it against the program as the user gave it; the inputs
+    are the reference's). ``directory``: where the asset is kept (``model.aimodel``),
+    instead of a temporary directory removed afterwards."""
     from coreml_lint.coreai_stack import run_program
     from coreml_lint.verifier.eager import run_partition
 
     say = progress or (lambda message: None)
     report = VerifyReport(settings={"target": TARGET})
     start = time.perf_counter()
+    given = exported_program if reference is None else reference
     try:
-        user_inputs, report.inputs = _inputs(exported_program, inputs)
+        user_inputs, report.inputs = _inputs(given, inputs)
         functional = exported_program.run_decompositions({})
         say("running the program in eager")
-        eager = run_partition(functional, [_clone(v) for v in user_inputs])
+        eager_program = functional if reference is None else given.run_decompositions({})
+        eager = run_partition(eager_program, [_clone(v) for v in user_inputs])
     except Exception as exc:
         report.not_verified.append(f"inputs or eager run: {type(exc).__name__}: {exc}")
         return report.finish()
     report.timings["eager"] = time.perf_counter() - start
     say("converting with coreai-torch, compiling and running on Core AI")
-    run = run_program(exported_program, [user_inputs], narrow_int64=True)
+    run = run_program(exported_program, [user_inputs], directory=directory, narrow_int64=True)
     report.timings.update({f"coreai_{k}": v for k, v in run.timings.items()})
     report.notes += run.notes
     if not run.ok:

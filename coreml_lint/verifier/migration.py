@@ -24,6 +24,14 @@ WORDS = {
     "lowering_crash": "CRASH",
     "could_not_run": "not verified",
 }
+# the headline's verb for each status
+VERBS = {
+    "lowering_crash": "crashes",
+    "diverge": "computes WRONG values",
+    "agree": "runs correctly",
+    "could_not_run": "could not be verified",
+}
+FAMILIES = ("Core ML", "Core AI")
 
 
 @dataclass
@@ -50,7 +58,28 @@ class Migration:
         data = asdict(self)
         for column, item in zip(self.columns, data["columns"], strict=True):
             item["verdict"] = column.verdict
+        data["headline"] = self.headline()
         return data
+
+    def headline(self) -> str:
+        """One sentence per backend, targets grouped by outcome: "Crashes on Core ML at
+        iOS15, iOS16, iOS17, iOS18; runs correctly on Core AI." """
+        parts = []
+        for family in FAMILIES:
+            groups: dict[str, list[str]] = {}
+            for column in self.columns:
+                if column.target.startswith(family):
+                    suffix = column.target[len(family) :].strip()
+                    groups.setdefault(column.status, []).append(suffix)
+            phrases = [
+                f"{VERBS.get(status, status)} on {family}"
+                + (f" at {', '.join(t for t in targets if t)}" if any(targets) else "")
+                for status, targets in groups.items()
+            ]
+            if phrases:
+                parts.append(" and ".join(phrases))
+        text = "; ".join(parts) or "no target was run"
+        return f"{text[0].upper()}{text[1:]}."
 
     def render_text(self) -> str:
         width = max(len(c.target) for c in self.columns) if self.columns else 0

@@ -39,4 +39,11 @@ def lower(view: Any) -> str:
     return render_html(pages)
 
 
-RENDERERS = {"check": check, "verify": verify, "lower": lower}
+def migrate(view: Any) -> str:
+    """The migration view: Core ML at each target and Core AI side by side."""
+    from coreml_lint.reports.html_migration import render_migration_html
+
+    return render_migration_html(view)
+
+
+RENDERERS = {"check": check, "verify": verify, "lower": lower, "migrate": migrate}
