@@ -48,3 +48,17 @@ class Result(TypedDict, total=False):
     outcome: str  # see ``outcomes.py``, plus "export" and "error" (not the op's)
     message: str
     keys: list[MeasuredKey]
+
+
+def result_of(
+    case: Case, outcome: str, message: str, keys: list[MeasuredKey] | None = None
+) -> Result:
+    """The result of measuring ``case`` (every target's sweep writes this one form)."""
+    return Result(
+        id=case["id"],
+        op=case["op"],
+        target=case["target"],
+        outcome=outcome,
+        message=message,
+        keys=keys or [],
+    )

@@ -16,12 +16,19 @@ STACK = ("torch", *VERSIONED_PACKAGES)
 
 
 def installed_versions() -> dict[str, str]:
+    return versions_of(STACK)
+
+
+def versions_of(packages: tuple[str, ...], missing: str | None = None) -> dict[str, str]:
+    """Package -> installed version, from metadata (nothing imported); a package not
+    installed is left out, or given ``missing``."""
     found = {}
-    for package in STACK:
+    for package in packages:
         try:
             found[package] = metadata.version(package)
         except metadata.PackageNotFoundError:
-            continue
+            if missing is not None:
+                found[package] = missing
     return found
 
 

@@ -19,11 +19,13 @@ else is measured case by case (``split``).
 from __future__ import annotations
 
 import re
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from coreml_lint.measured.case import result_of
 from coreml_lint.measured.coreai_table import COREAI_PACKAGES, COREAI_TARGET
+from coreml_lint.measured.key import MeasuredKey, measured_key
+from coreml_lint.measured.stack import versions_of
 from coreml_lint.sweep.build import CONSUMED, CONTEXT_OPS, build
 from coreml_lint.sweep.measure import SPLIT, first_line, innermost
 
@@ -32,13 +34,7 @@ SOURCE_TARGET = 18  # the generated copy a Core AI case is made from
 
 
 def coreai_versions() -> dict[str, str]:
-    found = {}
-    for package in COREAI_PACKAGES:
-        try:
-            found[package] = metadata.version(package)
-        except metadata.PackageNotFoundError:
-            found[package] = "none"
-    return found
+    return versions_of(COREAI_PACKAGES, missing="none")
 
 
 def coreai_stack_folder(root: Path = Path("measurements")) -> Path:
@@ -71,12 +67,12 @@ def measure_coreai(cases: list[dict[str, Any]]) -> list[dict[str, Any]] | str:
         try:
             ep = torch.export.export(built.module, tuple(built.inputs), strict=False)
         except Exception as exc:
-            return [_result(c, "export", first_line(exc)) for c in cases] if single else SPLIT
+            return [result_of(c, "export", first_line(exc)) for c in cases] if single else SPLIT
         keys = coreai_keys(ep, cases)
         outcome, message = _run_and_judge(ep, built)
     if outcome != "ok" and not single:
         return SPLIT
-    return [_result(c, outcome, message, keys[i]) for i, c in enumerate(cases)]
+    return [result_of(c, outcome, message, keys[i]) for i, c in enumerate(cases)]
 
 
 def _run_and_judge(ep: Any, built: Any) -> tuple[str, str]:
@@ -131,7 +127,7 @@ def _first_divergence(actual: list[Any], expected: list[Any]) -> str:
     return ""
 
 
-def coreai_keys(ep: Any, cases: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+def coreai_keys(ep: Any, cases: list[dict[str, Any]]) -> list[list[MeasuredKey]]:
     """Per case, the key of each of its op's nodes as the Core AI linter sees them: the
     canonical graph of the exported program, keyed as one whole program."""
     from coreml_lint.engine.exported import graph_of
@@ -142,7 +138,7 @@ def coreai_keys(ep: Any, cases: list[dict[str, Any]]) -> list[list[dict[str, Any
     graph = canonicalize(graph_of(ep))
     maker = coreai_key_maker(graph)
     users = graph.users()
-    found: list[list[dict[str, Any]]] = [[] for _ in cases]
+    found: list[list[MeasuredKey]] = [[] for _ in cases]
     for node in graph.nodes:
         path = paths.get(node.name) or paths.get(node.origin or "", "")
         if not path.startswith("c") or "." in path:
@@ -156,25 +152,5 @@ def coreai_keys(ep: Any, cases: list[dict[str, Any]]) -> list[list[dict[str, Any
             context = CONSUMED if readers else "?"
         elif wanted:
             context = CONTEXT_OPS[wanted] if CONTEXT_OPS[wanted] in readers else "?"
-        found[index].append(
-            {
-                "op": key.op,
-                "operands": key.operands,
-                "variant": key.variant,
-                "shape": key.shape,
-                "context": context,
-                "placed": PLACED,
-            }
-        )
+        found[index].append(measured_key(key, context, PLACED))
     return found
-
-
-def _result(case: dict[str, Any], outcome: str, message: str, keys: Any = None) -> dict:
-    return {
-        "id": case["id"],
-        "op": case["op"],
-        "target": case["target"],
-        "outcome": outcome,
-        "message": message,
-        "keys": keys or [],
-    }

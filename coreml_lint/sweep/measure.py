@@ -22,7 +22,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from coreml_lint.measured.case import Case
+from coreml_lint.measured.case import Case, result_of
 from coreml_lint.measured.key import KeyMaker, MeasuredKey, measured_key
 from coreml_lint.sweep.build import CONSUMED, CONTEXT_OPS, build
 
@@ -49,7 +49,7 @@ def measure(cases: list[dict[str, Any]]) -> list[dict[str, Any]] | str:
         try:
             ep = torch.export.export(built.module, tuple(built.inputs), strict=False)
         except Exception as exc:
-            return [_result(c, "export", first_line(exc)) for c in cases] if single else SPLIT
+            return [result_of(c, "export", first_line(exc)) for c in cases] if single else SPLIT
         keys = case_keys(ep, cases)
         return _lower_and_judge(ep, cases, built, keys, single)
 
@@ -79,7 +79,7 @@ def _lower_and_judge(ep, cases, built, keys, single) -> list[dict[str, Any]] | s
     if lowering.error is not None:
         if not single:
             return SPLIT
-        return [_result(cases[0], "crash", first_line(lowering.error), keys[0])]
+        return [result_of(cases[0], "crash", first_line(lowering.error), keys[0])]
     placed = delegated(lowering.edge.exported_program(), len(cases))
     logging.disable(logging.WARNING)
     try:
@@ -97,12 +97,13 @@ def _lower_and_judge(ep, cases, built, keys, single) -> list[dict[str, Any]] | s
     results = []
     for i, case in enumerate(cases):
         if not placed[i]:
-            results.append(_result(case, "cpu", "not delegated by the stock partitioner", keys[i]))
+            why = "not delegated by the stock partitioner"
+            results.append(result_of(case, "cpu", why, keys[i]))
             continue
         outcome, message = _judge(report, edges.get(i))
         if outcome in ("wrong", "edge") and order_free(case):
             outcome, message = "unverified", f"{UNORDERED} ({message})"[:300]
-        results.append(_result(case, outcome, message, keys[i]))
+        results.append(result_of(case, outcome, message, keys[i]))
     return results
 
 
@@ -155,17 +156,6 @@ def _edge_cases(edge_ep: Any, extreme: Any, count: int) -> dict[int, Any] | None
             return None
         found.setdefault(int(path[1:]), d)
     return found
-
-
-def _result(case: dict[str, Any], outcome: str, message: str, keys: Any = None) -> dict:
-    return {
-        "id": case["id"],
-        "op": case["op"],
-        "target": case["target"],
-        "outcome": outcome,
-        "message": message,
-        "keys": keys or [],
-    }
 
 
 def delegated(edge_ep: Any, count: int) -> list[bool]:
