@@ -128,7 +128,9 @@ def build(args: argparse.Namespace) -> int:
     store = Store(args.out, shards=_shards(args))
     complete = store.complete_ops()
     cases = store.cases()
-    results = [r for r in store.results().values() if r["op"] in complete]
+    results = [  # the results of the cases known today (not of a generator's older cases)
+        r for i, r in store.results().items() if i in cases and cases[i]["op"] in complete
+    ]
     if not results:  # a mistyped --out must not replace the table with an empty one
         _say(f"error: {args.out} and the shards hold no op measured in full: nothing written")
         return 2
