@@ -448,6 +448,9 @@ def test_an_op_is_complete_only_when_every_case_known_for_it_is_measured(tmp_pat
     assert store.complete_ops() == set()
     store.append(store.results_path, {"id": "a2", "op": "abs.default", "outcome": "crash"})
     assert store.complete_ops() == {"abs.default"}
+    partial = [{"id": f"n{i}", "op": "neg.default"} for i in range(2)]  # n1 not measured
+    shards.write(folder, partial, {"n0": {"id": "n0", "op": "neg.default", "outcome": "ok"}})
+    assert "neg.default" not in Store(tmp_path / "fresh2", shards=folder).complete_ops()
 
 
 def test_rekey_changes_a_shard_result_keys_and_never_its_outcome(tmp_path):

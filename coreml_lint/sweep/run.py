@@ -81,12 +81,14 @@ class Store:
         return found
 
     def complete_ops(self) -> set[str]:
-        """The ops every known case of which is measured: what a table may call complete."""
+        """The ops every known case of which is measured: what a table may call complete.
+        An op in the unfinished shard is not (a fresh clone knows only its measured cases)."""
         results = self.results()
         ops: dict[str, bool] = {}
         for case_id, case in self.cases().items():
             ops[case["op"]] = ops.get(case["op"], True) and case_id in results
-        return {op for op, done in ops.items() if done}
+        partial = shards.unfinished_ops(self.shards) if self.shards is not None else set()
+        return {op for op, done in ops.items() if done and op not in partial}
 
     def write_shards(self, cases: list[dict[str, Any]]) -> list[str]:
         """Keep every op whose ``cases`` are all measured in the repository's shards."""

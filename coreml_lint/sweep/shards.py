@@ -38,6 +38,12 @@ def read(folder: Path) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, A
     return results, cases
 
 
+def unfinished_ops(folder: Path) -> set[str]:
+    """The ops of ``_unfinished.jsonl.gz``: measured in part, whatever else is known."""
+    path = folder / UNFINISHED
+    return {row["case"]["op"] for row in _rows(path)} if path.exists() else set()
+
+
 def _rows(path: Path) -> list[dict[str, Any]]:
     with gzip.open(path, "rt") as handle:
         return [json.loads(line) for line in handle if line.strip()]
