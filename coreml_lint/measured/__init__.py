@@ -12,7 +12,8 @@ coreml_lint.sweep`` lowers single-op programs over those dimensions with the sto
 - ``case.py``: the sweep's case and result records, typed;
 - ``entry.py``, ``outcomes.py``, ``families.py``: a measured row, what it can say, op families;
 - ``table.py``: the torch-free reader and how it answers a key;
-- ``versions.py``, ``stack.py``: which table answers for which stack.
+- ``versions.py``, ``stack.py``: which table answers for which stack;
+- ``coreai_table.py``: Core AI's table, measured by the same sweep and read by the same reader.
 
 Everything here is torch-free: the light lint path reads the table without importing torch.
 """
