@@ -24,6 +24,7 @@ from typing import Any
 from coreml_lint.core.config import LintConfig
 from coreml_lint.core.findings import Finding, Severity
 from coreml_lint.engine.exported import lint_exported_program
+from coreml_lint.lowering.report import RewriteLog
 from coreml_lint.lowering.run import (
     LoweringError,
     _rewrite_until_stable,
@@ -36,7 +37,7 @@ TARGET = "coreai"
 
 
 @dataclass
-class CoreAILowerReport:
+class CoreAILowerReport(RewriteLog):
     """What ``lower --target coreai`` did: the rewrites per rule, the verify of the converted
     asset, and whether the asset was written (``refused``: why not)."""
 
@@ -49,17 +50,6 @@ class CoreAILowerReport:
     verify: Any = None  # the VerifyReport of the converted asset
     written: bool = False
     refused: str = ""
-
-    # what ``_rewrite_until_stable`` records, as on ``LowerReport``
-    def rewritten(self, code: str, changes: list[str], *, checked: bool) -> None:
-        note = "" if checked else " (not checked in eager: no concrete inputs)"
-        self.rewrites.extend(f"{code}: {change}{note}" for change in changes)
-        if code not in self.rewritten_codes:
-            self.rewritten_codes.append(code)
-        self.acted.setdefault(code, []).extend(changes)
-
-    def reject(self, code: str, why: str) -> None:
-        self.rejected_rewrites.append(f"{code}: rewrite {why}")
 
     @property
     def exit_code(self) -> int:

@@ -35,8 +35,29 @@ class Delegation:
         return placed
 
 
+class RewriteLog:
+    """What ``_rewrite_until_stable`` records on a lowering report, Core ML's or Core AI's:
+    each rule's rewrites (and whether eager checked them), those eager rejected, and the
+    codes in the order applied. The reports declare the four fields themselves."""
+
+    rewrites: list[str]
+    rejected_rewrites: list[str]
+    rewritten_codes: list[str]
+    acted: dict[str, list[str]]
+
+    def rewritten(self, code: str, changes: list[str], *, checked: bool) -> None:
+        note = "" if checked else " (not checked in eager: no concrete inputs)"
+        self.rewrites.extend(f"{code}: {change}{note}" for change in changes)
+        if code not in self.rewritten_codes:
+            self.rewritten_codes.append(code)
+        self.acted.setdefault(code, []).extend(changes)
+
+    def reject(self, code: str, why: str) -> None:
+        self.rejected_rewrites.append(f"{code}: rewrite {why}")
+
+
 @dataclass
-class LowerReport:
+class LowerReport(RewriteLog):
     findings_before: list[Finding]
     settings: PartitionerSettings  # what the user asked for
     findings_after: list[Finding] = field(default_factory=list)  # errors lower did not answer
@@ -61,16 +82,6 @@ class LowerReport:
     @classmethod
     def start(cls, first: Any, settings: PartitionerSettings) -> LowerReport:
         return cls(first.findings, settings, partitions_before=len(first.placement.partitions))
-
-    def rewritten(self, code: str, changes: list[str], *, checked: bool) -> None:
-        note = "" if checked else " (not checked in eager: no concrete inputs)"
-        self.rewrites.extend(f"{code}: {change}{note}" for change in changes)
-        if code not in self.rewritten_codes:
-            self.rewritten_codes.append(code)
-        self.acted.setdefault(code, []).extend(changes)
-
-    def reject(self, code: str, why: str) -> None:
-        self.rejected_rewrites.append(f"{code}: rewrite {why}")
 
     def finish(self, second: Any, plan: Any, placement: Delegation, problems: list[str]) -> None:
         self.refused = {node: f"{code}: {why}" for node, (code, why) in plan.refused.items()}

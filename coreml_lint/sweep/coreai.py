@@ -26,8 +26,8 @@ from coreml_lint.measured.case import result_of
 from coreml_lint.measured.coreai_table import COREAI_PACKAGES, COREAI_TARGET
 from coreml_lint.measured.key import MeasuredKey, measured_key
 from coreml_lint.measured.stack import versions_of
-from coreml_lint.sweep.build import CONSUMED, CONTEXT_OPS, build
-from coreml_lint.sweep.measure import SPLIT, first_line, innermost
+from coreml_lint.sweep.build import build
+from coreml_lint.sweep.measure import SPLIT, case_nodes, context_seen, first_line
 
 PLACED = "coreai"
 SOURCE_TARGET = 18  # the generated copy a Core AI case is made from
@@ -134,23 +134,11 @@ def coreai_keys(ep: Any, cases: list[dict[str, Any]]) -> list[list[MeasuredKey]]
     from coreml_lint.measured.coreai_table import coreai_key_maker
     from coreml_lint.program.canonical import canonicalize
 
-    paths = {n.name: innermost(n) for n in ep.graph.nodes}
     graph = canonicalize(graph_of(ep))
     maker = coreai_key_maker(graph)
     users = graph.users()
     found: list[list[MeasuredKey]] = [[] for _ in cases]
-    for node in graph.nodes:
-        path = paths.get(node.name) or paths.get(node.origin or "", "")
-        if not path.startswith("c") or "." in path:
-            continue
-        index = int(path[1:])
-        key = maker.key(node)
-        wanted = cases[index].get("context")
-        readers = [u.target for out in node.outputs for u in users.get(out, [])]
-        context = ""
-        if wanted == CONSUMED:
-            context = CONSUMED if readers else "?"
-        elif wanted:
-            context = CONTEXT_OPS[wanted] if CONTEXT_OPS[wanted] in readers else "?"
-        found[index].append(measured_key(key, context, PLACED))
+    for index, node in case_nodes(ep, graph):
+        context = context_seen(cases[index], node, users)
+        found[index].append(measured_key(maker.key(node), context, PLACED))
     return found

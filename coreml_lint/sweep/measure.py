@@ -20,6 +20,7 @@ A group answers only for what it can attribute: when it crashes or anything in i
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
 from typing import Any
 
 from coreml_lint.measured.case import Case, result_of
@@ -180,28 +181,37 @@ def case_keys(ep: Any, cases: list[Case]) -> list[list[MeasuredKey]]:
     from coreml_lint.program.canonical import canonicalize
     from coreml_lint.program.placement import COREML, predict_placement
 
-    paths = {n.name: innermost(n) for n in ep.graph.nodes}
     graph = canonicalize(graph_of(ep))
     settings = PartitionerSettings(minimum_deployment_target=cases[0]["target"])
     placement = predict_placement(graph, settings)
     maker = KeyMaker(graph, placement)
     users = graph.users()
     found: list[list[MeasuredKey]] = [[] for _ in cases]
+    for index, node in case_nodes(ep, graph):
+        where = placement.nodes[node.name]
+        context = context_seen(cases[index], node, users)
+        placed = where.where if where.where != COREML or not where.decomposed else "dec"
+        found[index].append(measured_key(maker.key(node), context, placed))
+    return found
+
+
+def case_nodes(ep: Any, graph: Any) -> Iterator[tuple[int, Any]]:
+    """(case index, node) of every canonical node a case's own op became: the nodes under
+    the case's module ``c<index>`` (the sweep's and Core AI's keys alike)."""
+    paths = {n.name: innermost(n) for n in ep.graph.nodes}
     for node in graph.nodes:
         path = paths.get(node.name) or paths.get(node.origin or "", "")
-        if not path.startswith("c") or "." in path:
-            continue
-        index = int(path[1:])
-        where = placement.nodes[node.name]
-        key = maker.key(node)
-        context = ""
-        if cases[index].get("context") == CONSUMED:
-            read = any(users.get(out) for out in node.outputs)
-            context = CONSUMED if read else "?"
-        elif cases[index].get("context"):
-            wanted = CONTEXT_OPS[cases[index]["context"]]
-            readers = [u.target for out in node.outputs for u in users.get(out, [])]
-            context = wanted if wanted in readers else "?"
-        placed = where.where if where.where != COREML or not where.decomposed else "dec"
-        found[index].append(measured_key(key, context, placed))
-    return found
+        if path.startswith("c") and "." not in path:
+            yield int(path[1:]), node
+
+
+def context_seen(case: Case, node: Any, users: dict[str, list[Any]]) -> str:
+    """The context the case measured as the program shows it at ``node`` (``"?"`` when
+    the program did not make it: the case is then not keyed)."""
+    wanted = case.get("context")
+    readers = [u.target for out in node.outputs for u in users.get(out, [])]
+    if wanted == CONSUMED:
+        return CONSUMED if readers else "?"
+    if wanted:
+        return CONTEXT_OPS[wanted] if CONTEXT_OPS[wanted] in readers else "?"
+    return ""
