@@ -307,7 +307,7 @@ def test_the_generator_covers_every_axis_with_calls_torch_accepts():
     ops = {info.name: info for info in in_scope(load_optable())[0]}
     cases, why = op_cases(ops["pow.Tensor_Scalar"])
     assert why is None
-    axes = {"base", "dtype", "variant", "shape", "origin", "context", "inside"}  # one argument
+    axes = {"base", "dtype", "variant", "shape", "origin", "context", "inside", "model"}
     assert {c["axis"] for c in cases} == axes
     assert {c["target"] for c in cases} == {15, 18}
     dtypes = {c["tensors"][0]["dtype"] for c in cases if c["axis"] == "dtype"}
@@ -321,6 +321,31 @@ def test_the_generator_covers_every_axis_with_calls_torch_accepts():
     assert "exponent=frac -> addmm" in contexts
     amax, _ = op_cases(ops["amax.default"])
     assert "keepdim=True" in {c["label"] for c in amax}  # a bool flipped, from the schema
+
+
+def test_the_model_axis_measures_calls_as_a_model_makes_them():
+    """A model's transposed convolution has a batch of one and constant weights and bias:
+    its output_padding (legal only beside a stride) is measured so; a 3-d pool's activation
+    is batched (the base call found an unbatched one)."""
+    pytest.importorskip("torch")
+    from coreml_lint.program.optable import load_optable
+    from coreml_lint.sweep.generate import op_cases
+    from coreml_lint.sweep.legal import Call, is_legal
+    from coreml_lint.sweep.schema import in_scope
+
+    ops = {i.name: i for i in in_scope(load_optable())[0]}
+    cases, _ = op_cases(ops["conv_transpose2d.input"])
+    model = [c for c in cases if c["axis"] == "model"]
+    assert model and all(c["tensors"][0]["shape"][0] == 1 for c in model)
+    given = [c for c in model if len(c["tensors"]) == 3]  # the input, a weight and a bias
+    assert given and all(t["origin"] == "const" for c in given for t in c["tensors"][1:])
+    assert any("output_padding" in c["label"] and "stride" in c["label"] for c in given)
+    for case in model[::5]:
+        info = ops["conv_transpose2d.input"]
+        assert is_legal(info, Call(case["tensors"], case["args"], case["kwargs"]))
+    pool, _ = op_cases(ops["avg_pool3d.default"])
+    assert {len(c["tensors"][0]["shape"]) for c in pool if c["axis"] == "model"} == {5}
+    assert any(c["label"] == "model ceil_mode=True" for c in pool)
 
 
 def test_the_pairwise_axis_crosses_arguments_legal_only_together():

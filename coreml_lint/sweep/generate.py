@@ -23,6 +23,15 @@ crosses the factors the catalogue shows interacting):
   value) in every dtype but bfloat16;
 - *context*: in float16, the op's output feeding ``linear``, ``addmm`` and ``matmul`` with
   constant weights (the base call and every variant);
+- *model*: the op as a model calls it (``model_call``): its activation batched with a
+  batch of one (``1xCxHxW``, ``1xCxDxHxW`` for a 3-d pool or convolution, ``1xSxH`` or
+  ``1xCxHxW`` for an op whose base call is a matrix), its parameters (operands the schema
+  names ``weight``, ``bias``, ``running_mean``, ``running_var``, optional ones included)
+  constants with seeded non-uniform values; that call, each argument alone and every two
+  together around it, in float32. A model's key has a size-1 dim and constant weights, so
+  the one-factor cases around a base call of inputs only never answer it (a transposed
+  convolution's ``output_padding`` with constant weights and a bias, a 3-d pool's
+  ``ceil_mode`` on a batched input);
 - *target*: every case at iOS15 and iOS18; the runner adds iOS16 and iOS17 where the two
   disagree.
 """
@@ -72,8 +81,9 @@ FLOATS_VARIANTS = (2.0, 1.3, 0.5, 1.5, 0.7)  # 1.3 first: its class's riskier va
 
 # Which generator made an op's cases: bumped when it makes other cases, so that a sweep
 # folder generated before generates those ops again (the ids of unchanged cases are the
-# same, so what is measured stays measured). 2: constants of every dtype (origin axis).
-GENERATOR = 2
+# same, so what is measured stays measured). 2: constants of every dtype (origin axis);
+# 3: the model axis.
+GENERATOR = 3
 
 
 def op_cases(info: OpInfo) -> tuple[list[Case], str | None]:
@@ -111,6 +121,11 @@ def op_cases(info: OpInfo) -> tuple[list[Case], str | None]:
             for context in CONTEXTS if half is not None else ():
                 if _fits_context(info, half, context):
                     cases.append(_case(info, half, "context", f"{label} -> {context}", context))
+    model = model_call(info, base, shape)
+    if model is not None:
+        cases.append(_case(info, model, "model", "model"))
+        cases += [_case(info, c, "model", f"model {label}") for label, c in _variants(info, model)]
+        cases += [_case(info, c, "model", f"model {label}") for label, c in _pairs(info, model)]
     return _at_targets(cases), None
 
 
@@ -409,6 +424,71 @@ def _origins(info: OpInfo, base: Call, dtype_calls: dict[str, Call]) -> Iterator
             made.tensors[operands[1]]["origin"] = "const"
             name = "" if dtype == "float32" else f" {dtype}"
             yield f"second operand{name} constant", made
+
+
+# ---------------------------------------------------------------- the model axis
+# Schema names of a layer's parameters: what a model holds as constants Core ML owns.
+PARAMETERS = frozenset({"weight", "bias", "running_mean", "running_var"})
+
+
+def model_call(info: OpInfo, base: Call, cube: tuple[int, ...]) -> Call | None:
+    """The base call as a model makes it: the activation (each operand shaped like the base
+    call's first) at a model's shape with a batch of one, parameters constant (optional
+    ones given), required arguments searched again; None when no such call is legal or it
+    is the base call itself."""
+    slots = [a for a in info.args if a.is_tensor]
+    layout = layout_of(info, base)
+    if len(cube) < 2 or len(layout) != len(slots):
+        return None
+    required = {a.name for a in info.args if not a.is_tensor and not a.has_default}
+    given = {k: v for k, v in _named(info, base).items() if k not in required}
+    for shape in _model_shapes(info, cube):
+        made = [
+            _parameter(spec, arg, shape) if arg.name in PARAMETERS else _reshaped(spec, cube, shape)
+            for arg, spec in zip(slots, layout, strict=True)
+        ]
+        for options in _parameter_options(slots, made, shape):
+            call = find_call(info, shape, options, given, cap=24)
+            if call is not None:
+                return call if call.tensors != base.tensors else None
+    return None
+
+
+def _model_shapes(info: OpInfo, cube: tuple[int, ...]) -> list[tuple[int, ...]]:
+    """Where a model's activation is batched: ``N+2`` dims for an op of ``int[N]`` windows
+    (an unbatched base call gains its batch), else the base call's rank with a batch of
+    one; a matrix base call tries a sequence, then an image."""
+    windows = [a.length for a in info.args if a.kind == "ints" and a.length]
+    if windows:
+        return [(1, *(SIDE,) * (windows[0] + 1))]
+    if len(cube) >= 3:
+        return [(1, *cube[1:])]
+    return [(1, SIDE, SIDE), (1, SIDE, SIDE, SIDE)]
+
+
+def _parameter(spec: Any, arg: Any, shape: tuple[int, ...]) -> Any:
+    """A parameter slot: constant; an optional one left out is filled in
+    (``_parameter_options`` tries its shapes)."""
+    if isinstance(spec, dict):
+        return dict(spec, origin="const") if spec.get("values") == "typical" else spec
+    return spec
+
+
+def _parameter_options(slots: list[Any], made: list[Any], shape: tuple[int, ...]):
+    """The layout with the optional parameters given (a channel vector, then the last
+    dims), then without them."""
+    from coreml_lint.sweep.legal import tensor_spec
+
+    empty = [
+        i
+        for i, (arg, spec) in enumerate(zip(slots, made, strict=True))
+        if spec is None and arg.kind == "tensor?" and arg.name in PARAMETERS
+    ]
+    if empty:
+        for form in ((SIDE,), shape[-1:], shape[1:]):
+            spec = dict(tensor_spec(form), origin="const")
+            yield [spec if i in empty else s for i, s in enumerate(made)]
+    yield made
 
 
 def _kind_of(info: OpInfo, label: str) -> str | None:

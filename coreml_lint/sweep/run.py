@@ -122,7 +122,18 @@ class Store:
 
 
 # Measured first to last, so a sweep stopped early has the most telling cases.
-AXIS_ORDER = ("base", "dtype", "variant", "origin", "context", "pairs", "shape", "inside", "rank")
+AXIS_ORDER = (
+    "base",
+    "dtype",
+    "variant",
+    "model",
+    "origin",
+    "context",
+    "pairs",
+    "shape",
+    "inside",
+    "rank",
+)
 
 
 def bucket_of(case: dict[str, Any]) -> tuple[Any, ...]:
