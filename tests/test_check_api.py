@@ -50,3 +50,19 @@ def test_what_the_run_says_goes_to_the_say_it_is_given(tmp_path, capsys):
     assert run.exit_code() == 0
     coreml_lint.check(tmp_path / "empty")  # by default, standard error, as the command
     assert capsys.readouterr() == ("", NO_FILES + "\n")
+
+
+def test_a_program_returning_a_torch_named_tuple_is_linted_in_memory():
+    """``torch.export.save`` cannot write a ``forward`` returning ``torch.median(x, dim=1)``
+    as it is (its named tuple has no serialization name): ``lint_program`` still reads the
+    program, and finds that ``median.dim`` has no Core ATen kernel to lower to."""
+    torch = __import__("pytest").importorskip("torch")
+
+    class Median(torch.nn.Module):
+        def forward(self, x):
+            return torch.median(x, dim=1)
+
+    program = torch.export.export(Median(), (torch.randn(3, 4),))
+    report = coreml_lint.lint_program(program)
+    assert {(f.code, f.op) for f in report.findings} >= {("CML603", "aten.median.dim")}
+    assert len(report.graph.outputs) == 2

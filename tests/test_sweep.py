@@ -224,6 +224,20 @@ def test_one_shape_answers_for_others_only_where_the_base_call_is_ok_at_every_sh
     assert gelu.shape == "r2"
 
 
+def test_a_batch_of_one_is_answered_from_the_same_rank_where_the_family_held_out(table):
+    """The pool's strided call, measured at r2 only (its base call crashes, so no shape
+    answers for another), answers a key at r2u (a size-1 dim) as measured at r2, saying
+    so; not r3 nor r0's twin; not where the hold-out refused it in the op's family."""
+    from coreml_lint.measured.table import UNIT, unit_twin
+
+    assert [unit_twin(s) for s in ("r4", "r4u", "r1", "r3e", "r?")] == ["r4u", "r4", *[None] * 3]
+    one = table.answer(Key(POOL, "float32:in", "a2=ints1", "r2u"), 15)
+    assert one.basis == UNIT and one.entry.shape == "r2" and one.entry.outcome == "crash"
+    assert table.answer(Key(POOL, "float32:in", "a2=ints1", "r3u"), 15) is None
+    table.refused = {UNIT: frozenset({"pooling"})}
+    assert table.answer(Key(POOL, "float32:in", "a2=ints1", "r2u"), 15) is None
+
+
 def test_a_crash_every_measured_variant_shows_is_predicted_for_the_others(table):
     one = Key(BITAND, "int64:in", "a1=1", "r2")
     assert table.lookup(one, 15) is None and table.predict(one, 15).outcome == "crash"

@@ -2,11 +2,13 @@
 
 A node's key is answered (``BehaviourTable.answer``, which says how): measured at the key;
 measured at other values of the key's classes that all agree; measured on this machine by
-``check --measure`` (a table in the user's cache, per stack); measured at another shape
-class where the op's base call behaves alike at every shape measured at that target; or
-predicted, from crashes only (the base call's, every variant's, or one changed argument's,
-measured alone), except in the op families where that way of answering fell below 95 %
-precision on the table's own held-out cells (``data/prediction_gates.json``).
+``check --measure`` (a table in the user's cache, per stack); measured at the same rank with
+or without a size-1 dim (``r4u`` for ``r4``: a batch of one) where the op's family held out
+that way; measured at another shape class where the op's base call behaves alike at every
+shape measured at that target; or predicted, from crashes only (the base call's, every
+variant's, or one changed argument's, measured alone), except in the op families where that
+way of answering fell below 95 % precision on the table's own held-out cells
+(``data/prediction_gates.json``).
 """
 
 from __future__ import annotations
@@ -52,6 +54,20 @@ HERE = "here"  # measured on this machine by ``check --measure``
 
 # Measured at other values of the same classes, which all agree (``_lookup_class``).
 CLASS = "class"
+
+# Measured at the key's rank with a size-1 dim where the key has none, or without one where
+# it has (``unit_twin``): a model's batch of one against the sweep's batch of four.
+UNIT = "unit"
+
+
+def unit_twin(shape: str) -> str | None:
+    """``r4`` <-> ``r4u``: the shape class differing from ``shape`` only by a size-1 dim;
+    None for a rank below 2 (a size-1 dim is then most of the tensor), an empty dim or an
+    unknown rank."""
+    rank = shape[1:].rstrip("u")
+    if not shape.startswith("r") or not rank.isdigit() or int(rank) < 2 or "e" in shape:
+        return None
+    return f"r{rank}" if shape.endswith("u") else f"r{rank}u"
 
 
 def same_call(entry: Entry, key: Key) -> bool:
@@ -101,6 +117,11 @@ class BehaviourTable:
         here = local._lookup(*astuple(key), target, context) if local is not None else None
         if here is not None:
             return Answer(here, HERE)
+        twin = unit_twin(key.shape)
+        if twin is not None and self.holds(UNIT, key.op):
+            found = self._lookup(key.op, key.operands, key.variant, twin, target, context)
+            if found is not None and found.shape == twin:
+                return Answer(found, UNIT)
         if entry is not None and entry.shape not in ("*", key.shape):
             return Answer(entry, SHAPE) if self.holds(SHAPE, key.op) else None
         found = self.predicted(key, target, context)

@@ -66,6 +66,7 @@ from coreml_lint.measured.table import (
     HERE,
     MEASURED,
     SHAPE,
+    UNIT,
     Answer,
     BehaviourTable,
 )
@@ -208,6 +209,8 @@ BASIS_WORDS = {
     MEASURED: "measured",
     SHAPE: "measured at shape class {shape} (the op behaves alike at every shape measured "
     "at this target)",
+    UNIT: "measured at shape class {shape} (the same rank with or without a size-1 dim, "
+    "which answered alike in this op family on the table's held-out cells)",
     BASE: "predicted (these arguments were not measured; the op crashes alike with every "
     "argument that was)",
     EVERY: "predicted (these arguments were not measured; every variant measured with "

@@ -73,7 +73,9 @@ F32_MIN = -3.4028234663852886e38
 FLOAT_VARIANTS = [0.0, 1.0, -1.0, 0.5, -0.5, 1e-6, 3.0, 7e4, F32_MIN, float("inf"), float("-inf")]
 SCALAR_VARIANTS = [2, 0.5, -0.5, 3.0, 1, -1, 3001, 7e4, F32_MIN, float("-inf"), 0]
 # Variants of these argument kinds are measured on integer operands too (a rounding mode
-# on int64 kept its dtype only after coremltools 9.0: docs/upstream-mined.md).
+# on int64 kept its dtype only after coremltools 9.0: docs/upstream-mined.md); so is every
+# dtype argument, also where the op takes integers only with one (``mean(x, dtype=float32)``
+# of int64, whose result came back int32 in ExecuTorch's operator suite).
 INTEGER_VARIANTS = ("str", "bool")
 # Scale factors whose output size is not whole (4 * 1.3 = 5.2), above and below one.
 FLOATS_VARIANTS = (2.0, 1.3, 0.5, 1.5, 0.7)  # 1.3 first: its class's riskier value
@@ -82,8 +84,8 @@ FLOATS_VARIANTS = (2.0, 1.3, 0.5, 1.5, 0.7)  # 1.3 first: its class's riskier va
 # Which generator made an op's cases: bumped when it makes other cases, so that a sweep
 # folder generated before generates those ops again (the ids of unchanged cases are the
 # same, so what is measured stays measured). 2: constants of every dtype (origin axis);
-# 3: the model axis.
-GENERATOR = 3
+# 3: the model axis; 4: dtype arguments on int64 operands.
+GENERATOR = 4
 
 
 def op_cases(info: OpInfo) -> tuple[list[Case], str | None]:
@@ -103,7 +105,8 @@ def op_cases(info: OpInfo) -> tuple[list[Case], str | None]:
             half = _retyped(info, call, "float16", origin="op")
             if half is not None:
                 cases.append(_case(info, half, "variant", f"{label} float16"))
-        if _kind_of(info, label) in INTEGER_VARIANTS and "int64" in dtype_calls:
+        kind = _kind_of(info, label)
+        if kind == "dtype" or (kind in INTEGER_VARIANTS and "int64" in dtype_calls):
             wide = _retyped(info, call, "int64")
             if wide is not None:
                 cases.append(_case(info, wide, "variant", f"{label} int64"))
