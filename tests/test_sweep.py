@@ -124,6 +124,30 @@ def test_a_table_keyed_by_classes_answers_exact_keys_as_measured(tmp_path):
     assert answer.entry.outcome == "crash" and answer.basis == MEASURED
 
 
+def test_a_crash_one_value_causes_is_predicted_whatever_the_other_arguments(tmp_path):
+    """``ceil_mode=True`` crashes where the same call with the default converts (export
+    spells out the default padding before it: no change): a call with ceil_mode and another
+    kernel and stride is predicted to crash, saying which value; a padding that crashes
+    with no measured call differing in the padding alone predicts nothing."""
+    from coreml_lint.measured.table import CONTRAST
+
+    pool = _exact_table(
+        tmp_path,
+        [
+            ("a1=[1,1];a2=[1,1]", "ok", ""),
+            ("a1=[1,1];a2=[1,1];a3=[0,0];a4=True", "crash", "E: ceil"),
+            ("a1=[2,2];a2=[2,2];a3=[1,1]", "crash", "E: padding"),
+        ],
+    )
+    ceil = "a1=[3,3];a2=[3,3];a3=[1,1];a4=True"  # no measured call of these classes
+    answer = pool.answer(Key(POOL2, "float32:in", ceil, "r4"), 15)
+    assert answer.basis == CONTRAST and answer.cause == "a4=True"
+    assert answer.entry.message == "E: ceil"
+    padded = "a1=[3,3];a2=[3,3];a3=[1,1];a4=False;a5=False"
+    assert pool.answer(Key(POOL2, "float32:in", padded, "r4"), 15) is None
+    assert pool.answer(Key(POOL2, "float32:in", ceil, "r3"), 15) is None  # not at r3
+
+
 def test_targets_round_trip():
     assert parse_targets("15-18") == {15, 16, 17, 18}
     assert parse_targets("15,17-18") == {15, 17, 18}

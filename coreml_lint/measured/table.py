@@ -50,6 +50,10 @@ def _distance(a: dict[str, str], b: dict[str, str]) -> int:
 # every measured variant crashing alike, from one changed argument's crash).
 MEASURED, SHAPE, BASE, EVERY, FACTOR = "measured", "shape", "base", "every", "factor"
 
+# Predicted from a crash one argument value causes, read off two measured calls that differ
+# in that value alone (``_contrast_crashes``).
+CONTRAST = "contrast"
+
 HERE = "here"  # measured on this machine by ``check --measure``
 
 # Measured at other values of the same classes, which all agree (``_lookup_class``).
@@ -82,10 +86,11 @@ def same_call(entry: Entry, key: Key) -> bool:
 class Answer:
     entry: Entry
     basis: str
+    cause: str = ""  # the argument value a contrast prediction blames ("a4=[2,2]")
 
     @property
     def predicted(self) -> bool:
-        return self.basis in (BASE, EVERY, FACTOR)
+        return self.basis in (BASE, EVERY, FACTOR, CONTRAST)
 
 
 @dataclass
@@ -97,6 +102,8 @@ class BehaviourTable:
     by_op: dict[str, list[Entry]] = field(default_factory=dict)
     bases: dict[str, str] = field(default_factory=dict)  # op -> the base call's variant
     arg_names: dict[str, list[str]] = field(default_factory=dict)  # op -> schema names
+    # op -> each defaulted argument as keys record it ("a4" -> "[1,1]")
+    arg_defaults: dict[str, dict[str, str]] = field(default_factory=dict)
     # basis -> the op families where it did not hold out (None: no hold-out measured)
     refused: dict[str, frozenset[str]] | None = None
     _free: dict[Any, Any] = field(default_factory=dict, repr=False)  # answers worked out once
@@ -163,7 +170,59 @@ class BehaviourTable:
         if found is not None:
             return Answer(found, EVERY)
         found = self._factor_crashes(key, target, context)
-        return None if found is None else Answer(found, FACTOR)
+        if found is not None:
+            return Answer(found, FACTOR)
+        cause = self._contrast_crashes(key, target, context)
+        return None if cause is None else Answer(cause[1], CONTRAST, cause[0])
+
+    def changes(self, op: str, variant: str) -> dict[str, str]:
+        """A variant's arguments less those at their schema default (export spells out
+        ``padding=[0,0]`` before a given dilation: no change)."""
+        defaults = self.arg_defaults.get(op, {})
+        return {f: v for f, v in factors(variant).items() if defaults.get(f) != v}
+
+    def _contrast_crashes(self, key: Key, target: int, context: str) -> tuple[str, Entry] | None:
+        """The crash of a measured call whose one argument value the key has too, where a
+        measured call differing from it in that value alone converts (``dilation=[2,2]``
+        crashes where ``[1,1]`` with the same kernel and stride does not): the value
+        causes the crash, predicted whatever the key's other arguments. At the key's
+        operands, shape class, target and context only; (the value, as ``a4=[2,2]``, and
+        the crash), or None."""
+        mine = self.changes(key.op, key.variant)
+        for name, value, entry in self._causes(key.op, key.operands, key.shape, target, context):
+            if _same_value(mine.get(name), value):
+                return f"{name}={value}", entry
+        return None
+
+    def _causes(self, op, operands, shape, target, context) -> list[tuple[str, str, Entry]]:
+        """(argument, value, crash) for each crash a single argument value explains (see
+        :meth:`_contrast_crashes`), worked out once per cell group."""
+        memo = ("causes", op, operands, shape, target, context)
+        if memo in self._free:
+            return self._free[memo]
+        cells = [
+            (e, self.changes(op, e.variant))
+            for e in self.by_op.get(op, ())
+            if e.operands == operands
+            and e.context == context
+            and target in e.targets
+            and e.shape in ("*", shape)
+        ]
+        fine = [changed for e, changed in cells if e.outcome == OK]
+        found = []
+        for entry, changed in cells:
+            if entry.outcome != CRASH:
+                continue
+            for name, value in changed.items():
+                rest = {f: v for f, v in changed.items() if f != name}
+                if any(
+                    other.get(name) != value
+                    and {f: v for f, v in other.items() if f != name} == rest
+                    for other in fine
+                ):
+                    found.append((name, value, entry))
+        self._free[memo] = found
+        return found
 
     def _factor_crashes(self, key: Key, target: int, context: str) -> Entry | None:
         """The crash of a measured variant whose every change from the base call the key
@@ -413,6 +472,7 @@ def load_table(path: Path, gated: bool = True) -> BehaviourTable:
         by_op,
         dict(data.get("bases", {})),
         dict(data.get("arg_names", {})),
+        dict(data.get("arg_defaults", {})),
         refused=load_gates(path) if gated else None,
     )
 

@@ -61,6 +61,7 @@ from coreml_lint.measured.outcomes import BAD, BOUNDARY_CRASH, CRASH, value_depe
 from coreml_lint.measured.table import (
     BASE,
     CLASS,
+    CONTRAST,
     EVERY,
     FACTOR,
     HERE,
@@ -219,6 +220,8 @@ BASIS_WORDS = {
     CLASS: "measured with {variant} (every value of these kinds measured behaves alike)",
     FACTOR: "predicted (this combination of arguments was not measured; with {variant} "
     "the op crashes, and the node has the same {changed})",
+    CONTRAST: "predicted (this combination of arguments was not measured; {cause} crashes "
+    "where a measured call differing only in it converts, and the node has {cause})",
 }
 
 
@@ -232,6 +235,7 @@ def _message(key: Key, answer: Answer, target: int, table: BehaviourTable, note:
         shape=entry.shape,
         variant=describe_variant(entry.variant, names) or "no other arguments",
         changed=describe_variant(changed, names),
+        cause=describe_variant(answer.cause, names),
     )
     if entry.outcome == BOUNDARY_CRASH:
         what = "lowering crashes when the op's output leaves the delegate, as it does here"

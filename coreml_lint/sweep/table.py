@@ -132,6 +132,34 @@ def arg_names(ops: set[str]) -> dict[str, list[str]]:
     return found
 
 
+def arg_defaults(ops: set[str]) -> dict[str, dict[str, str]]:
+    """Op -> each defaulted argument as keys record it (``a4=[1,1]``, ``dtype=None``): export
+    spells out a default before a given argument, and a call is compared by what it changes
+    (``BehaviourTable.changes``)."""
+    import torch
+
+    from coreml_lint.measured.values import value_text
+
+    found = {}
+    for op in sorted(ops):
+        namespace, base, overload = op.split(".")
+        try:
+            schema = getattr(getattr(getattr(torch.ops, namespace), base), overload)._schema
+        except (AttributeError, RuntimeError):
+            continue
+        found[op] = {
+            (a.name if a.kwarg_only else f"a{i}"): value_text(_plain(a.default_value))
+            for i, a in enumerate(schema.arguments)
+            if a.has_default_value() and not str(a.type).startswith(("Tensor", "Optional[Tensor"))
+        }
+    return found
+
+
+def _plain(value: Any) -> Any:
+    """A schema default as a node argument holds it (a dtype default as its name)."""
+    return str(value).rpartition(".")[2] if type(value).__name__ == "dtype" else value
+
+
 def build_table(
     results: list[dict[str, Any]], sweep: dict[str, Any], cases: dict[str, dict[str, Any]]
 ) -> dict[str, Any]:
@@ -161,6 +189,7 @@ def build_table(
         "sweep": sweep,
         "bases": bases(results, cases),
         "arg_names": arg_names(set(ops)),
+        "arg_defaults": arg_defaults(set(ops)),
         "messages": messages,
         "ops": dict(sorted(ops.items())),
     }
@@ -189,7 +218,7 @@ def merge_new(shipped: dict[str, Any], extra: dict[str, Any], note: str) -> dict
             added += 1
     shipped["messages"] = messages
     shipped["ops"] = dict(sorted(shipped["ops"].items()))
-    for key in ("bases", "arg_names"):  # what the shipped table lacks for the new ops
+    for key in ("bases", "arg_names", "arg_defaults"):  # the shipped table lacks for new ops
         merged = {**extra.get(key, {}), **shipped.get(key, {})}
         shipped[key] = dict(sorted(merged.items()))
     kept = ("measured", "cases", "outcomes", "wall_seconds", "workers")
@@ -231,8 +260,10 @@ def carry(previous: dict[str, Any], table: dict[str, Any], note: str) -> dict[st
             del table["ops"][op]
     table["messages"] = messages
     table["ops"] = dict(sorted(table["ops"].items()))
-    for key in ("bases", "arg_names"):  # the carried ops' own, the new sweep's first
+    for key in ("bases", "arg_names", "arg_defaults"):  # carried ops' own, the new first
         table[key] = dict(sorted({**previous.get(key, {}), **table.get(key, {})}.items()))
+    lacking = set(table["ops"]) - set(table["arg_defaults"])  # a table older than the key
+    table["arg_defaults"] = dict(sorted({**table["arg_defaults"], **arg_defaults(lacking)}.items()))
     before = previous["sweep"].get("carried", {}).get("from") or {
         k: previous["sweep"][k]
         for k in ("measured", "cases", "cases_generated", "note", "added")
@@ -254,7 +285,7 @@ def measured_versions() -> dict[str, str]:
 def render(table: dict[str, Any]) -> str:
     """One line per entry (and per op of the per-op maps): compact, and a re-measure diffs
     by line."""
-    per_line = ("bases", "arg_names")
+    per_line = ("bases", "arg_names", "arg_defaults")
     lines = ["{"]
     for key, value in table.items():
         if key in ("messages", "ops", *per_line):
