@@ -14,7 +14,7 @@ from coreml_lint.measured import table as measured_table
 from coreml_lint.measured.families import family
 from coreml_lint.measured.key import Key
 from coreml_lint.measured.outcomes import BOUNDARY_CRASH, value_dependent, value_range
-from coreml_lint.measured.table import BASE, FACTOR, MEASURED, SHAPE, load_table
+from coreml_lint.measured.table import BASE, FACTOR, MEASURED, SHAPE, UNIT, load_table
 from coreml_lint.measured.values import value_class
 
 TOPK, UNSHUFFLE, POOL = (
@@ -93,11 +93,16 @@ def test_a_change_that_crashes_like_the_base_call_predicts_nothing(table):
 
 
 def test_a_shape_measured_elsewhere_answers_where_the_op_is_alike_at_every_shape(table):
-    batch_of_one = Key(UNSHUFFLE, "float32:in", "a1=int", "r4u")
-    answer = table.answer(batch_of_one, 15)
+    five = Key(UNSHUFFLE, "float32:in", "a1=int", "r5")
+    answer = table.answer(five, 15)
     assert answer.basis == SHAPE and answer.entry.message == OPSET and not answer.predicted
     # at iOS16 the op's base call differs by shape: the r4 measurement stays at r4
-    assert table.answer(batch_of_one, 16) is None
+    assert table.answer(five, 16) is None
+    # ... but answers a batch of one at r4 (the same rank with a size-1 dim)
+    batch_of_one = Key(UNSHUFFLE, "float32:in", "a1=int", "r4u")
+    assert table.answer(batch_of_one, 15).basis == UNIT
+    answer = table.answer(batch_of_one, 16)
+    assert answer.basis == UNIT and answer.entry.outcome == "ok" and answer.entry.shape == "r4"
     assert table.answer(Key(UNSHUFFLE, "float32:in", "a1=int", "r4"), 16).basis == MEASURED
 
 
