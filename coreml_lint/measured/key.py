@@ -6,7 +6,7 @@ A ``Key`` is
 - ``op``: the node's target in edge spelling (``aten.amax.default``);
 - ``operands``: each tensor operand as ``dtype:origin``, origin ``in`` (the partition
   receives it), ``op`` (made inside the same partition) or ``const`` (a parameter, buffer or
-  constant Core ML owns);
+  constant Core ML owns; ``const1`` of one element);
 - ``variant``: every non-tensor argument export recorded, by position or keyword, as
   ``values.value_text`` records it (``keepdim=True``, ``a1=[2,2]``, ``exponent=frac``);
 - ``shape``: the shape class of the first tensor operand (``r4``, ``r3u``).
@@ -22,6 +22,7 @@ axis there.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, TypedDict
@@ -30,7 +31,23 @@ from coreml_lint.measured.values import describe_variant, shape_class, value_tex
 from coreml_lint.program.graph import Graph, Node, TensorRef
 from coreml_lint.program.placement import Placement
 
-ORIGIN_WORDS = {"in": "a partition input", "op": "made inside Core ML", "const": "a constant"}
+ORIGIN_WORDS = {
+    "in": "a partition input",
+    "op": "made inside Core ML",
+    "const": "a constant",
+    "const1": "a one-element constant",
+}
+
+
+def const_origin(shape: tuple[Any, ...] | None) -> str:
+    """``const``, or ``const1`` for a constant of one element (a single PReLU alpha, a
+    scalar buffer): a converter can branch on a constant whose values are all one
+    (coremltools' prelu takes a rank-3 input only with one alpha), and the sweep's
+    constants hold several different values, so a one-element constant is keyed apart
+    (and unmeasured, never answered by them)."""
+    known = shape is not None and all(isinstance(d, int) for d in shape)
+    return "const1" if known and math.prod(shape) == 1 else "const"
+
 
 # Consumers whose dtype handling an op's output can break (measured as two-op contexts).
 CONTEXT_OPS = frozenset({"aten.linear.default", "aten.addmm.default", "aten.matmul.default"})
@@ -116,7 +133,10 @@ class KeyMaker:
             inside = mine is not None and mine == theirs
             return "op" if inside and self.graph.dtype(value) != "float32" else "in"
         if self.kinds.get(value) in ("parameter", "buffer", "constant"):
-            return "const" if self.placement.settings.take_over_constant_data else "in"
+            if not self.placement.settings.take_over_constant_data:
+                return "in"
+            info = self.graph.tensors.get(value)
+            return const_origin(info.shape if info is not None else None)
         return "in"
 
     def key(self, node: Node) -> Key:

@@ -56,7 +56,7 @@ from typing import Any
 from coreml_lint.core.findings import Finding, Outcome, Severity
 from coreml_lint.core.settings import PartitionerSettings
 from coreml_lint.measured.entry import Entry
-from coreml_lint.measured.key import CONTEXT_OPS, INSIDE, SAME_OP, Key, KeyMaker
+from coreml_lint.measured.key import CONTEXT_OPS, INSIDE, SAME_OP, Key, KeyMaker, const_origin
 from coreml_lint.measured.outcomes import BAD, BOUNDARY_CRASH, CRASH, value_dependent, value_range
 from coreml_lint.measured.table import (
     BASE,
@@ -341,7 +341,8 @@ def _dtype(node: Any) -> str:
 def _origin(node: Any, made_inside: str) -> str:
     constant = node.op == "placeholder" and node.name.startswith(_CONST_PREFIXES)
     if node.op == "get_attr" or constant:
-        return "const"
+        shape = getattr(node.meta.get("val"), "shape", None)
+        return const_origin(None if shape is None else tuple(shape))
     if node.op == "placeholder" or _dtype(node) == "float32":
         return "in"  # a float32 value made inside is keyed as an input (KeyMaker.origin)
     return made_inside
