@@ -47,6 +47,9 @@ MODELS = {
     "floor_divide.default": lambda: Call(lambda x: torch.floor_divide(x, x)),
     "sum.default": lambda: Call(torch.sum),
     "adaptive_avg_pool2d.default": lambda: Call(lambda x: F.adaptive_avg_pool2d(x, 2), image=True),
+    "adaptive_avg_pool3d.default": lambda: Call(
+        lambda x: F.adaptive_avg_pool3d(x[..., None], 2), image=True
+    ),
 }
 
 
@@ -112,3 +115,28 @@ def test_cml603_partitioner_change_is_printed_only_when_it_holds():
     }
     again = _lint(Norms(), edge_skip.merged(kept.partitioner))
     assert not [f for f in again.findings if f.severity.value == "error"]
+
+
+def test_a_3d_adaptive_pool_is_decomposed_to_one_op_core_ml_has_no_converter_for():
+    """``adaptive_avg_pool3d`` becomes ``_adaptive_avg_pool3d`` at the edge, which the stock
+    partitioner leaves on the CPU (ExecuTorch's operator suite lowers it so): a float16
+    input feeding it reaches no Core ML partition, so CML106 has nothing to say."""
+    pool = Call(lambda x: F.adaptive_avg_pool3d(x, 2)).half()
+    ep = torch.export.export(pool, (torch.randn(2, 4, 8, 8, 8).half(),))
+    report = lint_program(ep)
+    (placed,) = [p for p in report.placement.nodes.values() if "adaptive" in p.aten_name]
+    assert placed.where == "cpu" and placed.edge_name == "aten._adaptive_avg_pool3d.default"
+    assert "CML106" not in {f.code for f in report.findings}
+
+
+@pytest.mark.oracle
+def test_the_stock_lowering_leaves_a_float16_3d_adaptive_pool_on_the_cpu():
+    """The oracle of the test above: the stock partitioner at iOS15 lowers the program
+    (a float16 input would crash a Core ML partition) and delegates nothing."""
+    from coreml_lint.stack.lowering import lower_stock
+
+    pool = Call(lambda x: F.adaptive_avg_pool3d(x, 2)).half()
+    ep = torch.export.export(pool, (torch.randn(2, 4, 8, 8, 8).half(),))
+    lowered = lower_stock(ep)
+    assert lowered.ok and lowered.delegate_calls == 0, lowered.message
+    assert any("_adaptive_avg_pool3d" in op for op in lowered.cpu_ops)

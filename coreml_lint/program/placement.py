@@ -67,6 +67,7 @@ DECOMPOSES_TO = {
     "floor_divide.default": "div.Tensor_mode",
     "sum.default": "sum.dim_IntList",
     "adaptive_avg_pool2d.default": "_adaptive_avg_pool2d.default",
+    "adaptive_avg_pool3d.default": "_adaptive_avg_pool3d.default",
 }
 # Renames ExecuTorch applies when it builds the edge graph.
 EDGE_RENAMES = {
