@@ -62,6 +62,7 @@ from coreml_lint.measured.table import (
     BASE,
     CLASS,
     CONTRAST,
+    CONTRAST_SHAPE,
     EVERY,
     FACTOR,
     HERE,
@@ -222,6 +223,9 @@ BASIS_WORDS = {
     "the op crashes, and the node has the same {changed})",
     CONTRAST: "predicted (this combination of arguments was not measured; {cause} crashes "
     "where a measured call differing only in it converts, and the node has {cause})",
+    CONTRAST_SHAPE: "predicted (this call was not measured at this shape; at shape class "
+    "{shape} {cause} crashes where a measured call differing only in it converts, and the "
+    "node has {cause})",
 }
 
 
