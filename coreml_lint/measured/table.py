@@ -82,6 +82,27 @@ def same_call(entry: Entry, key: Key) -> bool:
     )
 
 
+def _single_causes(cells: list[tuple[Entry, dict[str, str]]]) -> list[tuple[str, str, Entry]]:
+    """(argument, value, crash) for each crashing cell and argument value of it where a
+    cell that converts differs from it in that argument alone."""
+    names = {n for _, changed in cells for n in changed}
+    fine: dict[tuple[str, frozenset], set[str | None]] = {}  # values beside the same others
+    for entry, changed in cells:
+        if entry.outcome == OK:
+            for name in names:
+                rest = frozenset((f, v) for f, v in changed.items() if f != name)
+                fine.setdefault((name, rest), set()).add(changed.get(name))
+    found = []
+    for entry, changed in cells:
+        if entry.outcome != CRASH:
+            continue
+        for name, value in changed.items():
+            rest = frozenset((f, v) for f, v in changed.items() if f != name)
+            if fine.get((name, rest), set()) - {value}:
+                found.append((name, value, entry))
+    return found
+
+
 @dataclass(frozen=True)
 class Answer:
     entry: Entry
@@ -197,8 +218,8 @@ class BehaviourTable:
         mine = self.changes(key.op, key.variant)
         shapes = [key.shape]
         if elsewhere:
-            measured = {e.shape for e in self.by_op.get(key.op, ()) if e.shape != "*"}
-            shapes = sorted(measured - {key.shape})
+            measured = self._causes_by_shape(key.op, key.operands, target, context)
+            shapes = sorted(measured.keys() - {key.shape, "*"})
         for shape in shapes:
             for name, value, entry in self._causes(key.op, key.operands, shape, target, context):
                 if _same_value(mine.get(name), value):
@@ -206,32 +227,24 @@ class BehaviourTable:
         return None
 
     def _causes(self, op, operands, shape, target, context) -> list[tuple[str, str, Entry]]:
-        """(argument, value, crash) for each crash a single argument value explains (see
-        :meth:`_contrast_crashes`), worked out once per cell group."""
-        memo = ("causes", op, operands, shape, target, context)
+        """(argument, value, crash) for each crash a single argument value explains at a
+        shape class (see :meth:`_contrast_crashes`)."""
+        by_shape = self._causes_by_shape(op, operands, target, context)
+        return by_shape.get(shape) or by_shape.get("*", [])
+
+    def _causes_by_shape(self, op, operands, target, context) -> dict[str, list]:
+        """:meth:`_causes` at every shape class measured (``*`` cells at each), worked out
+        once per cell group."""
+        memo = ("causes", op, operands, target, context)
         if memo in self._free:
             return self._free[memo]
-        cells = [
-            (e, self.changes(op, e.variant))
-            for e in self.by_op.get(op, ())
-            if e.operands == operands
-            and e.context == context
-            and target in e.targets
-            and e.shape in ("*", shape)
-        ]
-        fine = [changed for e, changed in cells if e.outcome == OK]
-        found = []
-        for entry, changed in cells:
-            if entry.outcome != CRASH:
-                continue
-            for name, value in changed.items():
-                rest = {f: v for f, v in changed.items() if f != name}
-                if any(
-                    other.get(name) != value
-                    and {f: v for f, v in other.items() if f != name} == rest
-                    for other in fine
-                ):
-                    found.append((name, value, entry))
+        groups: dict[str, list[tuple[Entry, dict[str, str]]]] = {"*": []}
+        for e in self.by_op.get(op, ()):
+            if e.operands == operands and e.context == context and target in e.targets:
+                groups.setdefault(e.shape, []).append((e, self.changes(op, e.variant)))
+        for shape in groups.keys() - {"*"}:
+            groups[shape] += groups["*"]
+        found = {shape: _single_causes(cells) for shape, cells in groups.items()}
         self._free[memo] = found
         return found
 
