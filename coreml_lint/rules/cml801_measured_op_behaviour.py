@@ -62,7 +62,6 @@ from coreml_lint.measured.table import (
     BASE,
     CLASS,
     CONTRAST,
-    CONTRAST_SHAPE,
     EVERY,
     FACTOR,
     HERE,
@@ -223,9 +222,6 @@ BASIS_WORDS = {
     "the op crashes, and the node has the same {changed})",
     CONTRAST: "predicted (this combination of arguments was not measured; {cause} crashes "
     "where a measured call differing only in it converts, and the node has {cause})",
-    CONTRAST_SHAPE: "predicted (this call was not measured at this shape; at shape class "
-    "{shape} {cause} crashes where a measured call differing only in it converts, and the "
-    "node has {cause})",
 }
 
 
@@ -445,6 +441,25 @@ def _():
 @case("measured-topk-sorted", expect=set())
 def _():
     return module(lambda s, x: torch.topk(x * 2.0, 4, dim=-1)[0].sum(-1)), (torch.rand(2, 16),)
+
+
+# A model's PReLU: its alphas a constant, its input a batch of one (the sweep's model axis).
+@case(
+    "measured-prelu-per-channel",
+    expect={"CML801"},
+    crash=r"rank 3 or rank 5 input is only supported when all the values of alpha are same",
+)
+def _():
+    return module(lambda s, x: F.prelu(x, s.alpha) * 2.0, alpha=torch.rand(4)), (
+        torch.randn(1, 4, 8),
+    )
+
+
+@case("measured-prelu-one-alpha", expect=set())  # one alpha: keyed apart, and it lowers
+def _():
+    return module(lambda s, x: F.prelu(x, s.alpha) * 2.0, alpha=torch.tensor([0.25])), (
+        torch.randn(1, 4, 8),
+    )
 
 
 # A crash seen only at the single-op program's boundary: meshgrid's expanded outputs have
