@@ -146,6 +146,16 @@ def test_a_crash_one_value_causes_is_predicted_whatever_the_other_arguments(tmp_
     padded = "a1=[3,3];a2=[3,3];a3=[1,1];a4=False;a5=False"
     assert pool.answer(Key(POOL2, "float32:in", padded, "r4"), 15) is None
     assert pool.answer(Key(POOL2, "float32:in", ceil, "r3"), 15) is None  # not at r3
+    # a value measured converting beside other arguments is no cause of its own
+    both = _exact_table(
+        tmp_path,
+        [
+            ("a1=[1,1];a2=[1,1]", "ok", ""),
+            ("a1=[1,1];a2=[1,1];a3=[0,0];a4=True", "crash", "E: ceil"),
+            ("a1=[2,2];a2=[2,2];a3=[0,0];a4=True", "ok", ""),
+        ],
+    )
+    assert both.answer(Key(POOL2, "float32:in", ceil, "r4"), 15) is None
 
 
 def test_targets_round_trip():
@@ -156,6 +166,7 @@ def test_targets_round_trip():
 
 POOL = "aten.max_pool1d.default"
 BITAND = "aten.bitwise_and.Scalar"
+PRELU = "aten.prelu.default"
 
 
 def _results() -> list[dict]:
@@ -177,7 +188,7 @@ def _results() -> list[dict]:
 
     found = []
     for target in (15, 18):
-        for shape in ("r2", "r3"):
+        for shape in ("r2", "r3", "r4"):
             found.append(
                 result("aten.amax.default", "bool:op", "", shape, target, "crash", "E: x=1")
             )
@@ -191,7 +202,7 @@ def _results() -> list[dict]:
         found.append(
             result("aten.add.Tensor", "float32:in,float32:in", "", "r0", target, "crash", "E")
         )
-        for shape in ("r2", "r3"):  # a pool without stride fails at every shape...
+        for shape in ("r2", "r3", "r4"):  # a pool without stride fails at every shape...
             found.append(result(POOL, "float32:in", "", shape, target, "crash", "E: 2 inputs"))
             found.append(result("aten.neg.default", "float32:in", "", shape, target, "ok"))
         # ... with a stride, measured at r2 only, it fails another way (an unbatched input)
@@ -199,6 +210,10 @@ def _results() -> list[dict]:
         found.append(result("aten.neg.default", "bool:in", "", "r2", target, "crash", "K: b"))
         for value in ("a1=0", "a1=int"):  # int64 & x crashes whatever x is
             found.append(result(BITAND, "int64:in", value, "r2", target, "crash", "E: bool only"))
+        for shape in ("r2", "r3u"):  # a per-channel PReLU: two shapes agree, a third not
+            found.append(
+                result(PRELU, "float32:in,float32:const", "", shape, target, "crash", "E: rank")
+            )
     found.append(result("aten.sin.default", "float32:in", "", "r2", 15, "ok"))
     found.append(result("aten.sin.default", "float32:in", "", "r2", 15, "crash", "E"))
     return found
@@ -219,9 +234,13 @@ def table(tmp_path):
 def test_the_table_folds_shapes_and_targets_that_agree(table):
     rows = table.entries[("aten.amax.default", "bool:op", "", "")]
     assert len(rows) == 1
-    assert rows[0].shape == "*" and rows[0].targets == {15, 18} and rows[0].cases == 4
+    assert rows[0].shape == "*" and rows[0].targets == {15, 18} and rows[0].cases == 6
     adds = table.entries[("aten.add.Tensor", "float32:in,float32:in", "", "")]
     assert {(e.shape, e.outcome) for e in adds} == {("r2", "ok"), ("r0", "crash")}
+    # two shape classes agreeing are no evidence for a third: kept apart, r4 unanswered
+    prelus = table.entries[(PRELU, "float32:in,float32:const", "", "")]
+    assert {e.shape for e in prelus} == {"r2", "r3u"}
+    assert table.lookup(Key(PRELU, "float32:in,float32:const", "", "r4"), 15) is None
 
 
 def test_lookup_is_exact_and_mixed_cells_are_kept_apart(table):

@@ -86,7 +86,13 @@ def same_call(entry: Entry, key: Key) -> bool:
 
 def _single_causes(cells: list[tuple[Entry, dict[str, str]]]) -> list[tuple[str, str, Entry]]:
     """(argument, value, crash) for each crashing cell and argument value of it where a
-    cell that converts differs from it in that argument alone."""
+    cell that converts differs from it in that argument alone, and every cell measured with
+    that value crashes (a value that crashes only beside another one, a stride beside
+    ``ceil_mode``, is no cause of its own)."""
+    outcomes: dict[tuple[str, str], set[str]] = {}
+    for entry, changed in cells:
+        for item in changed.items():
+            outcomes.setdefault(item, set()).add(entry.outcome)
     names = {n for _, changed in cells for n in changed}
     fine: dict[tuple[str, frozenset], set[str | None]] = {}  # values beside the same others
     for entry, changed in cells:
@@ -99,6 +105,8 @@ def _single_causes(cells: list[tuple[Entry, dict[str, str]]]) -> list[tuple[str,
         if entry.outcome != CRASH:
             continue
         for name, value in changed.items():
+            if outcomes[(name, value)] != {CRASH}:
+                continue
             rest = frozenset((f, v) for f, v in changed.items() if f != name)
             if fine.get((name, rest), set()) - {value}:
                 found.append((name, value, entry))

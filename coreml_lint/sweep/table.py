@@ -80,16 +80,22 @@ def _cell(seen: list[tuple[str, str]]) -> Cell:
     return seen[0][0], message, len(seen)
 
 
+# How many shape classes must agree before a cell answers for every shape (``*``): two are
+# too few. A model's per-channel PReLU crashes at rank 2 and at rank 3 (the sweep's base and
+# model shapes) and converts at rank 4 (ExecuTorch's operator suite).
+FOLD_SHAPES = 3
+
+
 def fold(by_cell: dict[tuple[str, int], Cell]) -> list[tuple[str, frozenset[int], Cell]]:
-    """(shape, targets, cell) rows: shape ``*`` where two or more shape classes were
-    measured at a target and all agree (one shape class says nothing about the others)."""
+    """(shape, targets, cell) rows: shape ``*`` where ``FOLD_SHAPES`` or more shape classes
+    were measured at a target and all agree (one or two say little about the others)."""
     per_target: dict[int, dict[str, Cell]] = defaultdict(dict)
     for (shape, target), cell in by_cell.items():
         per_target[target][shape] = cell
     rows: dict[tuple[str, str, str, str], list[Any]] = {}
     for target, shapes in per_target.items():
         signatures = {(c[0], normalized(c[1])) for c in shapes.values()}
-        if len(signatures) == 1 and len(shapes) > 1:
+        if len(signatures) == 1 and len(shapes) >= FOLD_SHAPES:
             merged = list(shapes.values())
             cell = (merged[0][0], merged[0][1], sum(c[2] for c in merged))
             items = [("*", cell)]
