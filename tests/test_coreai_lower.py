@@ -78,6 +78,17 @@ def test_core_ml_lower_refuses_a_folder_as_its_pte(tmp_path, capsys):
     assert "is a folder" in capsys.readouterr().err
 
 
+def test_a_refusal_names_the_stage_once():
+    from coreml_lint.lowering.coreai import _why_not
+    from coreml_lint.verifier.coreai import CONVERT_STAGE, RUN_STAGE
+    from coreml_lint.verifier.report import VerifyReport
+
+    for stage in (CONVERT_STAGE, RUN_STAGE):
+        report = VerifyReport(lowering_error="RuntimeError: x", lowering_stage=stage).finish()
+        assert _why_not(report) == f"{stage} failed: RuntimeError: x"
+        assert "Core AI Core AI" not in _why_not(report)
+
+
 # -- against the real converter and runtime -------------------------------------------------
 
 

@@ -73,6 +73,22 @@ def test_case_is_linted_as_declared(pair):
         assert warnings == set(case.warnings)
 
 
+def test_cai110_says_what_core_ai_does_in_a_sentence():
+    from coreml_lint.engine.exported import lint_exported_program
+
+    by_id = {case.id: case for _, case in CASES}
+    said = {}
+    for id in ("coreai-int-clamp-2**40", "coreai-int-add-2**40"):
+        ep, _ = _exported(by_id[id])
+        (finding,) = [f for f in lint_exported_program(ep, COREAI).findings if f.code == "CAI110"]
+        said[id] = finding.message
+    assert said["coreai-int-clamp-2**40"].endswith(
+        "outside int32: Core AI narrows it to int32 without a word, and it wraps"
+    )
+    overflow = "outside int32: Core AI conversion fails: `OverflowError: Python integer"
+    assert overflow in said["coreai-int-add-2**40"]
+
+
 @pytest.mark.oracle
 @pytest.mark.parametrize("pair", CASES, ids=[c.id for _, c in CASES])
 def test_case_on_the_real_core_ai_stack(pair):

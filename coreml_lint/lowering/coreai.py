@@ -145,7 +145,7 @@ def _convert_and_verify(
 def _why_not(verify: Any) -> str:
     """Why the converted asset is not written, in one line."""
     if verify.status == "lowering_crash":
-        return f"Core AI {verify.lowering_stage} failed: {verify.lowering_error}"
+        return f"{verify.lowering_stage} failed: {verify.lowering_error}"  # names Core AI
     if verify.status == "diverge":
         wrong = ", ".join(sorted({d.output for d in verify.divergences}))
         return f"the converted program computes other values than eager ({wrong})"
