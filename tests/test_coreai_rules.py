@@ -89,6 +89,21 @@ def test_cai110_says_what_core_ai_does_in_a_sentence():
     assert overflow in said["coreai-int-add-2**40"]
 
 
+def test_the_lower_hint_agrees_with_what_lower_does():
+    """A bool max(dim) has no bool twin: ``lower --target coreai`` refuses it (CAI105's
+    ``unanswered``), so its finding must not say lower answers it; a bool amax's does."""
+    from coreml_lint.engine.exported import lint_exported_program
+    from coreml_lint.reports.text import render_full
+
+    by_id = {case.id: case for _, case in CASES}
+    hinted = {}
+    for id in ("coreai-bool-min-dim", "coreai-bool-amax"):
+        ep, _ = _exported(by_id[id])
+        (finding,) = lint_exported_program(ep, COREAI).findings
+        hinted[id] = (finding.lower_fixes, "or lower:" in render_full([finding]))
+    assert hinted == {"coreai-bool-min-dim": (False, False), "coreai-bool-amax": (True, True)}
+
+
 @pytest.mark.oracle
 @pytest.mark.parametrize("pair", CASES, ids=[c.id for _, c in CASES])
 def test_case_on_the_real_core_ai_stack(pair):
