@@ -32,6 +32,77 @@ def test_crash_summary_keeps_the_error_and_the_source_line():
     )
 
 
+def _lint_finding(code, line, op, outcome="crash", node="amax"):
+    from coreml_lint.core.findings import Finding, Location, Outcome, Severity
+
+    return Finding(
+        code=code,
+        name="rule",
+        severity=Severity.ERROR,
+        outcome=Outcome(outcome),
+        message="m",
+        file="p.pt2",
+        node=node,
+        op=op,
+        location=Location("/m/model.py", line, None, "y = m.amax(1)"),
+    )
+
+
+def _crash_report(message):
+    from coreml_lint.verifier.coreai import CONVERT_STAGE
+    from coreml_lint.verifier.report import VerifyReport
+
+    report = VerifyReport(lowering_error=crash_summary(message), lowering_stage=CONVERT_STAGE)
+    return report.finish()
+
+
+def test_a_crash_is_found_where_the_converter_says_and_names_the_rule_that_predicted_it():
+    from coreml_lint.verifier.coreai_findings import findings_of
+
+    assert crash_location(crash_summary(CRASH)) == ("/m/model.py", 12)
+    lint = [_lint_finding("CAI105", 12, "aten.amax.default")]
+    (crash,) = findings_of(_crash_report(CRASH), "p.pt2", lint)
+    assert (crash.location.path, crash.location.line) == ("/m/model.py", 12)
+    assert crash.location.source_line == "y = m.amax(1)"  # the lint finding's, shown
+    assert crash.fix == "predicted by CAI105: see `coreml-lint rule CAI105`"
+    (crash,) = findings_of(_crash_report(CRASH), "p.pt2", [])
+    assert crash.fix.startswith("no Core AI rule predicted it")
+    assert (crash.location.path, crash.location.line) == ("/m/model.py", 12)
+
+
+def test_a_crash_naming_an_op_is_found_at_the_finding_on_that_op():
+    """``unsupported ATen ops: aten.X`` names no line: the one finding on aten.X predicted
+    it and places it; a finding predicting wrong values (not a crash) predicts no crash."""
+    from coreml_lint.verifier.coreai_findings import findings_of
+
+    error = (
+        "ValueError: The exported program contains unsupported ATen ops: "
+        "aten.remainder.Scalar. Use register_torch_lowering() to provide a custom lowering."
+    )
+    lint = [
+        _lint_finding("CAI603", 7, "aten.remainder.Scalar", node="remainder"),
+        _lint_finding("CAI105", 9, "aten.amax.default"),
+        _lint_finding("CAI311", 3, "aten.avg_pool2d.default", outcome="silent"),
+    ]
+    (crash,) = findings_of(_crash_report(error), "p.pt2", lint)
+    assert crash.fix == "predicted by CAI603: see `coreml-lint rule CAI603`"
+    assert crash.location.line == 7
+    (crash,) = findings_of(_crash_report(error), "p.pt2", lint[2:])
+    assert crash.fix.startswith("no Core AI rule predicted it") and crash.location is None
+
+
+def test_core_ml_verify_names_the_rule_that_predicted_a_crash_as_lower_does():
+    from coreml_lint.verifier.findings import findings_of
+    from coreml_lint.verifier.report import VerifyReport
+
+    report = VerifyReport(lowering_error="ValueError: bool", lowering_stage="coremltools")
+    lint = [_lint_finding("CML105", 9, "aten.amax.default")]
+    (crash,) = findings_of(report.finish(), "p.pt2", lint)
+    assert crash.fix == "predicted by CML105: see `coreml-lint rule CML105`"
+    (crash,) = findings_of(report.finish(), "p.pt2")  # no lint given: none consulted
+    assert crash.fix == "see the lint findings of this program for a rule that predicted it"
+
+
 def _unread_archive(tmp_path, monkeypatch):
     """A file these refusals never read: the archive check (tested with real archives in
     test_cli) is passed over, so the refusal under test is the one that answers."""
@@ -130,6 +201,13 @@ def test_conversion_crash_is_a_finding_at_the_source_line(tmp_path, capsys):
     assert "CAI902 [error, crash] crashed in Core AI conversion (coreai-torch)" in out
     assert "'coreai.reduce_max' op operand #0 must be" in out
     assert f"{__file__}:" in out  # the converter's location, as the finding's
+    code, out = _verify(
+        tmp_path, capsys, BoolAmax(), (torch.randn(4, 8),), "--output-format", "json"
+    )
+    (crash,) = json.loads(out)["findings"]
+    assert crash["location"]["path"].endswith("test_coreai_verify.py")  # CAI105's line
+    assert "(x > 0).amax(-1)" in crash["location"]["source_line"]
+    assert crash["fix"] == "predicted by CAI105: see `coreml-lint rule CAI105`"
 
 
 @pytest.mark.oracle

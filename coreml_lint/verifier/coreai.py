@@ -37,6 +37,7 @@ RUN_STAGE = "Core AI run (coreai-core)"
 TARGET = "coreai"
 _DEBUG_INFO = re.compile(r"at #debuginfo\.location<.*?\]>: ")
 _LOCATION = re.compile(r'loc\("(?P<path>[^"]+)":(?P<line>\d+):\d+\)')
+_SUMMARY_LOCATION = re.compile(r"\(at (?P<path>[^()]+):(?P<line>\d+)\)$")
 
 
 def verify_coreai(
@@ -105,10 +106,14 @@ def crash_summary(message: str) -> str:
 
 def crash_location(message: str) -> tuple[str | None, int | None]:
     """The model source ``(path, line)`` the converter names in its error, when it does
-    (``loc("model.py":12:0)``; "-" when it does not know)."""
+    (``loc("model.py":12:0)``; "-" when it does not know), in the error itself or in its
+    :func:`crash_summary` (``... (at model.py:12)``)."""
     for match in _LOCATION.finditer(message or ""):
         if match.group("path") != "-":
             return match.group("path"), int(match.group("line"))
+    summarized = _SUMMARY_LOCATION.search((message or "").strip())
+    if summarized:
+        return summarized.group("path"), int(summarized.group("line"))
     return None, None
 
 

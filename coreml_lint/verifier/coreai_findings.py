@@ -1,13 +1,20 @@
 """``verify --target coreai``'s results as findings (CAI901, CAI902), so every output format
 renders them like lint findings; a Core AI lint finding at the same node or source line
-explains them."""
+explains them, and one that predicts a crash predicts it."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable
 
-from coreml_lint.core.findings import Finding, Location, Severity
+from coreml_lint.core.findings import (
+    Finding,
+    Location,
+    Severity,
+    crash_predictions,
+    error_rules_by_line,
+    predicted_fix,
+)
 from coreml_lint.rules.cai901_coreai_divergence import CoreAIDivergence
 from coreml_lint.rules.cai902_coreai_crash import CoreAICrash
 from coreml_lint.verifier.coreai import crash_location
@@ -22,29 +29,39 @@ def rule_for_node(findings: list[Finding]) -> Callable[[str], str | None]:
 
 def findings_of(report: VerifyReport, file: str, lint: list[Finding]) -> list[Finding]:
     """One finding per divergence, and one for a crash; each names the lint rule that
-    predicted it when one flagged the same source line."""
-    by_line = {
-        (f.location.path, f.location.line): f.code
-        for f in lint
-        if f.location is not None and f.severity is Severity.ERROR
-    }
+    predicted it (a crash: :func:`crash_predictions`, as Core ML's ``lower`` asks) or
+    explains it (a divergence: a finding on its node or upstream of it, else on its line)."""
+    by_line = error_rules_by_line(lint)
     found = [_divergence(d, file, by_line) for d in report.divergences]
     if report.lowering_error:
-        path, line = crash_location(report.lowering_error)
-        rule = by_line.get((path, line)) if path else None
-        found.append(
-            CoreAICrash.make_finding(
-                f"crashed in {report.lowering_stage}: {report.lowering_error[:400]}",
-                file=file,
-                location=Location(path, line) if path and line else None,
-                fix=f"predicted by {rule}: see `coreml-lint rule {rule}`"
-                if rule
-                else "no Core AI rule predicted it: `coreml-lint --target coreai` lists those "
-                "that did",
-                extra={"rule": rule},
-            )
-        )
+        found.append(_crash(report, file, lint))
     return found
+
+
+def _crash(report: VerifyReport, file: str, lint: list[Finding]) -> Finding:
+    """The crash at the model source line the converter names; without one, at the line of
+    the one finding on the op the error names (``unsupported ATen ops: aten.X``)."""
+    message = report.lowering_error or ""
+    path, line = crash_location(message)
+    at = (path, line) if path and line else None
+    predicted = crash_predictions(lint, message, at)
+    if at is not None:  # the finding's own location shows the source line
+        places = [f.location for f in predicted if f.location is not None]
+        here = [p for p in places if (p.path, p.line) == at]
+        location = here[0] if here else Location(path, line)
+    else:
+        named = {f.location for f in predicted if f.location and f.op and f.op in message}
+        location = named.pop() if len(named) == 1 else None
+    return CoreAICrash.make_finding(
+        f"crashed in {report.lowering_stage}: {message[:400]}",
+        file=file,
+        location=location,
+        fix=predicted_fix(
+            predicted,
+            "no Core AI rule predicted it: `coreml-lint --target coreai` lists those that did",
+        ),
+        extra={"rule": predicted[0].code if predicted else None},
+    )
 
 
 def _divergence(d: Divergence, file: str, by_line: dict[tuple[str, int], str]) -> Finding:
