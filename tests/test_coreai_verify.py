@@ -169,6 +169,53 @@ class Cache(torch.nn.Module):
         return self.cache.sum() + pos.sum()
 
 
+class PoolThenRelu(torch.nn.Module):
+    """The wrong pool (CAI311) on one line, the output it feeds on the next."""
+
+    def forward(self, x):
+        p = torch.nn.functional.avg_pool2d(x, 3, stride=1, padding=1, count_include_pad=False)
+        return torch.nn.functional.relu(p) * 2.0
+
+
+class EpochOffset(torch.nn.Module):
+    """An int64 constant past int32 (CAI112, on the node reading it, which torch's own
+    functionalization names otherwise), then arithmetic on later lines."""
+
+    def forward(self, t):
+        base = torch.tensor([2**33 + 12345])
+        shifted = (t * 1000).long() + base
+        return shifted.float() / 1000.0
+
+
+def _explained(model, inputs):
+    """What ``explain`` says of each output node of the verified (functional) program."""
+    from coreml_lint.core.config import LintConfig
+    from coreml_lint.engine.exported import lint_exported_program
+    from coreml_lint.verifier.coreai import _output_nodes
+    from coreml_lint.verifier.coreai_findings import rule_for_node
+
+    ep = torch.export.export(model, inputs)
+    explain = rule_for_node(lint_exported_program(ep, LintConfig(target="coreai")).findings)
+    return [explain(node) for node in _output_nodes(ep.run_decompositions({}))]
+
+
+def test_a_wrong_value_is_explained_by_a_finding_upstream_of_it():
+    assert _explained(PoolThenRelu(), (torch.randn(1, 2, 6, 6),)) == ["CAI311"]
+    assert _explained(EpochOffset(), (torch.rand(4),)) == ["CAI112"]
+    assert _explained(Gelu(), (torch.randn(4, 8),)) == [None]
+
+
+def test_a_crash_prediction_upstream_explains_no_wrong_value():
+    from coreml_lint.verifier.coreai_findings import rule_for_node
+
+    graph = torch.export.export(BoolAmax(), (torch.randn(4, 8),)).run_decompositions({}).graph
+    (out,) = next(n for n in graph.nodes if n.op == "output").args[0]  # add, below the amax
+    crash = _lint_finding("CAI105", 1, "aten.amax.default")  # on the node "amax"
+    silent = _lint_finding("CAI999", 1, "aten.amax.default", outcome="silent")
+    assert rule_for_node([crash])(out) is None  # the program ran: it predicted no value
+    assert rule_for_node([silent])(out) == "CAI999"
+
+
 def _verify(tmp_path, capsys, model, inputs, *extra):
     _needs_coreai()
     path = tmp_path / "program.pt2"
@@ -192,6 +239,14 @@ def test_wrong_border_windows_diverge_at_the_source_line(tmp_path, capsys):
     assert "CAI901 [error, silent] [semantic] output 0 (avg_pool2d)" in out
     assert "count_include_pad=False)" in out  # the model's source line is shown
     assert "verify --target coreai: diverge" in out
+
+
+@pytest.mark.oracle
+def test_a_divergence_below_the_flagged_line_is_explained_by_its_rule(tmp_path, capsys):
+    code, out = _verify(tmp_path, capsys, PoolThenRelu(), (torch.randn(1, 2, 6, 6),))
+    assert code == 1, out
+    assert "CAI901 [error, silent] [semantic] output 0 (mul)" in out
+    assert "fix: explained by CAI311: see `coreml-lint rule CAI311`" in out
 
 
 @pytest.mark.oracle
@@ -222,8 +277,9 @@ def test_state_is_compared_and_int64_inputs_are_fed_as_int32(tmp_path, capsys):
     code, out = _verify(tmp_path, capsys, Cache(pool=True), inputs, "--output-format", "json")
     data = json.loads(out)
     assert code == 1
-    outputs = {d["output"] for d in data["verify"]["divergences"]}
-    assert "state cache" in outputs  # the written buffer is judged, not only the output
+    rules = {d["output"]: d["rule"] for d in data["verify"]["divergences"]}
+    assert "state cache" in rules  # the written buffer is judged, not only the output
+    assert rules["state cache"] == "CAI311"  # the pool that writes it
     assert {f["code"] for f in data["findings"]} == {"CAI901"}
 
 
