@@ -233,6 +233,17 @@ def test_clean_program_agrees(tmp_path, capsys):
 
 
 @pytest.mark.oracle
+def test_quiet_leaves_standard_error_empty(tmp_path, capfd):
+    """Not even the runtime's own log line (``ODIE [default]: Loading function 'main'``,
+    written by native code)."""
+    _needs_coreai()
+    path = tmp_path / "program.pt2"
+    torch.export.save(torch.export.export(Gelu(), (torch.randn(4, 8),)), path)
+    assert main(["verify", "--target", "coreai", "-q", "--isolated", str(path)]) == 0
+    assert capfd.readouterr().err == ""
+
+
+@pytest.mark.oracle
 def test_wrong_border_windows_diverge_at_the_source_line(tmp_path, capsys):
     code, out = _verify(tmp_path, capsys, Pool(), (torch.randn(1, 3, 8, 8),))
     assert code == 1, out
