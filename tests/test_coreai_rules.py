@@ -201,6 +201,27 @@ def test_program_findings_fix_the_model_source(tmp_path):
     assert _cli("--isolated", "--target", "coreai", "model.pt2", cwd=tmp_path).returncode == 0
 
 
+def test_the_json_report_carries_no_core_ml_placement(tmp_path):
+    pytest.importorskip("torch")
+    import json
+
+    (tmp_path / "model.py").write_text(MODEL)
+    subprocess.run([sys.executable, "model.py"], cwd=tmp_path, check=True)
+    run = _cli(
+        "--isolated",
+        "--target",
+        "coreai",
+        "model.pt2",
+        "--output-format",
+        "json",
+        cwd=tmp_path,
+        light=True,
+    )
+    (program,) = json.loads(run.stdout)["programs"]
+    assert set(program) == {"method", "target", "source"}  # no partitions, no settings
+    assert (program["target"], program["source"]) == ("coreai", "model.pt2")
+
+
 def test_core_ml_only_options_are_refused_with_core_ai(tmp_path):
     run = _cli("--target", "coreai", "--ios", "17", str(tmp_path), cwd=tmp_path)
     assert run.returncode == 2
