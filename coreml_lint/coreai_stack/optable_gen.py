@@ -58,7 +58,8 @@ def build_table() -> dict[str, Any]:
     from coreai_torch._decomp import _COMPOSITE_OPS
 
     kept_whole = {str(op) for op in _COMPOSITE_OPS}
-    table = {str(op) for op in coreai_torch.get_decomp_table()}
+    # ATen's ops only: what other imported libraries register (c10d_functional) varies
+    table = {str(op) for op in coreai_torch.get_decomp_table() if str(op).startswith("aten.")}
     return {
         "generated_with": {pkg: metadata.version(pkg) for pkg in ("torch", "coreai-torch")},
         # keys without an overload are Python operators (``getitem``), never ATen targets
