@@ -78,6 +78,17 @@ def test_core_ml_lower_refuses_a_folder_as_its_pte(tmp_path, capsys):
     assert "is a folder" in capsys.readouterr().err
 
 
+def test_a_refusal_names_the_stage_once():
+    from coreml_lint.lowering.coreai import _why_not
+    from coreml_lint.verifier.coreai import CONVERT_STAGE, RUN_STAGE
+    from coreml_lint.verifier.report import VerifyReport
+
+    for stage in (CONVERT_STAGE, RUN_STAGE):
+        report = VerifyReport(lowering_error="RuntimeError: x", lowering_stage=stage).finish()
+        assert _why_not(report) == f"{stage} failed: RuntimeError: x"
+        assert "Core AI Core AI" not in _why_not(report)
+
+
 # -- against the real converter and runtime -------------------------------------------------
 
 
@@ -134,6 +145,31 @@ def _unanswered(rule, case) -> bool:
     return not rule.lowers() or case.id == "coreai-bool-min-dim"
 
 
+def test_a_refusal_before_converting_is_reported_in_every_format(tmp_path, capsys):
+    """CAI110's clamp bound has no rewrite: lower stops before converting, and says so in
+    the report it prints (JSON as after a conversion that failed), not only on stderr."""
+    import torch
+
+    pytest.importorskip("coreai_torch", reason="needs coreai-torch (coreml-lint[coreai])")
+
+    class Clamp(torch.nn.Module):
+        def forward(self, x):
+            return (x * 10).long().clamp(-(2**35), 2**35).float()
+
+    path, _ = _save(tmp_path, Clamp(), (torch.randn(2, 4),))
+    code, out, captured = _lower(tmp_path, capsys, path, "--json")
+    assert code == 1, captured.err
+    report = json.loads(captured.out)
+    assert report["written"] is False and report["verify"] is None
+    assert report["refused"].startswith("not lowered, CAI110: clamp with the integer constant")
+    assert [f["code"] for f in report["findings_before"]] == ["CAI110"]
+    code, out, captured = _lower(tmp_path, capsys, path)
+    assert code == 1 and not out.exists()
+    assert f"NOT written: {out}" in captured.out
+    assert "  refused: not lowered, CAI110: clamp" in captured.out
+    assert "converted as it is" not in captured.out
+
+
 @pytest.mark.oracle
 @pytest.mark.parametrize("pair", FAILING, ids=[c.id for _, c in FAILING])
 def test_lower_answers_or_refuses_what_core_ai_breaks(tmp_path, capsys, pair):
@@ -150,8 +186,9 @@ def test_lower_answers_or_refuses_what_core_ai_breaks(tmp_path, capsys, pair):
     code, out, captured = _lower(tmp_path, capsys, path, "--output-format", "json")
     if _unanswered(rule, case):
         assert code == 1, captured.out
-        last = captured.err.strip().splitlines()[-1]
-        assert last.startswith(f"error: {path}: not lowered, {rule.code}: "), last
+        report = json.loads(captured.out)  # the report, as for a refusal after converting
+        assert not report["written"] and report["verify"] is None
+        assert report["refused"].startswith(f"not lowered, {rule.code}: "), report["refused"]
         assert not out.exists() and not list(tmp_path.glob(".coreml-lint-*"))
         return
     assert code == 0, captured.out + captured.err

@@ -73,6 +73,37 @@ def test_case_is_linted_as_declared(pair):
         assert warnings == set(case.warnings)
 
 
+def test_cai110_says_what_core_ai_does_in_a_sentence():
+    from coreml_lint.engine.exported import lint_exported_program
+
+    by_id = {case.id: case for _, case in CASES}
+    said = {}
+    for id in ("coreai-int-clamp-2**40", "coreai-int-add-2**40"):
+        ep, _ = _exported(by_id[id])
+        (finding,) = [f for f in lint_exported_program(ep, COREAI).findings if f.code == "CAI110"]
+        said[id] = finding.message
+    assert said["coreai-int-clamp-2**40"].endswith(
+        "outside int32: Core AI narrows it to int32 without a word, and it wraps"
+    )
+    overflow = "outside int32: Core AI conversion fails: `OverflowError: Python integer"
+    assert overflow in said["coreai-int-add-2**40"]
+
+
+def test_the_lower_hint_agrees_with_what_lower_does():
+    """A bool max(dim) has no bool twin: ``lower --target coreai`` refuses it (CAI105's
+    ``unanswered``), so its finding must not say lower answers it; a bool amax's does."""
+    from coreml_lint.engine.exported import lint_exported_program
+    from coreml_lint.reports.text import render_full
+
+    by_id = {case.id: case for _, case in CASES}
+    hinted = {}
+    for id in ("coreai-bool-min-dim", "coreai-bool-amax"):
+        ep, _ = _exported(by_id[id])
+        (finding,) = lint_exported_program(ep, COREAI).findings
+        hinted[id] = (finding.lower_fixes, "or lower:" in render_full([finding]))
+    assert hinted == {"coreai-bool-min-dim": (False, False), "coreai-bool-amax": (True, True)}
+
+
 @pytest.mark.oracle
 @pytest.mark.parametrize("pair", CASES, ids=[c.id for _, c in CASES])
 def test_case_on_the_real_core_ai_stack(pair):
@@ -168,6 +199,27 @@ def test_program_findings_fix_the_model_source(tmp_path):
     again = subprocess.run([sys.executable, "model.py"], cwd=tmp_path, capture_output=True)
     assert again.returncode == 0
     assert _cli("--isolated", "--target", "coreai", "model.pt2", cwd=tmp_path).returncode == 0
+
+
+def test_the_json_report_carries_no_core_ml_placement(tmp_path):
+    pytest.importorskip("torch")
+    import json
+
+    (tmp_path / "model.py").write_text(MODEL)
+    subprocess.run([sys.executable, "model.py"], cwd=tmp_path, check=True)
+    run = _cli(
+        "--isolated",
+        "--target",
+        "coreai",
+        "model.pt2",
+        "--output-format",
+        "json",
+        cwd=tmp_path,
+        light=True,
+    )
+    (program,) = json.loads(run.stdout)["programs"]
+    assert set(program) == {"method", "target", "source"}  # no partitions, no settings
+    assert (program["target"], program["source"]) == ("coreai", "model.pt2")
 
 
 def test_core_ml_only_options_are_refused_with_core_ai(tmp_path):

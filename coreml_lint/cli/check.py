@@ -126,13 +126,20 @@ def advice_block(run: CheckRun, file: Path, report: ProgramReport) -> str:
 
 
 def program_json(run: CheckRun, root: Path) -> list[dict[str, Any]]:
-    """Per linted method: its placement summary and its combined advice."""
+    """Per linted method: its placement summary and its combined advice (Core ML's: for
+    ``--target coreai``, which has neither partitions nor partitioner settings, only the
+    method and the target)."""
     from coreml_lint.core.files import display_path
 
     programs = []
     for file, report in run.reports:
+        source = display_path(str(file), root)
+        if report.config.target != "coreml":
+            programs.append({"method": report.graph.method, "target": report.config.target})
+            programs[-1]["source"] = source
+            continue
         summary = report.placement.summary()
-        summary["source"] = display_path(str(file), root)
+        summary["source"] = source
         summary["advice"] = report.advice.to_json() if report.advice else None
         programs.append(summary)
     return programs

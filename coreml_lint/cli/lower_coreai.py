@@ -90,7 +90,6 @@ def _run(program: Path, output: Path, options: dict[str, Any], progress: Any) ->
     from coreml_lint.core.errors import InputError
     from coreml_lint.lowering.coreai import lower_coreai
     from coreml_lint.lowering.files import load_program
-    from coreml_lint.lowering.run import LoweringError
 
     try:
         progress(f"loading {program}")
@@ -99,9 +98,6 @@ def _run(program: Path, output: Path, options: dict[str, Any], progress: Any) ->
         return lower_coreai(exported, output, inputs=inputs, progress=progress)
     except InputError as exc:
         fail(str(exc))
-    except LoweringError as exc:  # a refusal, not bad input: nothing written
-        click.echo(f"error: {program}: {exc}", err=True)
-        sys.exit(1)
 
 
 def _given_inputs(exported: Any, path: Path | None) -> Any:

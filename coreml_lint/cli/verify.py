@@ -167,13 +167,9 @@ def _run(program: Path, config: Any, options: dict[str, Any], progress: Any) -> 
 def explain_by_line(report: Any, findings: list[Any]) -> None:
     """A divergence no rule flagged by op (an add that a wrong fill on the same line feeds)
     is explained by an error finding at its model source line, when there is one."""
-    from coreml_lint.core.findings import Severity
+    from coreml_lint.core.findings import error_rules_by_line
 
-    by_line = {
-        (f.location.path, f.location.line): f.code
-        for f in findings
-        if f.location is not None and f.severity is Severity.ERROR
-    }
+    by_line = error_rules_by_line(findings)
     for divergence in report.divergences:
         path, _, line = (divergence.source or "").rpartition(":")
         if divergence.rule is None and line.isdigit():
@@ -203,7 +199,7 @@ def _render(
     from coreml_lint.rules import all_rules
     from coreml_lint.verifier.findings import findings_of
 
-    found = findings_of(report, str(program)) if found is None else found
+    found = findings_of(report, str(program), lint.findings) if found is None else found
     view = VerifyView(
         program=program,
         report=report,

@@ -134,3 +134,44 @@ class Finding:
 def partitioner_code(options: dict[str, Any]) -> str:
     """Option changes as ``CoreMLPartitioner(...)`` code a user can paste."""
     return PartitionerSettings().changed(**options).to_code()
+
+
+CRASHES = (Outcome.CRASH, Outcome.LOAD_FAILURE)
+
+
+def crash_predictions(
+    findings: list[Finding], message: str = "", at: tuple[str, int] | None = None
+) -> list[Finding]:
+    """The lint's error findings that predicted a crash (lowering, conversion or load) whose
+    error is ``message``: those at the model source line ``at`` (path, line) the crash
+    names; else those on an op the message names (``aten.remainder.Scalar``); else every
+    error finding of the program that predicts a crash (which of them the converter met
+    first, only it knows). Both targets' ``verify`` and ``lower`` ask this one question."""
+    import re
+
+    errors = [f for f in findings if f.severity is Severity.ERROR and f.outcome in CRASHES]
+    here = [f for f in errors if at and f.location and (f.location.path, f.location.line) == at]
+    named = [
+        f
+        for f in errors
+        if f.op and re.search(rf"(?<![\w.]){re.escape(f.op)}(?!\w)", message or "")
+    ]
+    return here or named or errors
+
+
+def predicted_fix(predicted: list[Finding], unpredicted: str) -> str:
+    """A crash finding's fix: the rules that predicted it, or ``unpredicted``."""
+    codes = list(dict.fromkeys(f.code for f in predicted))
+    if not codes:
+        return unpredicted
+    return f"predicted by {', '.join(codes)}: see `coreml-lint rule {codes[0]}`"
+
+
+def error_rules_by_line(findings: list[Finding]) -> dict[tuple[str, int], str]:
+    """(path, line) -> the code of an error finding at that model source line: what
+    explains a divergence there when no finding is on its node."""
+    return {
+        (f.location.path, f.location.line): f.code
+        for f in findings
+        if f.location is not None and f.severity is Severity.ERROR
+    }

@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -95,7 +95,8 @@ async def _execute(result: CoreAIRun, calls: list[list[Any]], states: dict, narr
     async with contextlib.AsyncExitStack() as compiled:
         with stage(result, LOAD_STAGE):
             model = await compiled.enter_async_context(conversion.asset.executable())
-            function = model.load_function("main")
+            with _runtime_log_quieted():
+                function = model.load_function("main")
             state = {name: NDArray(array) for name, array in states.items()}
         if not result.ok:
             return
@@ -108,6 +109,32 @@ async def _execute(result: CoreAIRun, calls: list[list[Any]], states: dict, narr
                 result.output_dtypes = [str(out[name].dtype) for name in conversion.output_names]
             for name, array in state.items():
                 states[name] = array.numpy().copy()
+
+
+@contextlib.contextmanager
+def _runtime_log_quieted() -> Iterator[None]:
+    """coreai-core's runtime logs ``ODIE [default]: Loading function 'main'`` on the
+    process's standard error from native code, past Python's ``sys.stderr``. When the
+    caller has quieted the libraries' logging (the commands do, unless ``--verbose``), that
+    line is dropped too: file descriptor 2 points at the null device while the function
+    loads. A failure to load is still the exception's to say."""
+    import logging
+    import os
+    import sys
+
+    if logging.root.manager.disable < logging.WARNING:
+        yield
+        return
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, 2)
+        os.close(null)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
 
 
 def _initial_states(ep: Any, conversion: Conversion) -> dict[str, Any]:

@@ -90,7 +90,8 @@ def method_findings(
         for ctx in contexts.values():
             ctx.rule = rule
         try:
-            found.extend(rule().check_methods(contexts))
+            checker = rule()
+            found.extend(_lower_hint(checker, f) for f in checker.check_methods(contexts))
         except Exception as exc:
             import traceback
 
@@ -166,13 +167,23 @@ def _checked(rule: type[Rule], ctx: ProgramContext, failures: list[RuleFailure])
     """A rule's findings; a rule that raises is recorded and named, never blamed on the file
     as a whole, and never allowed to take the other rules' findings with it."""
     try:
-        return list(rule().check(ctx))
+        checker = rule()
+        return [_lower_hint(checker, finding) for finding in checker.check(ctx)]
     except Exception as exc:
         import traceback
 
         detail = " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
         failures.append(RuleFailure(rule.code, rule.name, detail, traceback.format_exc()))
         return []
+
+
+def _lower_hint(rule: Rule, finding: Finding) -> Finding:
+    """A finding says ``lower`` answers it (``lower_fixes``, computed from the rule's hooks)
+    only when ``lower`` would: not when the rule's :meth:`Rule.unanswered` stops ``lower``
+    on this very finding (a bool ``max(dim)``, which has no bool twin)."""
+    if finding.lower_fixes and rule.unanswered(finding) is not None:
+        finding.lower_fixes = False
+    return finding
 
 
 def _merge(findings: list[Finding]) -> list[Finding]:

@@ -9,7 +9,7 @@ program computes the same in eager, and the asset only when the program converte
 run by Core AI, computes what the program *as given* computes in eager
 (``verifier/coreai.py`` with ``reference``). An error finding no rule answers stops the
 command before anything is converted; a conversion crash or a divergence leaves nothing
-written. Either way the report says why.
+written. Either way the report says why (``refused``).
 """
 
 from __future__ import annotations
@@ -71,7 +71,7 @@ class CoreAILowerReport(RewriteLog):
     def render(self, output: str) -> str:
         head = f"wrote {output}" if self.written else f"NOT written: {output}"
         lines = [f"{head} (Core AI: the whole program, converted by coreai-torch)"]
-        if not self.acted:
+        if not self.acted and self.verify is not None:
             lines.append("  no Core AI rule needed an answer: the program converted as it is")
         for code, actions in sorted(self.acted.items()):
             lines.extend(f"  {code}  {action}" for action in actions)
@@ -98,21 +98,27 @@ def lower_coreai(
     """Write ``exported_program``, with the Core AI rules' rewrites, as the Core AI asset
     ``output`` (a ``.aimodel`` folder), when the asset computes on Core AI what the program
     computes in eager on ``inputs`` (None: the program's example inputs, as ``verify``
-    takes them). Raises ``LoweringError`` for an error finding no rule answers."""
+    takes them). A refusal is the report's ``refused``, whether it comes before converting
+    (an error finding no rule answers, one the rewrites left) or after (a crash, wrong
+    values), so every output format reports both alike."""
     say = progress or (lambda message: None)
     config = LintConfig(target=TARGET)
     say("linting the program for Core AI")
     first = lint_exported_program(exported_program, config)
-    stop_if_a_rule_failed(first)
-    stop_if_unanswered(first.findings)
     report = CoreAILowerReport(first.findings)
-    say("functionalizing (run_decompositions({}))")
-    ep = exported_program.run_decompositions({})
-    ep, second = _rewrite_until_stable(ep, first, config, report, say)
-    report.findings_after = [f for f in second.findings if f.severity is Severity.ERROR]
-    if report.findings_after:
-        lines = "; ".join(f"{f.code}: {f.message}" for f in report.findings_after)
-        raise LoweringError(f"not converted, the rewrites left: {lines}")
+    try:
+        stop_if_a_rule_failed(first)
+        stop_if_unanswered(first.findings)
+        say("functionalizing (run_decompositions({}))")
+        ep = exported_program.run_decompositions({})
+        ep, second = _rewrite_until_stable(ep, first, config, report, say)
+        report.findings_after = [f for f in second.findings if f.severity is Severity.ERROR]
+        if report.findings_after:
+            lines = "; ".join(f"{f.code}: {f.message}" for f in report.findings_after)
+            raise LoweringError(f"not converted, the rewrites left: {lines}")
+    except LoweringError as exc:  # refused before converting: the report says why
+        report.refused = str(exc)
+        return report
     _convert_and_verify(ep, exported_program, output, inputs, report, say)
     return report
 
@@ -145,7 +151,7 @@ def _convert_and_verify(
 def _why_not(verify: Any) -> str:
     """Why the converted asset is not written, in one line."""
     if verify.status == "lowering_crash":
-        return f"Core AI {verify.lowering_stage} failed: {verify.lowering_error}"
+        return f"{verify.lowering_stage} failed: {verify.lowering_error}"  # names Core AI
     if verify.status == "diverge":
         wrong = ", ".join(sorted({d.output for d in verify.divergences}))
         return f"the converted program computes other values than eager ({wrong})"

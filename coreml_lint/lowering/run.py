@@ -19,7 +19,7 @@ import torch
 from torch.export import ExportedProgram
 
 from coreml_lint.core.config import LintConfig
-from coreml_lint.core.findings import Finding, Severity
+from coreml_lint.core.findings import Finding, Severity, crash_predictions
 from coreml_lint.core.settings import PartitionerSettings
 from coreml_lint.engine.exported import lint_exported_program
 from coreml_lint.engine.program import ProgramReport
@@ -468,14 +468,15 @@ def describe_failure(
     text = str(exc).strip()
     first_line = text.splitlines()[0] if text else ""
     errors = {f.code for f in findings if f.severity is Severity.ERROR}
-    unanswered = sorted(errors - set(plan.acted))
+    predicted = {f.code for f in crash_predictions(findings, text)}
+    unanswered = sorted(predicted - set(plan.acted))
     answered = sorted(errors & set(plan.acted))
     notes = []
     if unanswered:
         notes.append(f"coreml-lint predicted it: {', '.join(unanswered)}")
     if answered:
         notes.append(f"after applying coreml-lint's answers to {', '.join(answered)}")
-    if not errors:
+    if not predicted:
         notes.append("no coreml-lint rule predicted it")
     return (
         f"lowering failed in {stage}: {type(exc).__name__}: {first_line[:300]} ({'; '.join(notes)})"

@@ -70,9 +70,9 @@ class CoreAIIntPastInt32(Rule):
                 continue
             silent = base in CLAMPS
             what = (
-                "is narrowed to int32 without a word and wraps"
+                "narrows it to int32 without a word, and it wraps"
                 if silent
-                else f"fails conversion: `OverflowError: Python integer {value} out of "
+                else f"conversion fails: `OverflowError: Python integer {value} out of "
                 "bounds for int32`"
             )
             yield ctx.finding(

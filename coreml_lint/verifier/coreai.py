@@ -37,6 +37,7 @@ RUN_STAGE = "Core AI run (coreai-core)"
 TARGET = "coreai"
 _DEBUG_INFO = re.compile(r"at #debuginfo\.location<.*?\]>: ")
 _LOCATION = re.compile(r'loc\("(?P<path>[^"]+)":(?P<line>\d+):\d+\)')
+_SUMMARY_LOCATION = re.compile(r"\(at (?P<path>[^()]+):(?P<line>\d+)\)$")
 
 
 def verify_coreai(
@@ -44,7 +45,7 @@ def verify_coreai(
     *,
     inputs: Any = None,
     progress: Callable[[str], None] | None = None,
-    explain: Callable[[str], str | None] | None = None,
+    explain: Callable[[Any], str | None] | None = None,
     reference: Any = None,
     directory: Path | None = None,
 ) -> VerifyReport:
@@ -105,10 +106,14 @@ def crash_summary(message: str) -> str:
 
 def crash_location(message: str) -> tuple[str | None, int | None]:
     """The model source ``(path, line)`` the converter names in its error, when it does
-    (``loc("model.py":12:0)``; "-" when it does not know)."""
+    (``loc("model.py":12:0)``; "-" when it does not know), in the error itself or in its
+    :func:`crash_summary` (``... (at model.py:12)``)."""
     for match in _LOCATION.finditer(message or ""):
         if match.group("path") != "-":
             return match.group("path"), int(match.group("line"))
+    summarized = _SUMMARY_LOCATION.search((message or "").strip())
+    if summarized:
+        return summarized.group("path"), int(summarized.group("line"))
     return None, None
 
 
@@ -120,8 +125,9 @@ def _judge(report: VerifyReport, functional: Any, eager: Any, run: Any, explain:
     pairs = zip(nodes, eager.outputs, strict=True)
     named = [(f"output {i} ({n.name})", n, v) for i, (n, v) in enumerate(pairs)]
     values = list(run.outputs)
+    writers = _state_writers(functional)
     for target, value in eager.mutations.items():
-        named.append((f"state {target}", None, value))
+        named.append((f"state {target}", writers.get(target), value))
         values.append(run.states.get(target))
     result = PartitionResult(0, "program on Core AI")
     result.inputs = list(report.inputs)
@@ -164,7 +170,7 @@ def _pass(check, mode, named, values, explain, report) -> PassResult:
                 target=str(node.target) if node is not None else None,
                 source=source,
                 code=code,
-                rule=explain(node.name) if (explain and node is not None) else None,
+                rule=explain(node) if (explain and node is not None) else None,
             )
         )
     return passed
@@ -179,6 +185,17 @@ def _output_nodes(functional: Any) -> list[Any]:
         for node, spec in zip(output.args[0], specs, strict=True)
         if spec.kind.name == "USER_OUTPUT"
     ]
+
+
+def _state_writers(functional: Any) -> dict[str, Any]:
+    """The node computing each written buffer's new value (Core AI state), by buffer."""
+    (output,) = [n for n in functional.graph.nodes if n.op == "output"]
+    specs = functional.graph_signature.output_specs
+    return {
+        spec.target: node
+        for node, spec in zip(output.args[0], specs, strict=True)
+        if spec.kind.name in ("BUFFER_MUTATION", "USER_INPUT_MUTATION")
+    }
 
 
 def _computes_in_half(outputs: list[Any]) -> bool:

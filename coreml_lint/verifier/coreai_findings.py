@@ -1,50 +1,119 @@
 """``verify --target coreai``'s results as findings (CAI901, CAI902), so every output format
 renders them like lint findings; a Core AI lint finding at the same node or source line
-explains them."""
+explains them, and one that predicts a crash predicts it."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from typing import Any
 
-from coreml_lint.core.findings import Finding, Location, Severity
+from coreml_lint.core.findings import (
+    CRASHES,
+    Finding,
+    Location,
+    Severity,
+    crash_predictions,
+    error_rules_by_line,
+    predicted_fix,
+)
 from coreml_lint.rules.cai901_coreai_divergence import CoreAIDivergence
 from coreml_lint.rules.cai902_coreai_crash import CoreAICrash
 from coreml_lint.verifier.coreai import crash_location
 from coreml_lint.verifier.report import Divergence, VerifyReport
 
 
-def rule_for_node(findings: list[Finding]) -> Callable[[str], str | None]:
-    """``explain``: the Core AI lint rule with an error finding on that node."""
-    by_node = {f.node: f.code for f in findings if f.node and f.severity is Severity.ERROR}
-    return lambda name: by_node.get(name) or by_node.get(re.sub(r"_\d+$", "", name))
+def rule_for_node(findings: list[Finding]) -> Callable[[Any], str | None]:
+    """``explain``: the Core AI lint rule whose error finding explains a wrong value at
+    ``node`` (a ``torch.fx`` node of the program verified): a finding on the node itself,
+    else on the nearest node upstream of it (a wrong pool feeds the relu that is returned),
+    matched by name, else by the model source line of an upstream node. A finding that
+    predicts a crash explains no value (the program ran)."""
+    explaining = _explaining(findings)
+    by_node = {f.node: f.code for f in explaining if f.node}
+    by_line = error_rules_by_line(explaining)
+
+    def explain(node: Any) -> str | None:
+        own = by_node.get(node.name) or by_node.get(re.sub(r"_\d+$", "", node.name))
+        upstream = _upstream(node)
+        return (
+            own
+            or next((by_node[n.name] for n in upstream if n.name in by_node), None)
+            or next(filter(None, (by_line.get(_line_of(n)) for n in upstream)), None)
+        )
+
+    return explain
+
+
+def _explaining(findings: list[Finding]) -> list[Finding]:
+    """The error findings that can explain wrong values (not those predicting a crash: the
+    program ran), each merged one apart (one finding per line stands for its nodes)."""
+    return [
+        g
+        for f in findings
+        if f.severity is Severity.ERROR and f.outcome not in CRASHES
+        for g in (f, *f.merged)
+    ]
+
+
+def _upstream(node: Any) -> list[Any]:
+    """Every node ``node`` is computed from, nearest first (breadth first)."""
+    seen, order, frontier = {node}, [], [node]
+    while frontier:
+        following = []
+        for current in frontier:
+            for parent in current.all_input_nodes:
+                if parent not in seen:
+                    seen.add(parent)
+                    order.append(parent)
+                    following.append(parent)
+        frontier = following
+    return order
+
+
+def _line_of(node: Any) -> tuple[str, int] | None:
+    from coreml_lint.verifier.localize import source_of
+
+    source, _ = source_of(node)
+    path, _, line = (source or "").rpartition(":")
+    return (path, int(line)) if line.isdigit() else None
 
 
 def findings_of(report: VerifyReport, file: str, lint: list[Finding]) -> list[Finding]:
     """One finding per divergence, and one for a crash; each names the lint rule that
-    predicted it when one flagged the same source line."""
-    by_line = {
-        (f.location.path, f.location.line): f.code
-        for f in lint
-        if f.location is not None and f.severity is Severity.ERROR
-    }
+    predicted it (a crash: :func:`crash_predictions`, as Core ML's ``lower`` asks) or
+    explains it (a divergence: a finding on its node or upstream of it, else on its line)."""
+    by_line = error_rules_by_line(_explaining(lint))
     found = [_divergence(d, file, by_line) for d in report.divergences]
     if report.lowering_error:
-        path, line = crash_location(report.lowering_error)
-        rule = by_line.get((path, line)) if path else None
-        found.append(
-            CoreAICrash.make_finding(
-                f"crashed in {report.lowering_stage}: {report.lowering_error[:400]}",
-                file=file,
-                location=Location(path, line) if path and line else None,
-                fix=f"predicted by {rule}: see `coreml-lint rule {rule}`"
-                if rule
-                else "no Core AI rule predicted it: `coreml-lint --target coreai` lists those "
-                "that did",
-                extra={"rule": rule},
-            )
-        )
+        found.append(_crash(report, file, lint))
     return found
+
+
+def _crash(report: VerifyReport, file: str, lint: list[Finding]) -> Finding:
+    """The crash at the model source line the converter names; without one, at the line of
+    the one finding on the op the error names (``unsupported ATen ops: aten.X``)."""
+    message = report.lowering_error or ""
+    path, line = crash_location(message)
+    at = (path, line) if path and line else None
+    predicted = crash_predictions(lint, message, at)
+    if at is not None:  # the finding's own location shows the source line
+        places = [f.location for f in predicted if f.location is not None]
+        here = [p for p in places if (p.path, p.line) == at]
+        location = here[0] if here else Location(path, line)
+    else:
+        named = {f.location for f in predicted if f.location and f.op and f.op in message}
+        location = named.pop() if len(named) == 1 else None
+    return CoreAICrash.make_finding(
+        f"crashed in {report.lowering_stage}: {message[:400]}",
+        file=file,
+        location=location,
+        fix=predicted_fix(
+            predicted,
+            "no Core AI rule predicted it: `coreml-lint --target coreai` lists those that did",
+        ),
+        extra={"rule": predicted[0].code if predicted else None},
+    )
 
 
 def _divergence(d: Divergence, file: str, by_line: dict[tuple[str, int], str]) -> Finding:
