@@ -47,16 +47,17 @@ def sweep_summary(
 SAMPLING = (
     "one factor at a time around a legal float32 call found from the schema: 9 dtypes; "
     "each argument at up to 8 other legal values (small integers and short lists of them "
-    "exactly; special, negative, non-integral and out-of-float16 scalars; fractional scale "
-    "factors; equations with ellipsis and repeated labels), every value of a bool, string "
-    "or dtype argument (in float32 and float16 made in the program, strings, bools and "
-    "dtypes on int64 too); every two non-tensor arguments together (their first three "
-    "other values each, legal calls only); the op as a model calls it (a batch of one, "
-    "parameters constant and given) with each argument and every two around it; ranks 0-5 with size-1 and empty dims, and each operand "
-    "alone at rank 1 and 0; the first operand made in the program, the second a constant "
-    "(non-uniform values); every dtype's output consumed inside the partition; float16 "
-    "outputs feeding linear/addmm/matmul for the base call and float/Scalar variants; "
-    "iOS15 and iOS18, plus iOS16/17 where they disagree"
+    "exactly; special, negative, non-integral and out-of-float16 scalars; fractional "
+    "scale factors; equations with ellipsis and repeated labels), every value of a bool, "
+    "string or dtype argument (in float32 and float16 made in the program, strings, bools"
+    " and dtypes on int64 too); every two non-tensor arguments together (their first "
+    "three other values each, legal calls only); the op as a model calls it (a batch of "
+    "one, parameters constant and given) with each argument and every two around it; "
+    "ranks 0-5 with size-1 and empty dims, and each operand alone at rank 1 and 0; the "
+    "first operand made in the program, the second a constant (non-uniform values); every"
+    " dtype's output consumed inside the partition; float16 outputs feeding "
+    "linear/addmm/matmul for the base call and float/Scalar variants; iOS15 and iOS18, "
+    "plus iOS16/17 where they disagree"
 )
 
 
