@@ -21,3 +21,15 @@ def test_no_module_writes_a_file_directly() -> None:
         if DIRECT_WRITE.search(line)
     ]
     assert direct == []
+
+
+def test_a_generated_file_is_written_then_checked_against_what_would_be_written(tmp_path):
+    """The op-table generators' command line (``--output``, ``--check``)."""
+    from coreml_lint.core.files import regenerate
+
+    path = tmp_path / "table.json"
+    assert regenerate(["--check", "--output", str(path)], "doc", path, lambda: "{}\n") == 1
+    assert regenerate(["--output", str(path)], "doc", path, lambda: "{}\n") == 0
+    assert path.read_text() == "{}\n"
+    assert regenerate(["--check"], "doc", path, lambda: "{}\n") == 0
+    assert regenerate(["--check"], "doc", path, lambda: "[]\n") == 1

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 from coreml_lint.core.errors import InputError
@@ -94,3 +95,26 @@ def is_within(path: str | Path, roots: list[Path]) -> bool:
     """Whether ``path`` lies inside one of ``roots`` (a root may be a file itself)."""
     resolved = Path(path).resolve()
     return any(resolved == root or root in resolved.parents for root in roots)
+
+
+def regenerate(argv: list[str] | None, doc: str, default: Path, make: Callable[[], str]) -> int:
+    """The command line of a checked-in generated file (an op table read from an installed
+    library): write ``make()``'s text to ``--output``, or with ``--check`` exit 1 when the
+    file differs from what would be written."""
+    import argparse
+    import sys
+
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="compare, do not write")
+    parser.add_argument("--output", type=Path, default=default)
+    args = parser.parse_args(argv)
+    text = make()
+    if args.check:
+        current = args.output.read_text() if args.output.exists() else ""
+        if current != text:
+            print(f"{args.output} is stale: regenerate it", file=sys.stderr)
+            return 1
+        return 0
+    write_atomically(args.output, text)
+    print(f"wrote {args.output}")
+    return 0

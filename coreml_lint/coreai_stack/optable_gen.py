@@ -26,13 +26,11 @@ Run: ``python -m coreml_lint.coreai_stack.optable_gen [--check]``.
 
 from __future__ import annotations
 
-import argparse
-import sys
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from coreml_lint.core.files import write_atomically
+from coreml_lint.core.files import regenerate
 
 # The table is an artifact of this room that the light layer reads: it lives with its reader.
 TABLE_PATH = Path(__file__).parents[1] / "program" / "data" / "coreai_optable.json"
@@ -102,20 +100,7 @@ def render(table: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true", help="compare, do not write")
-    parser.add_argument("--output", type=Path, default=TABLE_PATH)
-    args = parser.parse_args(argv)
-    text = render(build_table())
-    if args.check:
-        current = args.output.read_text() if args.output.exists() else ""
-        if current != text:
-            print(f"{args.output} is stale: regenerate it", file=sys.stderr)
-            return 1
-        return 0
-    write_atomically(args.output, text)
-    print(f"wrote {args.output}")
-    return 0
+    return regenerate(argv, __doc__ or "", TABLE_PATH, lambda: render(build_table()))
 
 
 if __name__ == "__main__":
