@@ -6,9 +6,9 @@ measured at other values of the key's classes that all agree; measured on this m
 or without a size-1 dim (``r4u`` for ``r4``: a batch of one) where the op's family held out
 that way; measured at another shape class where the op's base call behaves alike at every
 shape measured at that target; or predicted, from crashes only (the base call's, every
-variant's, or one changed argument's, measured alone), except in the op families where that
-way of answering fell below 95 % precision on the table's own held-out cells
-(``data/prediction_gates.json``).
+variant's, one changed argument's measured alone, or one argument value's, read off two
+measured calls differing in it alone), except in the op families where that way of answering
+fell below 95 % precision on the table's own held-out cells (``data/prediction_gates.json``).
 """
 
 from __future__ import annotations
