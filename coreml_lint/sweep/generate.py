@@ -447,7 +447,7 @@ def model_call(info: OpInfo, base: Call, cube: tuple[int, ...]) -> Call | None:
     given = {k: v for k, v in _named(info, base).items() if k not in required}
     for shape in _model_shapes(info, cube):
         made = [
-            _parameter(spec, arg, shape) if arg.name in PARAMETERS else _reshaped(spec, cube, shape)
+            _constant(spec) if arg.name in PARAMETERS else _reshaped(spec, cube, shape)
             for arg, spec in zip(slots, layout, strict=True)
         ]
         for options in _parameter_options(slots, made, shape):
@@ -469,15 +469,17 @@ def _model_shapes(info: OpInfo, cube: tuple[int, ...]) -> list[tuple[int, ...]]:
     return [(1, SIDE, SIDE), (1, SIDE, SIDE, SIDE)]
 
 
-def _parameter(spec: Any, arg: Any, shape: tuple[int, ...]) -> Any:
-    """A parameter slot: constant; an optional one left out is filled in
-    (``_parameter_options`` tries its shapes)."""
+def _constant(spec: Any) -> Any:
+    """A parameter slot's operand as a constant (an optional one left out stays out here:
+    ``_parameter_options`` fills it in)."""
     if isinstance(spec, dict):
         return dict(spec, origin="const") if spec.get("values") == "typical" else spec
     return spec
 
 
-def _parameter_options(slots: list[Any], made: list[Any], shape: tuple[int, ...]):
+def _parameter_options(
+    slots: list[Any], made: list[Any], shape: tuple[int, ...]
+) -> Iterator[list[Any]]:
     """The layout with the optional parameters given (a channel vector, then the last
     dims), then without them."""
     from coreml_lint.sweep.legal import tensor_spec
