@@ -19,13 +19,14 @@ pytestmark = pytest.mark.oracle
 
 
 class PerChannelPReLU(torch.nn.Module):
-    """A per-channel PReLU after a 1-d convolution: coremltools converts prelu on rank 3
+    """A per-channel PReLU after a 3-d convolution: coremltools converts prelu on rank 5
     only when every alpha is the same (``prelu op: rank 3 or rank 5 input is only supported
-    when all the values of alpha are same``); trained alphas differ."""
+    when all the values of alpha are same``); trained alphas differ. The op table measured
+    it at ranks 2 and 3 (a model's rank-3 PReLU is predicted), not at rank 5."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.conv = torch.nn.Conv1d(4, 8, 3)
+        self.conv = torch.nn.Conv3d(4, 8, 1)
         self.act = torch.nn.PReLU(8)
         with torch.no_grad():
             self.act.weight.copy_(torch.linspace(0.1, 0.4, 8))
@@ -76,7 +77,7 @@ def _lint(program: Path, cache: Path, *extra: str) -> subprocess.CompletedProces
 
 
 def test_an_unpredicted_crash_moves_its_node_and_the_next_lint_knows(tmp_path):
-    program = _save(PerChannelPReLU(), (torch.randn(2, 4, 10),), tmp_path / "prelu.pt2")
+    program = _save(PerChannelPReLU(), (torch.randn(2, 4, 3, 4, 5),), tmp_path / "prelu.pt2")
     cache = tmp_path / "cache"
     assert _errors(_lint(program, cache)) == []  # nothing predicted it
     report = _lower(program, cache)
