@@ -143,6 +143,12 @@ def test_a_crash_one_value_causes_is_predicted_whatever_the_other_arguments(tmp_
     answer = pool.answer(Key(POOL2, "float32:in", ceil, "r4"), 15)
     assert answer.basis == CONTRAST and answer.cause == "a4=True"
     assert answer.entry.message == "E: ceil"
+    from coreml_lint.rules.cml801_measured_op_behaviour import _message
+
+    said = _message(Key(POOL2, "float32:in", ceil, "r4"), answer, 15, pool, None)
+    assert "predicted (this combination of arguments was not measured; ceil_mode=True" in said
+    assert "differing only in it converts, and the node has ceil_mode=True)" in said
+    assert "lowering crashes: `E: ceil`" in said
     padded = "a1=[3,3];a2=[3,3];a3=[1,1];a4=False;a5=False"
     assert pool.answer(Key(POOL2, "float32:in", padded, "r4"), 15) is None
     assert pool.answer(Key(POOL2, "float32:in", ceil, "r3"), 15) is None  # not at r3

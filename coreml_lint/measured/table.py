@@ -227,25 +227,19 @@ class BehaviourTable:
 
     def _causes(self, op, operands, shape, target, context) -> list[tuple[str, str, Entry]]:
         """(argument, value, crash) for each crash a single argument value explains at a
-        shape class (see :meth:`_contrast_crashes`)."""
-        by_shape = self._causes_by_shape(op, operands, target, context)
-        return by_shape.get(shape) or by_shape.get("*", [])
-
-    def _causes_by_shape(self, op, operands, target, context) -> dict[str, list]:
-        """:meth:`_causes` at every shape class measured (``*`` cells at each), worked out
-        once per cell group."""
-        memo = ("causes", op, operands, target, context)
-        if memo in self._free:
-            return self._free[memo]
-        groups: dict[str, list[tuple[Entry, dict[str, str]]]] = {"*": []}
-        for e in self.by_op.get(op, ()):
-            if e.operands == operands and e.context == context and target in e.targets:
-                groups.setdefault(e.shape, []).append((e, self.changes(op, e.variant)))
-        for shape in groups.keys() - {"*"}:
-            groups[shape] += groups["*"]
-        found = {shape: _single_causes(cells) for shape, cells in groups.items()}
-        self._free[memo] = found
-        return found
+        shape class (see :meth:`_contrast_crashes`), worked out once per cell group."""
+        memo = ("causes", op, operands, shape, target, context)
+        if memo not in self._free:
+            cells = [
+                (e, self.changes(op, e.variant))
+                for e in self.by_op.get(op, ())
+                if e.operands == operands
+                and e.context == context
+                and target in e.targets
+                and e.shape in ("*", shape)
+            ]
+            self._free[memo] = _single_causes(cells)
+        return self._free[memo]
 
     def _factor_crashes(self, key: Key, target: int, context: str) -> Entry | None:
         """The crash of a measured variant whose every change from the base call the key
