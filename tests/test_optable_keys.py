@@ -150,7 +150,13 @@ def compare(cases: list[dict[str, Any]]) -> tuple[int, list[str]]:
 
 
 @pytest.mark.parametrize(
-    "op", ["topk.default", "pixel_unshuffle.default", "pow.Scalar", "amax.default"]
+    "op",
+    [
+        "topk.default",
+        "pixel_unshuffle.default",
+        "pow.Scalar",
+        "amax.default",
+    ],
 )
 def test_a_users_model_of_a_measured_call_has_the_entrys_key(op):
     cases = _cases(op)
@@ -202,3 +208,16 @@ def test_the_lowering_hooks_keys_include_the_lints(op):
     for case in cases:
         mine = lint_keys(case)
         assert mine and mine <= _fx_keys_of_returned(case), case["label"]
+
+
+def test_scale_factors_are_keyed_alike_by_the_lint_the_sweep_and_the_lowering_hook():
+    """Scale factors are keyed against the operand's shape (a whole output size or not):
+    all three key makers must see the same shape."""
+    cases = [c for c in _cases("upsample_bilinear2d.vec") if "scale_factors" in c["label"]]
+    variants = set()
+    for case in cases[:6]:
+        mine = lint_keys(case)
+        assert mine == sweep_keys(case), case["label"]
+        assert mine <= _fx_keys_of_returned(case), case["label"]
+        variants |= {k.variant for k in mine}
+    assert any("frac(whole)" in v for v in variants) and any("frac," in v for v in variants)

@@ -5,6 +5,7 @@ sweep found without being told). Fast: nothing here lowers (test_sweep_drift.py 
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 
@@ -69,6 +70,27 @@ def test_small_integers_and_their_lists_are_keyed_exactly(value, text, its_class
     assert (
         measured_values.class_variant(f"a1={text};keepdim=True") == f"a1={its_class};keepdim=True"
     )
+
+
+@pytest.mark.parametrize(
+    "scales, shape, text",
+    [
+        ([1.3, 1.3], (1, 3, 4, 4), "[frac,frac]"),  # 5.2: a fractional output size
+        ([1.5, 1.5], (1, 3, 10, 10), "[frac(whole),frac(whole)]"),  # 15: a whole one
+        ([2.0, 1.5], (1, 3, 4, 5), "[whole,frac]"),  # each factor against its own dim
+        ([1.5, 1.5], (1, 3, "s0", 4), "[frac,frac]"),  # a symbolic dim: its class
+        ([0.5], (1, 3, 4, 4, 4), "[frac(whole)]"),  # the trailing dims only
+    ],
+)
+def test_scale_factors_are_keyed_by_whether_the_output_size_is_whole(scales, shape, text):
+    """coremltools' upsample refuses a fractional output size (``4 * 1.3``) and converts a
+    whole one (``10 * 1.5``): one float class for both made ExecuTorch's own suite cases
+    of the second kind false alarms."""
+    assert measured_values.value_text(scales, shape) == text
+    assert (
+        measured_values.value_text(scales)
+        == "[" + ",".join(measured_values.value_class(f) for f in scales) + "]"
+    )  # without the operand's shape: the classes
 
 
 def _exact_table(tmp_path, rows: list[tuple[str, str, str]]):
@@ -514,6 +536,31 @@ def test_what_is_measured_of_an_unfinished_op_travels_with_the_repository(tmp_pa
     assert shards.write(folder, cases, every) == ["abs.default"]
     assert shards._rows(folder / shards.UNFINISHED) == []  # moved to abs's own shard
     assert set(shards.read(folder)[0]) == {"a0", "a1", "a2"}
+
+
+def test_what_the_runs_cost_travels_with_the_repository(tmp_path):
+    """A run's folder (its ``costs.jsonl``) stays on its machine: the shards' ledger keeps
+    each run's totals, and the table a fresh clone builds says what its cells cost."""
+    from coreml_lint.sweep import shards
+    from coreml_lint.sweep.__main__ import _meta, _record
+    from coreml_lint.sweep.run import Store
+
+    folder = tmp_path / "measurements" / "stack"
+    store = Store(tmp_path / "live", shards=folder)
+    store.add_cost("measure", 30.0)
+    meta = store.meta()
+    first = _record(store, meta, time.monotonic() - 5.0, 2, {"randn.default": "random"})
+    store.add_cost("measure", 12.0)
+    _record(store, meta, time.monotonic() - 6.0, 2, {"randn.default": "random"})  # replaces
+    store.save_meta(first)
+    other = Store(tmp_path / "elsewhere", shards=folder)  # a second machine's run
+    other.add_cost("measure", 100.0)
+    _record(other, other.meta(), time.monotonic() - 50.0, 4, {})
+    clone = _meta(Store(tmp_path / "fresh-clone", shards=folder))
+    assert clone["cpu_seconds"] == 142.0 and clone["workers"] == 4
+    assert 56.0 <= clone["wall_seconds"] < 60.0
+    assert len(shards.ledger(folder)["runs"]) == 2
+    assert clone["left_out"] == {}  # the latest run's scope
 
 
 def test_an_op_is_complete_only_when_every_case_known_for_it_is_measured(tmp_path):

@@ -144,7 +144,7 @@ class KeyMaker:
         operands = ",".join(f"{self.graph.dtype(r)}:{self.origin(r, node)}" for r in refs)
         first = refs[0] if refs else (node.outputs[0] if node.outputs else None)
         info = self.graph.tensors.get(first) if first else None
-        variant = variant_of(node)
+        variant = variant_of(node, info.shape if info is not None else None)
         if len(node.outputs) > 1 and not all(o in self.read for o in node.outputs):
             variant += ";" * bool(variant) + UNUSED_OUTPUTS
         op = SAME_OP.get(node.target, node.target)
@@ -158,16 +158,17 @@ class KeyMaker:
         return found
 
 
-def variant_of(node: Node) -> str:
+def variant_of(node: Node, shape: tuple[Any, ...] | None = None) -> str:
     """The non-tensor arguments of a node as export recorded them: small integers and
-    lists of them exactly, other values by class."""
+    lists of them exactly, other values by class; scale factors against the first
+    operand's ``shape`` (``values.scaled_text``)."""
     parts = [
-        f"a{i}={value_text(v)}"
+        f"a{i}={value_text(v, shape)}"
         for i, v in enumerate(node.args)
         if not isinstance(v, TensorRef) and not _only_tensors(v)
     ]
     parts += [
-        f"{k}={value_text(v)}"
+        f"{k}={value_text(v, shape)}"
         for k, v in sorted(node.kwargs.items())
         if not isinstance(v, TensorRef) and not _only_tensors(v)
     ]

@@ -45,6 +45,12 @@ def _distance(a: dict[str, str], b: dict[str, str]) -> int:
     return sum(a.get(f) != b.get(f) for f in a.keys() | b.keys())
 
 
+def _empty_values(variant: str) -> int:
+    """How many arguments a variant sets to 0 or ``[]``: between calls as near, one that
+    keeps ``k=1`` is the advice, not one whose output is empty (``k=0``)."""
+    return sum(v in ("0", "[]") for v in factors(variant).values())
+
+
 # How an answer was reached: measured at the key, at another shape class of a key whose
 # op behaves alike at every shape measured, or predicted (from the base call's crash, from
 # every measured variant crashing alike, from one changed argument's crash).
@@ -428,7 +434,7 @@ def _workarounds(
             yield f"operands of dtype {dtypes} (measured ok)"
             break
     near = factors(key.variant if key is not None else bad.variant)
-    others.sort(key=lambda e: _distance(near, factors(e.variant)))
+    others.sort(key=lambda e: (_distance(near, factors(e.variant)), _empty_values(e.variant)))
     for e in others:
         if e.operands == bad.operands and e.variant != bad.variant:
             variant = describe_variant(e.variant, table.arg_names.get(bad.op))

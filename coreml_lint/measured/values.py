@@ -51,9 +51,13 @@ EXACT_INT = 64
 EXACT_LIST = 6
 
 
-def value_text(value: Any) -> str:
+def value_text(value: Any, shape: tuple[Any, ...] | None = None) -> str:
     """A non-tensor argument value as keys record it: the exact value of a small integer
-    or a short list of small integers, else its class (``value_class``)."""
+    or a short list of small integers, else its class (``value_class``). Given the first
+    operand's ``shape``, a list of floats is read as scale factors of its trailing dims
+    (``scaled_text``)."""
+    if shape is not None and (scaled := scaled_text(value, shape)) is not None:
+        return scaled
     if isinstance(value, int) and not isinstance(value, bool) and abs(value) <= EXACT_INT:
         return str(value)
     if (
@@ -64,6 +68,33 @@ def value_text(value: Any) -> str:
     ):
         return "[" + ",".join(str(i) for i in value) + "]"
     return value_class(value)
+
+
+# A non-integral scale factor whose product with the dim it scales is whole (10 * 1.5):
+# upsampling by it makes a whole output size, and coremltools' upsample refuses only a
+# fractional one ("with float output size is not supported"), so the two are keyed apart.
+WHOLE_SIZE_FRAC = "frac(whole)"
+
+
+def scaled_text(value: Any, shape: tuple[Any, ...]) -> str | None:
+    """A list of floats as scale factors of the trailing dims of ``shape`` (the only float
+    lists ATen ops take are ``upsample_*.vec``'s ``scale_factors``), or None for any other
+    value or where a scaled dim is unknown."""
+    if not (
+        isinstance(value, (list, tuple))
+        and value
+        and all(isinstance(i, float) for i in value)
+        and len(value) <= len(shape)
+    ):
+        return None
+    dims = shape[len(shape) - len(value) :]
+    if not all(isinstance(d, int) for d in dims):
+        return None
+    texts = [
+        WHOLE_SIZE_FRAC if (c := value_class(f)) == "frac" and (d * f).is_integer() else c
+        for f, d in zip(value, dims, strict=True)
+    ]
+    return "[" + ",".join(texts) + "]"
 
 
 _EXACT_INT = re.compile(r"-?\d+")

@@ -299,11 +299,13 @@ def fx_keys(node: Any) -> list[tuple[Key, str]]:
     shell = Node(node.name, name, [light(a) for a in node.args], kwargs, [node.name])
     operands = list(node.all_input_nodes)
     first = operands[0].meta.get("val") if operands else node.meta.get("val")
-    shape = shape_class(tuple(getattr(first, "shape", ()) or ()) if first is not None else None)
+    dims = tuple(getattr(first, "shape", ()) or ()) if first is not None else None
+    dims = dims and tuple(d if isinstance(d, int) else str(d) for d in dims)
+    shape = shape_class(dims)
     keys = []
     for made_inside in ("op", "in"):
         parts = [f"{_dtype(o)}:{_origin(o, made_inside)}" for o in operands]
-        key = Key(name, ",".join(parts), variant_of(shell), shape)
+        key = Key(name, ",".join(parts), variant_of(shell, dims), shape)
         keys.append((key, ""))
         for user in node.users:
             if user.op == "call_function" and fx_name(user.target) in CONTEXT_OPS:

@@ -29,7 +29,9 @@ import json
 import signal
 import sys
 import time
+import uuid
 from pathlib import Path
+from typing import Any
 
 from coreml_lint.measured.table import TABLE_PATH
 
@@ -78,16 +80,35 @@ def run(args: argparse.Namespace) -> int:
             extra = middle_targets(mine, store.results())
             _say(f"{len(extra)} cases at iOS16/17 where iOS15 and iOS18 disagree")
             measure_all(engine, store, mine + extra, _say)
+            _record(store, meta, started, engine.size, left_out)
     finally:
         engine.close()
-        meta["wall_seconds"] = meta.get("wall_seconds", 0.0) + time.monotonic() - started
-        meta["cpu_seconds"] = round(store.cpu_seconds(), 1)  # every task's, on every worker
-        meta["workers"] = engine.size
-        meta["left_out"] = left_out
-        # Every op generated so far, not only this run's ``--ops``: a partial run adds to it.
-        meta["no_legal_call"] = sorted(r["op"] for r in store.generated() if r.get("why"))
-        store.save_meta(meta)
+        store.save_meta(_record(store, meta, started, engine.size, left_out))
     return build(args)
+
+
+def _record(
+    store: Any, meta: dict[str, Any], started: float, workers: int, left_out: dict[str, str]
+) -> dict[str, Any]:
+    """The folder's meta as of now (its earlier runs' wall time plus this one's), also
+    recorded in the shards' ledger (``shards.record_run``) under the folder's run id, so a
+    table built on another machine still knows what the measurements cost."""
+    from coreml_lint.sweep.shards import record_run
+
+    now = dict(meta)
+    now.setdefault("run", uuid.uuid4().hex[:12])
+    meta["run"] = now["run"]
+    now["wall_seconds"] = meta.get("wall_seconds", 0.0) + time.monotonic() - started
+    now["cpu_seconds"] = round(store.cpu_seconds(), 1)  # every task's, on every worker
+    now["workers"] = workers
+    now["left_out"] = left_out
+    # Every op generated so far, not only this run's ``--ops``: a partial run adds to it.
+    now["no_legal_call"] = sorted(r["op"] for r in store.generated() if r.get("why"))
+    if store.shards is not None:
+        cost = {k: round(now[k], 1) for k in ("cpu_seconds", "wall_seconds")}
+        scope = {k: now[k] for k in ("left_out", "no_legal_call")}
+        record_run(store.shards, now["run"], dict(cost, workers=workers), scope)
+    return now
 
 
 def _shards(args: argparse.Namespace) -> Path | None:
@@ -135,7 +156,7 @@ def build(args: argparse.Namespace) -> int:
         _say(f"error: {args.out} and the shards hold no op measured in full: nothing written")
         return 2
     generated = sum(1 for c in cases.values() if c["op"] in complete)
-    table = build_table(results, sweep_summary(store.meta(), results, generated), cases)
+    table = build_table(results, sweep_summary(_meta(store), results, generated), cases)
     if args.table.exists():
         previous = json.loads(args.table.read_text())
         if previous.get("sweep", {}).get("on_demand") is None:
@@ -147,6 +168,17 @@ def build(args: argparse.Namespace) -> int:
         f"({len(complete)} measured in full, {len(results)} cases)"
     )
     return 0
+
+
+def _meta(store: Any) -> dict[str, Any]:
+    """What the table's ``sweep`` section says of the runs: the shards' ledger (every run
+    that measured into them, on any machine) where there are shards, else the folder's."""
+    from coreml_lint.sweep.shards import run_totals
+
+    meta = store.meta()
+    if store.shards is None:
+        return meta
+    return dict(meta, **run_totals(store.shards))
 
 
 CARRIED = (

@@ -84,8 +84,9 @@ FLOATS_VARIANTS = (2.0, 1.3, 0.5, 1.5, 0.7)  # 1.3 first: its class's riskier va
 # Which generator made an op's cases: bumped when it makes other cases, so that a sweep
 # folder generated before generates those ops again (the ids of unchanged cases are the
 # same, so what is measured stays measured). 2: constants of every dtype (origin axis);
-# 3: the model axis; 4: dtype arguments on int64 operands.
-GENERATOR = 4
+# 3: the model axis; 4: dtype arguments on int64 operands; 5: scale factors whose output
+# size is whole (``values.scaled_text``).
+GENERATOR = 5
 
 
 def op_cases(info: OpInfo) -> tuple[list[Case], str | None]:
@@ -199,6 +200,7 @@ def _variants(info: OpInfo, base: Call) -> Iterator[tuple[str, Call]]:
     import torch
 
     given = _named(info, base)
+    shape = _first_shape(base)
     for arg in info.args:
         if arg.kind in ("fixed", "unknown", "tensor", "tensors", "tensors?"):
             continue
@@ -206,10 +208,10 @@ def _variants(info: OpInfo, base: Call) -> Iterator[tuple[str, Call]]:
             yield from _optional_tensors(info, base, arg)
             continue
         current = given.get(arg.name, arg.default)
-        seen = {_class(current)}
+        seen = {_class(current, shape)}
         made = 0
         for value in _variant_values(info, base, arg, given):
-            if _class(value) in seen or _equal_default(arg, value):
+            if _class(value, shape) in seen or _equal_default(arg, value):
                 continue
             call = with_given(info, base, {**given, arg.name: value})
             if arg.kind == "dtype" and value is not None:
@@ -217,9 +219,9 @@ def _variants(info: OpInfo, base: Call) -> Iterator[tuple[str, Call]]:
             with torch.no_grad():
                 if not is_legal(info, call):
                     continue
-            seen.add(_class(value))
+            seen.add(_class(value, shape))
             made += 1
-            yield f"{arg.name}={_class(value)}", call
+            yield f"{arg.name}={_class(value, shape)}", call
             if arg.kind not in ("dtype", "bool", "str") and made >= VARIANTS_PER_ARG:
                 break
 
@@ -234,24 +236,33 @@ PAIRS_PER_ARGS = 4
 
 def _pairs(info: OpInfo, base: Call) -> Iterator[tuple[str, Call]]:
     """Two arguments changed together, each to one of its first ``PAIR_VALUES`` other
-    values (distinct key texts, legal or not alone: the pair is searched), at most
-    ``PAIRS_PER_ARGS`` legal calls per pair of arguments."""
+    values (distinct key texts, legal or not alone: the pair is searched), then its first
+    ``PAIR_VALUES`` values legal alone (a pad mode pairs with a pad narrower than the
+    input, where the first values are odd-length pads), at most ``PAIRS_PER_ARGS`` legal
+    calls per pair of arguments."""
     import torch
 
     given = _named(info, base)
+    shape = _first_shape(base)
     options = {}
     for arg in info.args:
         if arg.kind in ("fixed", "unknown", "tensor", "tensors", "tensors?", "tensor?", "dtype"):
             continue
-        current = _class(given.get(arg.name, arg.default))
-        values, seen = [], {current}
+        current = _class(given.get(arg.name, arg.default), shape)
+        leading, legal, seen = [], [], {current}
         for value in _variant_values(info, base, arg, given):
-            if _class(value) in seen or _equal_default(arg, value):
+            if _class(value, shape) in seen or _equal_default(arg, value):
                 continue
-            seen.add(_class(value))
-            values.append(value)
-            if len(values) >= PAIR_VALUES:
+            seen.add(_class(value, shape))
+            if len(leading) < PAIR_VALUES:
+                leading.append(value)
+            elif len(legal) < PAIR_VALUES:
+                with torch.no_grad():
+                    if is_legal(info, with_given(info, base, {**given, arg.name: value})):
+                        legal.append(value)
+            else:
                 break
+        values = leading + legal
         if values:
             options[arg.name] = values
     names = list(options)
@@ -267,7 +278,7 @@ def _pairs(info: OpInfo, base: Call) -> Iterator[tuple[str, Call]]:
                         if not is_legal(info, call):
                             continue
                     made += 1
-                    yield f"{first}={_class(a)} {second}={_class(b)}", call
+                    yield f"{first}={_class(a, shape)} {second}={_class(b, shape)}", call
 
 
 def _cast_range(call: Call, dtype: str) -> None:
@@ -288,10 +299,15 @@ def _tensor_arg(info: OpInfo, name: str) -> bool:
     return any(a.name == name and a.is_tensor for a in info.args)
 
 
-def _class(value: Any) -> str:
+def _class(value: Any, shape: tuple[Any, ...] | None = None) -> str:
+    """A value's key text (``values.value_text``), scale factors against ``shape``."""
     if isinstance(value, dict) and "dtype" in value:
         return value["dtype"]
-    return value_text(decode(value, []))
+    return value_text(decode(value, []), shape)
+
+
+def _first_shape(call: Call) -> tuple[Any, ...] | None:
+    return tuple(call.tensors[0]["shape"]) if call.tensors else None
 
 
 def _equal_default(arg: Arg, value: Any) -> bool:
@@ -444,14 +460,18 @@ def model_call(info: OpInfo, base: Call, cube: tuple[int, ...]) -> Call | None:
     if len(cube) < 2 or len(layout) != len(slots):
         return None
     required = {a.name for a in info.args if not a.is_tensor and not a.has_default}
-    given = {k: v for k, v in _named(info, base).items() if k not in required}
+    named = _named(info, base)
+    given = {k: v for k, v in named.items() if k not in required}
     for shape in _model_shapes(info, cube):
         made = [
             _constant(spec) if arg.name in PARAMETERS else _reshaped(spec, cube, shape)
             for arg, spec in zip(slots, layout, strict=True)
         ]
         for options in _parameter_options(slots, made, shape):
-            call = find_call(info, shape, options, given, cap=24)
+            # The base call's own values first (a pad of [4, 4], not the first legal []).
+            call = find_call(info, shape, options, named, cap=1) or find_call(
+                info, shape, options, given, cap=24
+            )
             if call is not None:
                 return call if call.tensors != base.tensors else None
     return None

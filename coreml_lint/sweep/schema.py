@@ -198,21 +198,43 @@ FLOAT_CANDIDATES = [0.5, 1e-5, 0.0, 2.0]
 SCALAR_CANDIDATES = [2, 0.5]
 
 
+# The words ATen's string arguments take (padding and pad modes, FFT norms, sides, matrix
+# norms, rounding modes, reductions, interpolation and grid modes): candidates for an
+# argument whose error message does not list its values (``Unrecognised padding mode``).
+# Torch decides which an op takes (``string_options``); a word no op takes costs a probe.
+WORDS = (
+    "same", "valid", "constant", "reflect", "replicate", "circular", "forward", "backward",
+    "ortho", "left", "right", "fro", "nuc", "trunc", "floor", "none", "tanh", "add",
+    "multiply", "sum", "prod", "mean", "amax", "amin", "xy", "ij", "nearest", "linear",
+    "bilinear", "bicubic", "trilinear", "area", "zeros", "border", "reflection",
+)  # fmt: skip
+
+BOGUS = "@@"
+
+
 def string_options(op: Any, args: list[Any], kwargs: dict[str, Any], arg: Arg) -> list[str]:
-    """The values torch accepts for a string argument: its default plus the words its own
+    """The values torch accepts for a string argument: its default, the words its own
     error message lists for a bogus one (``approximate argument must be either none or
-    tanh``)."""
+    tanh``), and each of ATen's words (``WORDS``) the op does not refuse as it refuses a
+    bogus one (a word refused for another reason, a reflect padding wider than the input,
+    is a value of the argument: the generator's legal-call search finds its call)."""
     options = [arg.default] if isinstance(arg.default, str) else []
-    probe_args, probe_kwargs = list(args), dict(kwargs)
-    if arg.kwarg_only:
-        probe_kwargs[arg.name] = "@@"
-    else:
-        probe_args.append("@@")
-    try:
-        op(*probe_args, **probe_kwargs)
-    except Exception as exc:  # the message is the point
-        options += _listed_words(str(exc))
+    bogus = _refusal(op, args, kwargs, arg, BOGUS)
+    options += _listed_words(bogus or "")
+    if bogus is not None:
+        options += [
+            w for w in WORDS if _refusal(op, args, kwargs, arg, w) != bogus.replace(BOGUS, w)
+        ]
     return list(dict.fromkeys(o for o in options if o))
+
+
+def _refusal(op: Any, args: list[Any], kwargs: dict[str, Any], arg: Arg, word: str) -> str | None:
+    """The error message of the op called with ``word`` for ``arg`` (None: it accepts it)."""
+    try:  # by name: the arguments before it may be fewer than its position (defaults)
+        op(*args, **{**kwargs, arg.name: word})
+    except Exception as exc:  # the message is the point
+        return str(exc)
+    return None
 
 
 _STOP = {"or", "and", "none_", "but", "found", "received", "got", "None"}

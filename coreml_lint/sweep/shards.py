@@ -84,6 +84,49 @@ def write(
 
 UNFINISHED = "_unfinished.jsonl.gz"
 
+# What each run that measured into these shards cost, beside them: the run's own folder
+# (its ``costs.jsonl``) stays on the machine it ran on, and a table built on a fresh clone
+# must still say what its measurements cost.
+LEDGER = "_runs.json"
+
+
+def ledger(folder: Path) -> dict[str, Any]:
+    """``{"runs": {run id: {"cpu_seconds", "wall_seconds", "workers"}}, "left_out": {op:
+    why}, "no_legal_call": [op]}``: every run's cost, and what the latest found out of
+    scope."""
+    path = folder / LEDGER
+    return json.loads(path.read_text()) if path.exists() else {"runs": {}}
+
+
+def record_run(folder: Path, run_id: str, cost: dict[str, Any], scope: dict[str, Any]) -> None:
+    """Set one run's cost (its totals so far: recording again replaces, never adds) and
+    the scope it found (``left_out``, ``no_legal_call``)."""
+    from coreml_lint.core.files import write_atomically
+
+    found = ledger(folder)
+    found["runs"][run_id] = cost
+    found.update(scope)
+    folder.mkdir(parents=True, exist_ok=True)
+    write_atomically(folder / LEDGER, json.dumps(found, indent=1, sort_keys=True) + "\n")
+
+
+def run_totals(folder: Path) -> dict[str, Any]:
+    """The runs' costs summed (``cpu_seconds``, ``wall_seconds``), the most workers one
+    used, and the scope the latest recorded."""
+    found = ledger(folder)
+    runs = found["runs"].values()
+    notes = [r["note"] for r in runs if "note" in r]
+    return {
+        "cpu_seconds": sum(r.get("cpu_seconds", 0.0) for r in runs),
+        "wall_seconds": sum(r.get("wall_seconds", 0.0) for r in runs),
+        "workers": max((r.get("workers") or 0 for r in runs), default=None) or None,
+        "left_out": found.get("left_out", {}),
+        "no_legal_call": found.get("no_legal_call", []),
+        **(
+            {"note": " ".join(notes)} if (notes := [r["note"] for r in runs if "note" in r]) else {}
+        ),
+    }
+
 
 def rekey(folder: Path, keys: dict[str, Any]) -> int:
     """Give the shards' results the keys ``keys`` has for them (case id -> keys): a key is
