@@ -58,7 +58,7 @@ from coreml_lint.sweep.legal import (
 from coreml_lint.sweep.schema import EQUATIONS, Arg, OpInfo, string_options
 from coreml_lint.sweep.values import DTYPES, FLOATS, case_id, decode, encode_float
 
-SHAPES = ((), (5,), (3, 1, 4), (2, 0, 3), (2, 1, 3, 2, 2))
+SHAPES = ((), (5,), (3, 1, 4), (2, 0, 3), (2, 3, 1, 4), (2, 1, 3, 2, 2))
 CONTEXTS = ("linear", "addmm", "matmul")
 TARGETS = (15, 18)
 # Values of distinct classes per argument: every class the lists below reach (a bool, an
@@ -85,7 +85,8 @@ FLOATS_VARIANTS = (2.0, 1.3, 0.5, 1.5, 0.7)  # 1.3 first: its class's riskier va
 # folder generated before generates those ops again (the ids of unchanged cases are the
 # same, so what is measured stays measured). 2: constants of every dtype (origin axis);
 # 3: the model axis; 4: dtype arguments on int64 operands; 5: scale factors whose output
-# size is whole (``values.scaled_text``).
+# size is whole (``values.scaled_text``), ATen's string words, legal pair values, the base
+# call's values at the model shape, a rank-4 shape, string values at every shape.
 GENERATOR = 5
 
 
@@ -400,17 +401,32 @@ def _edge_ranks(info: OpInfo, base: Call) -> Iterator[tuple[str, Call]]:
 
 def _shapes(info: OpInfo, base: Call, cube: tuple[int, ...]) -> Iterator[tuple[str, Call]]:
     """The base call with every operand shaped like the first one reshaped (ranks 0-5, a
-    size-1 dim, an empty dim); required arguments are searched again for the shape."""
+    size-1 dim, an empty dim); required arguments are searched again for the shape. Each
+    value of a string argument is measured at every shape too: a mode is a converter's
+    branch, and its path can depend on the rank (a circular pad of a 4-d input)."""
     if not base.tensors:
         return
     required = {a.name for a in info.args if not a.is_tensor and not a.has_default}
-    given = {k: v for k, v in _named(info, base).items() if k not in required}
+    named = _named(info, base)
+    given = {k: v for k, v in named.items() if k not in required}
     layout = layout_of(info, base)
+    words = [
+        (arg.name, value)
+        for arg in info.args
+        if arg.kind == "str" and arg.name not in required
+        for value in _variant_values(info, base, arg, named)
+        if value is not None and not _equal_default(arg, value)
+    ]
     for shape in SHAPES:
         made = [_reshaped(spec, cube, shape) for spec in layout]
+        name = "x".join(map(str, shape)) or "scalar"
         call = find_call(info, shape, made, given, cap=24)
         if call is not None and call.tensors[0]["shape"] != list(cube):
-            yield "x".join(map(str, shape)) or "scalar", call
+            yield name, call
+        for arg, value in words:
+            call = find_call(info, shape, made, {**given, arg: value}, cap=24)
+            if call is not None and call.tensors[0]["shape"] != list(cube):
+                yield f"{name} {arg}={value}", call
 
 
 def _reshaped(spec: Any, cube: tuple[int, ...], shape: tuple[int, ...]) -> Any:

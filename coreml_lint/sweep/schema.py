@@ -170,6 +170,7 @@ def ints_candidates(arg: Arg, shape: tuple[int, ...]) -> list[list[int]]:
             [2] * spatial,
             [1] * rank,
             [],
+            [1, 1],  # one dim's before and after: a pad (last: earlier finds stay first)
         ]
     unique: list[list[int]] = []
     for value in found:
