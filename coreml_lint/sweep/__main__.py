@@ -57,6 +57,9 @@ def run(args: argparse.Namespace) -> int:
 
     store = Store(args.out, shards=_shards(args))
     meta = store.meta()
+    if "run" not in meta:  # the folder's id in the shards' ledger, kept before anything
+        meta["run"] = uuid.uuid4().hex[:12]  # is measured (a run killed at once keeps it)
+        store.save_meta(meta)
     started = time.monotonic()
     ops, left_out = in_scope(load_optable())
     names = in_order([i.name for i in ops if not args.ops or i.name in args.ops])
@@ -96,8 +99,6 @@ def _record(
     from coreml_lint.sweep.shards import record_run
 
     now = dict(meta)
-    now.setdefault("run", uuid.uuid4().hex[:12])
-    meta["run"] = now["run"]
     now["wall_seconds"] = meta.get("wall_seconds", 0.0) + time.monotonic() - started
     now["cpu_seconds"] = round(store.cpu_seconds(), 1)  # every task's, on every worker
     now["workers"] = workers
