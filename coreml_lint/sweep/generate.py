@@ -86,8 +86,8 @@ FLOATS_VARIANTS = (2.0, 1.3, 0.5, 1.5, 0.7)  # 1.3 first: its class's riskier va
 # same, so what is measured stays measured). 2: constants of every dtype (origin axis);
 # 3: the model axis; 4: dtype arguments on int64 operands; 5: scale factors whose output
 # size is whole (``values.scaled_text``), ATen's string words, legal pair values, the base
-# call's values at the model shape, a rank-4 shape, string values at every shape.
-GENERATOR = 5
+# call's values at the model shape; 6: a rank-4 shape, string values at every shape.
+GENERATOR = 6
 
 
 def op_cases(info: OpInfo) -> tuple[list[Case], str | None]:
