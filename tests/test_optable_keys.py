@@ -210,14 +210,24 @@ def test_the_lowering_hooks_keys_include_the_lints(op):
         assert mine and mine <= _fx_keys_of_returned(case), case["label"]
 
 
-def test_scale_factors_are_keyed_alike_by_the_lint_the_sweep_and_the_lowering_hook():
-    """Scale factors are keyed against the operand's shape (a whole output size or not):
-    all three key makers must see the same shape."""
-    cases = [c for c in _cases("upsample_bilinear2d.vec") if "scale_factors" in c["label"]]
+@pytest.mark.parametrize(
+    "op, argument, derived",
+    [
+        ("upsample_bilinear2d.vec", "scale_factors", "frac(whole)"),
+        ("avg_pool3d.default", "ceil_mode", "True(same size)"),
+        ("max_pool2d.default", "ceil_mode", "True(same size)"),
+    ],
+)
+def test_shape_derived_values_are_keyed_alike_by_the_lint_the_sweep_and_the_hook(
+    op, argument, derived
+):
+    """Scale factors (a whole output size or not) and a ceil mode (changing a size or not)
+    are keyed against the operand's shape: all three key makers must see the same shape."""
+    cases = [c for c in _cases(op) if argument in c["label"]]
     variants = set()
-    for case in cases[:6]:
+    for case in cases[:8]:
         mine = lint_keys(case)
         assert mine == sweep_keys(case), case["label"]
         assert mine <= _fx_keys_of_returned(case), case["label"]
         variants |= {k.variant for k in mine}
-    assert any("frac(whole)" in v for v in variants) and any("frac," in v for v in variants)
+    assert any(derived in v for v in variants), variants

@@ -93,6 +93,59 @@ def test_scale_factors_are_keyed_by_whether_the_output_size_is_whole(scales, sha
     )  # without the operand's shape: the classes
 
 
+@pytest.mark.parametrize(
+    "op, args, shape, changes",
+    [
+        ("aten.avg_pool3d.default", [None, [3, 3, 3], [3, 3, 3], [0, 0, 0], True], (1, 2, 16, 16, 16), True),
+        ("aten.avg_pool3d.default", [None, [2, 2, 2], [2, 2, 2], [0, 0, 0], True], (1, 2, 4, 4, 4), False),
+        ("aten.avg_pool3d.default", [None, [1, 1, 1], [1, 1, 1], [0, 0, 0], False], (1, 2, 4, 4, 4), None),
+        ("aten.max_pool2d.default", [None, [3, 3], [], [0, 0], [1, 1], True], (1, 2, 4, 4), True),
+        ("aten.max_pool2d.default", [None, [3, 3], [], [0, 0], [1, 1], True], (1, 2, "s0", 4), None),
+        ("aten.avg_pool2d.default", [None, [2, 2], [2, 2], [0, 0], True], None, None),
+    ],
+)  # fmt: skip
+def test_a_ceil_mode_is_keyed_by_whether_it_changes_an_output_size(op, args, shape, changes):
+    """coremltools' 3-d pools refuse a ceil that changes a size and take one that does
+    not (a stride of 1, windows tiling the input): ExecuTorch's own suite's
+    ``avg_pool3d(kernel 3, ceil_mode=True)`` of 16 wide was keyed with the sweep's ceil of
+    no effect, which converts."""
+    from coreml_lint.measured.key import variant_of
+    from coreml_lint.program.graph import Node, TensorRef
+
+    assert measured_values.ceil_changes_size(op, args, shape) is changes
+    node = Node("n", op, [TensorRef("x"), *args[1:]], {}, ["n"])
+    ceil = variant_of(node, shape).split(";")[-1]
+    assert ceil == ("a4=True(same size)" if changes is False else f"a4={args[-1]}") or (
+        op.startswith("aten.max") and ceil == f"a5={args[-1]}"
+    )
+
+
+def test_the_ceil_rule_is_torchs():
+    """Against torch's own output sizes, over random pools of every kind and rank."""
+    import random
+
+    torch = pytest.importorskip("torch")
+    rnd = random.Random(0)
+    compared = 0
+    for _ in range(400):
+        n, kind = rnd.choice([1, 2, 3]), rnd.choice(["avg", "max"])
+        x = torch.randn(1, 2, *[rnd.randint(1, 9) for _ in range(n)])
+        k, s = rnd.randint(1, 4), rnd.choice([None, 1, 2, 3])
+        args = [[k] * n, [s] * n if s else [], [rnd.randint(0, k // 2)] * n]
+        if kind == "max":
+            args.append([rnd.randint(1, 2)] * n)
+        op = getattr(torch.ops.aten, f"{kind}_pool{n}d").default
+        try:
+            floor, ceil = op(x, *args, False).shape, op(x, *args, True).shape
+        except RuntimeError:  # an illegal pool (a window wider than the padded input)
+            continue
+        name = f"aten.{kind}_pool{n}d.default"
+        got = measured_values.ceil_changes_size(name, [None, *args, True], tuple(x.shape))
+        assert got == (floor != ceil), (name, tuple(x.shape), args)
+        compared += 1
+    assert compared > 200
+
+
 def _exact_table(tmp_path, rows: list[tuple[str, str, str]]):
     """A table of ``avg_pool2d`` cells (variant, outcome, message) measured at r4, iOS15."""
     from coreml_lint.sweep.table import build_table, write_table

@@ -27,7 +27,14 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, TypedDict
 
-from coreml_lint.measured.values import describe_variant, shape_class, value_text
+from coreml_lint.measured.values import (
+    CEIL_WITHOUT_EFFECT,
+    POOLS,
+    ceil_changes_size,
+    describe_variant,
+    shape_class,
+    value_text,
+)
 from coreml_lint.program.graph import Graph, Node, TensorRef
 from coreml_lint.program.placement import Placement
 
@@ -167,6 +174,9 @@ def variant_of(node: Node, shape: tuple[Any, ...] | None = None) -> str:
         for i, v in enumerate(node.args)
         if not isinstance(v, TensorRef) and not _only_tensors(v)
     ]
+    if ceil_changes_size(node.target, node.args, shape) is False:
+        ceil = f"a{POOLS[node.target][5]}="
+        parts = [ceil + CEIL_WITHOUT_EFFECT if p == ceil + "True" else p for p in parts]
     parts += [
         f"{k}={value_text(v, shape)}"
         for k, v in sorted(node.kwargs.items())

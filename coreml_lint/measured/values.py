@@ -97,6 +97,63 @@ def scaled_text(value: Any, shape: tuple[Any, ...]) -> str | None:
     return "[" + ",".join(texts) + "]"
 
 
+# A pooling's ``ceil_mode=True`` that leaves every output size as floor makes it (a stride
+# of 1, windows that tile the input): coremltools' 3-d pools refuse only a ceil that
+# changes a size ("pool3D with ceil mode=True and include_pad=True not supported"), so
+# the two are keyed apart; a ceil that changes a size keeps the plain ``True``.
+CEIL_WITHOUT_EFFECT = "True(same size)"
+
+# Pooling ops: (spatial rank, argument positions of kernel, stride, padding, dilation
+# (None: the op has none) and ceil_mode).
+POOLS = {
+    f"aten.{kind}_pool{n}d{suffix}.default": (n, 1, 2, 3, dilation, ceil)
+    for n in (1, 2, 3)
+    for kind, suffix, dilation, ceil in (
+        ("avg", "", None, 4),
+        ("max", "", 4, 5),
+        ("max", "_with_indices", 4, 5),
+    )
+}
+
+
+def ceil_changes_size(op: str, args: list[Any], shape: tuple[Any, ...] | None) -> bool | None:
+    """Whether a pooling node's ``ceil_mode=True`` makes any output size other than floor
+    would (torch's rule: one more window where the last starts inside the input or its
+    left padding); None where it is not such a node or a size is unknown."""
+    if op not in POOLS or shape is None:
+        return None
+    rank, k, s, p, d, c = POOLS[op]
+    if len(args) <= c or args[c] is not True or len(shape) < rank:
+        return None
+
+    def spread(value: Any, default: int) -> list[Any] | None:
+        value = [default] if value in (None, []) else value
+        if not isinstance(value, (list, tuple)):
+            value = [value]
+        return list(value) * rank if len(value) == 1 else list(value)
+
+    kernel = spread(args[k], 1)
+    stride = spread(args[s] if len(args) > s and args[s] else kernel, 1)
+    padding = spread(args[p] if len(args) > p else None, 0)
+    dilation = spread(args[d] if d is not None and len(args) > d else None, 1)
+    dims = list(shape[len(shape) - rank :])
+    values = [kernel, stride, padding, dilation, dims]
+    if any(v is None or len(v) != rank for v in values) or not all(
+        isinstance(i, int) and not isinstance(i, bool) for v in values for i in v
+    ):
+        return None
+    for size, kk, ss, pp, dd in zip(dims, kernel, stride, padding, dilation, strict=True):
+        span = size + 2 * pp - dd * (kk - 1) - 1
+        if ss <= 0 or span < 0:
+            return None
+        ceil = -(-span // ss) + 1
+        if (ceil - 1) * ss >= size + pp:
+            ceil -= 1
+        if ceil != span // ss + 1:
+            return True
+    return False
+
+
 _EXACT_INT = re.compile(r"-?\d+")
 
 _EXACT_LIST = re.compile(r"\[-?\d+(,-?\d+)*\]")
