@@ -93,17 +93,20 @@ def test_scale_factors_are_keyed_by_whether_the_output_size_is_whole(scales, sha
     )  # without the operand's shape: the classes
 
 
+AVG3, MAX2, AVG2 = "aten.avg_pool3d.default", "aten.max_pool2d.default", "aten.avg_pool2d.default"
+
+
 @pytest.mark.parametrize(
     "op, args, shape, changes",
     [
-        ("aten.avg_pool3d.default", [None, [3, 3, 3], [3, 3, 3], [0, 0, 0], True], (1, 2, 16, 16, 16), True),
-        ("aten.avg_pool3d.default", [None, [2, 2, 2], [2, 2, 2], [0, 0, 0], True], (1, 2, 4, 4, 4), False),
-        ("aten.avg_pool3d.default", [None, [1, 1, 1], [1, 1, 1], [0, 0, 0], False], (1, 2, 4, 4, 4), None),
-        ("aten.max_pool2d.default", [None, [3, 3], [], [0, 0], [1, 1], True], (1, 2, 4, 4), True),
-        ("aten.max_pool2d.default", [None, [3, 3], [], [0, 0], [1, 1], True], (1, 2, "s0", 4), None),
-        ("aten.avg_pool2d.default", [None, [2, 2], [2, 2], [0, 0], True], None, None),
+        (AVG3, [None, [3, 3, 3], [3, 3, 3], [0, 0, 0], True], (1, 2, 16, 16, 16), True),
+        (AVG3, [None, [2, 2, 2], [2, 2, 2], [0, 0, 0], True], (1, 2, 4, 4, 4), False),
+        (AVG3, [None, [1, 1, 1], [1, 1, 1], [0, 0, 0], False], (1, 2, 4, 4, 4), None),
+        (MAX2, [None, [3, 3], [], [0, 0], [1, 1], True], (1, 2, 4, 4), True),
+        (MAX2, [None, [3, 3], [], [0, 0], [1, 1], True], (1, 2, "s0", 4), None),
+        (AVG2, [None, [2, 2], [2, 2], [0, 0], True], None, None),
     ],
-)  # fmt: skip
+)
 def test_a_ceil_mode_is_keyed_by_whether_it_changes_an_output_size(op, args, shape, changes):
     """coremltools' 3-d pools refuse a ceil that changes a size and take one that does
     not (a stride of 1, windows tiling the input): ExecuTorch's own suite's
