@@ -14,15 +14,16 @@ fell below 95 % precision on the table's own held-out cells (``data/prediction_g
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import astuple, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from coreml_lint.measured.entry import Entry, parse_targets
+from coreml_lint.measured.entry import Entry
 from coreml_lint.measured.families import family
 from coreml_lint.measured.key import Key
 from coreml_lint.measured.outcomes import CRASH, MIXED, OK, normalized
+from coreml_lint.measured.rows import ByOp, Entries, OpRows
 from coreml_lint.measured.stack import cache_folder
 from coreml_lint.measured.values import class_of_text, class_variant, describe_variant, factors
 
@@ -134,9 +135,9 @@ class Answer:
 class BehaviourTable:
     measured_with: dict[str, str]
     sweep: dict[str, Any]
-    entries: dict[tuple[str, str, str, str], list[Entry]]
+    entries: Mapping[tuple[str, str, str, str], list[Entry]]
     path: Path
-    by_op: dict[str, list[Entry]] = field(default_factory=dict)
+    by_op: Mapping[str, list[Entry]] = field(default_factory=dict)
     bases: dict[str, str] = field(default_factory=dict)  # op -> the base call's variant
     arg_names: dict[str, list[str]] = field(default_factory=dict)  # op -> schema names
     # op -> each defaulted argument as keys record it ("a4" -> "[1,1]")
@@ -469,24 +470,8 @@ def load_table(path: Path, gated: bool = True) -> BehaviourTable:
     data = json.loads(path.read_text())
     if data.get("format") != FORMAT:
         raise ValueError(f"{path}: behaviour table format {data.get('format')} is not {FORMAT}")
-    messages = data["messages"]
-    entries: dict[tuple[str, str, str, str], list[Entry]] = {}
-    by_op: dict[str, list[Entry]] = {}
-    for op, rows in data["ops"].items():
-        for operands, variant, context, shape, targets, outcome, message, cases in rows:
-            entry = Entry(
-                op,
-                operands,
-                variant,
-                context,
-                shape,
-                parse_targets(targets),
-                outcome,
-                messages[message] if message is not None else "",
-                cases,
-            )
-            entries.setdefault((op, operands, variant, context), []).append(entry)
-            by_op.setdefault(op, []).append(entry)
+    rows = OpRows(data["ops"], data["messages"])  # entries made per op as asked
+    entries, by_op = Entries(rows), ByOp(rows)
     return BehaviourTable(
         data["measured_with"],
         data.get("sweep", {}),
