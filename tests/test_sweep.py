@@ -438,6 +438,30 @@ def test_string_options_come_from_torch_itself():
     assert string_options(gelu, [torch.randn(2)], {}, approximate) == ["none", "tanh"]
 
 
+@pytest.mark.parametrize(
+    "op, arg, args, words",
+    [  # errors that list no words: "Unrecognised padding mode @@", "Invalid normalization
+        ("pad", "mode", [[4, 4]], ["constant", "reflect", "replicate", "circular"]),  # mode"
+        ("fft_fft", "norm", [], ["forward", "backward", "ortho"]),
+        ("searchsorted", "side", [], ["left", "right"]),
+    ],
+)
+def test_string_values_torch_does_not_list_are_found_by_probing(op, arg, args, words):
+    """A reflect pad of [4, 4] on a 4-wide input is refused for its width, not its word:
+    the word is a value (the legal-call search finds a pad it takes)."""
+    torch = pytest.importorskip("torch")
+    from coreml_lint.sweep.schema import schema_args, string_options
+
+    packet = getattr(torch.ops.aten, op)
+    overload = packet.Tensor if op == "searchsorted" else packet.default
+    (found,) = [a for a in schema_args(overload) if a.name == arg]
+    operands = [torch.randn(4, 4)] if op != "searchsorted" else [torch.arange(4.0)] * 2
+    assert (
+        string_options(overload, [*operands[: 1 + (op == "searchsorted")], *args], {}, found)
+        == words
+    )
+
+
 def test_the_generator_covers_every_axis_with_calls_torch_accepts():
     pytest.importorskip("torch")
     from coreml_lint.program.optable import load_optable
@@ -462,6 +486,26 @@ def test_the_generator_covers_every_axis_with_calls_torch_accepts():
     assert "exponent=frac -> addmm" in contexts
     amax, _ = op_cases(ops["amax.default"])
     assert "keepdim=True" in {c["label"] for c in amax}  # a bool flipped, from the schema
+
+
+def test_a_pad_mode_is_measured_where_a_pad_can_take_it():
+    """Reflect, replicate and circular pads were never measured: torch's error lists no
+    mode, the first pad values are odd-length lists no mode takes, the model call had
+    searched its pad again (``[]``), and the shapes took the default mode only."""
+    pytest.importorskip("torch")
+    from coreml_lint.program.optable import load_optable
+    from coreml_lint.sweep.generate import op_cases
+    from coreml_lint.sweep.schema import in_scope
+
+    (pad,) = [info for info in in_scope(load_optable())[0] if info.name == "pad.default"]
+    cases, _ = op_cases(pad)
+    labels = {(c["axis"], c["label"]) for c in cases}
+    for mode in ("reflect", "replicate", "circular"):
+        assert ("pairs", f"pad=[1,0] mode={mode}") in labels  # legal alone: [1, 0]
+    assert ("shape", "2x3x1x4 mode=circular") in labels  # a rank-4 circular pad
+    (model,) = [c for c in cases if c["label"] == "model" and c["target"] == 15]
+    assert model["args"][1] == [4, 4]  # the base call's pad, not the first legal one
+    assert any(c["label"].startswith("model mode=") for c in cases)
 
 
 def test_the_model_axis_measures_calls_as_a_model_makes_them():
@@ -595,28 +639,65 @@ def test_what_is_measured_of_an_unfinished_op_travels_with_the_repository(tmp_pa
 
 
 def test_what_the_runs_cost_travels_with_the_repository(tmp_path):
-    """A run's folder (its ``costs.jsonl``) stays on its machine: the shards' ledger keeps
-    each run's totals, and the table a fresh clone builds says what its cells cost."""
+    """A run's folder (its ``costs.jsonl``) stays on its machine: each run's totals are
+    kept beside the shards, one file per run, and the table a fresh clone builds says what
+    its cells cost."""
     from coreml_lint.sweep import shards
     from coreml_lint.sweep.__main__ import _meta, _record
     from coreml_lint.sweep.run import Store
 
     folder = tmp_path / "measurements" / "stack"
     store = Store(tmp_path / "live", shards=folder)
+    store.save_meta({"wall_seconds": 1.0})
+    assert _meta(store)["wall_seconds"] == 1.0  # no run recorded yet: the folder's own
     store.add_cost("measure", 30.0)
     meta = {"run": "here"}
-    first = _record(store, meta, time.monotonic() - 5.0, 2, {"randn.default": "random"})
+    _record(store, meta, time.monotonic() - 5.0, 2, {"randn.default": "random"})
     store.add_cost("measure", 12.0)
     _record(store, meta, time.monotonic() - 6.0, 2, {"randn.default": "random"})  # replaces
-    store.save_meta(first)
     other = Store(tmp_path / "elsewhere", shards=folder)  # a second machine's run
     other.add_cost("measure", 100.0)
+    other.append(other.cases_path, {"op": "glu.default", "cases": [], "why": "no legal call"})
     _record(other, {"run": "there"}, time.monotonic() - 50.0, 4, {})
     clone = _meta(Store(tmp_path / "fresh-clone", shards=folder))
     assert clone["cpu_seconds"] == 142.0 and clone["workers"] == 4
     assert 56.0 <= clone["wall_seconds"] < 60.0
-    assert len(shards.ledger(folder)["runs"]) == 2
-    assert clone["left_out"] == {}  # the latest run's scope
+    assert sorted(shards.runs(folder)) == ["here", "there"]
+    assert clone["left_out"] == {} and clone["no_legal_call"] == ["glu.default"]  # the latest
+    partial = Store(tmp_path / "partial", shards=folder)  # an --ops run that found no such op
+    time.sleep(1.1)  # a later record
+    _record(partial, {"run": "partial"}, time.monotonic(), 2, {})
+    assert _meta(partial)["no_legal_call"] == ["glu.default"]  # kept, not replaced by []
+
+
+def test_a_folder_measuring_into_other_shards_is_another_run(tmp_path, monkeypatch):
+    """Its earlier cost was another stack's: the new run records only what it adds."""
+    import argparse
+
+    from coreml_lint.sweep import __main__ as sweep_main
+    from coreml_lint.sweep import shards
+    from coreml_lint.sweep.run import Store
+
+    live, first, second = tmp_path / "live", tmp_path / "stack-a", tmp_path / "stack-b"
+    store = Store(live, shards=first)
+    store.add_cost("measure", 40.0)
+    store.save_meta({"run": "a", "run_shards": str(first), "wall_seconds": 10.0})
+
+    class Stop(Exception):
+        pass
+
+    def stop(*_args, **_kwargs):
+        raise Stop
+
+    monkeypatch.setattr("coreml_lint.program.optable.load_optable", stop)
+    args = argparse.Namespace(target="coreml", out=live, shards=str(second), ops=None)
+    with pytest.raises(Stop):
+        sweep_main.run(args)
+    meta = Store(live).meta()
+    assert meta["run"] != "a" and meta["run_shards"] == str(second)
+    store.add_cost("measure", 2.0)
+    sweep_main._record(Store(live, shards=second), meta, time.monotonic(), 1, {})
+    assert shards.run_totals(second)["cpu_seconds"] == 2.0
 
 
 def test_an_op_is_complete_only_when_every_case_known_for_it_is_measured(tmp_path):

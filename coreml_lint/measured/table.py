@@ -46,10 +46,16 @@ def _distance(a: dict[str, str], b: dict[str, str]) -> int:
     return sum(a.get(f) != b.get(f) for f in a.keys() | b.keys())
 
 
-def _empty_values(variant: str) -> int:
-    """How many arguments a variant sets to 0 or ``[]``: between calls as near, one that
-    keeps ``k=1`` is the advice, not one whose output is empty (``k=0``)."""
-    return sum(v in ("0", "[]") for v in factors(variant).values())
+def _empty_values(variant: str, names: list[str] | None) -> int:
+    """How many size or count arguments a variant sets to 0 or ``[]``: between calls as
+    near, the advice keeps ``k=1``, not a ``k=0`` whose output is empty (an axis or a
+    padding of 0 is no empty output: arguments named ``dim``/``pad`` are not counted)."""
+    count = 0
+    for name, value in factors(variant).items():
+        if name.startswith("a") and name[1:].isdigit() and names and int(name[1:]) < len(names):
+            name = names[int(name[1:])]
+        count += value in ("0", "[]") and "dim" not in name and "pad" not in name
+    return count
 
 
 # How an answer was reached: measured at the key, at another shape class of a key whose
@@ -435,7 +441,10 @@ def _workarounds(
             yield f"operands of dtype {dtypes} (measured ok)"
             break
     near = factors(key.variant if key is not None else bad.variant)
-    others.sort(key=lambda e: (_distance(near, factors(e.variant)), _empty_values(e.variant)))
+    names = table.arg_names.get(bad.op)
+    others.sort(
+        key=lambda e: (_distance(near, factors(e.variant)), _empty_values(e.variant, names))
+    )
     for e in others:
         if e.operands == bad.operands and e.variant != bad.variant:
             variant = describe_variant(e.variant, table.arg_names.get(bad.op))

@@ -77,9 +77,9 @@ WHOLE_SIZE_FRAC = "frac(whole)"
 
 
 def scaled_text(value: Any, shape: tuple[Any, ...]) -> str | None:
-    """A list of floats as scale factors of the trailing dims of ``shape`` (the only float
-    lists ATen ops take are ``upsample_*.vec``'s ``scale_factors``), or None for any other
-    value or where a scaled dim is unknown."""
+    """A list of floats as scale factors of the trailing dims of ``shape`` (the float
+    lists of the ops the partitioner delegates are ``upsample_*.vec``'s
+    ``scale_factors``), or None for any other value or where a scaled dim is unknown."""
     if not (
         isinstance(value, (list, tuple))
         and value
@@ -91,7 +91,7 @@ def scaled_text(value: Any, shape: tuple[Any, ...]) -> str | None:
     if not all(isinstance(d, int) for d in dims):
         return None
     texts = [
-        WHOLE_SIZE_FRAC if (c := value_class(f)) == "frac" and (d * f).is_integer() else c
+        WHOLE_SIZE_FRAC if (c := value_class(f)) == "frac" and _whole(d * f) else c
         for f, d in zip(value, dims, strict=True)
     ]
     return "[" + ",".join(texts) + "]"
@@ -152,6 +152,11 @@ def ceil_changes_size(op: str, args: list[Any], shape: tuple[Any, ...] | None) -
         if ceil != span // ss + 1:
             return True
     return False
+
+
+def _whole(size: float) -> bool:
+    """Whole as coremltools reads an output size (``_is_float_value``: within 1e-3)."""
+    return size - math.floor(size) <= 1e-3
 
 
 _EXACT_INT = re.compile(r"-?\d+")

@@ -57,8 +57,12 @@ def run(args: argparse.Namespace) -> int:
 
     store = Store(args.out, shards=_shards(args))
     meta = store.meta()
-    if "run" not in meta:  # the folder's id in the shards' ledger, kept before anything
-        meta["run"] = uuid.uuid4().hex[:12]  # is measured (a run killed at once keeps it)
+    # The folder's id beside the shards, kept before anything is measured (a run killed at
+    # once keeps it); a folder that measures into other shards is another run.
+    if "run" not in meta or meta.get("run_shards", str(store.shards)) != str(store.shards):
+        meta.update(run=uuid.uuid4().hex[:12], run_shards=str(store.shards))
+        # What the folder had cost before: not this run's (another stack's shards).
+        meta.update(run_cpu_before=store.cpu_seconds(), run_wall_before=meta.get("wall_seconds", 0))
         store.save_meta(meta)
     started = time.monotonic()
     ops, left_out = in_scope(load_optable())
@@ -94,21 +98,34 @@ def _record(
     store: Any, meta: dict[str, Any], started: float, workers: int, left_out: dict[str, str]
 ) -> dict[str, Any]:
     """The folder's meta as of now (its earlier runs' wall time plus this one's), also
-    recorded in the shards' ledger (``shards.record_run``) under the folder's run id, so a
-    table built on another machine still knows what the measurements cost."""
-    from coreml_lint.sweep.shards import record_run
+    recorded beside the shards (``shards.record_run``) under the folder's run id, so a
+    table built on another machine still knows what the measurements cost. A ledger that
+    cannot be written is said, never the end of the run."""
+    from coreml_lint.sweep import shards
 
     now = dict(meta)
     now["wall_seconds"] = meta.get("wall_seconds", 0.0) + time.monotonic() - started
     now["cpu_seconds"] = round(store.cpu_seconds(), 1)  # every task's, on every worker
     now["workers"] = workers
     now["left_out"] = left_out
-    # Every op generated so far, not only this run's ``--ops``: a partial run adds to it.
-    now["no_legal_call"] = sorted(r["op"] for r in store.generated() if r.get("why"))
+    generated = store.generated()
+    found = {r["op"] for r in generated if not r.get("why")}
+    known = shards.run_totals(store.shards).get("no_legal_call", []) if store.shards else []
+    # Every op generated so far, and what earlier runs found (a partial ``--ops`` run adds
+    # to it), less the ops this folder found a call for.
+    mine = {r["op"] for r in generated if r.get("why")}
+    now["no_legal_call"] = sorted((set(known) | mine) - found)
     if store.shards is not None:
-        cost = {k: round(now[k], 1) for k in ("cpu_seconds", "wall_seconds")}
-        scope = {k: now[k] for k in ("left_out", "no_legal_call")}
-        record_run(store.shards, now["run"], dict(cost, workers=workers), scope)
+        record = {
+            "cpu_seconds": round(now["cpu_seconds"] - meta.get("run_cpu_before", 0.0), 1),
+            "wall_seconds": round(now["wall_seconds"] - meta.get("run_wall_before", 0.0), 1),
+        }
+        record.update(workers=workers, recorded=time.strftime("%Y-%m-%dT%H:%M:%S"))
+        record.update(left_out=left_out, no_legal_call=now["no_legal_call"])
+        try:
+            shards.record_run(store.shards, now["run"], record)
+        except OSError as exc:
+            _say(f"warning: the run's cost was not recorded beside the shards: {exc}")
     return now
 
 
@@ -179,7 +196,7 @@ def _meta(store: Any) -> dict[str, Any]:
     meta = store.meta()
     if store.shards is None:
         return meta
-    return dict(meta, **run_totals(store.shards))
+    return dict(meta, **run_totals(store.shards))  # no run recorded: the folder's own
 
 
 CARRIED = (

@@ -8,12 +8,14 @@ crosses the factors the catalogue shows interacting):
 - *variant*: each non-tensor argument, and each optional tensor, at up to eight other legal
   values of distinct value classes (the classes the table keys on), in float32 and float16:
   special scalars (0, 1, -1, negative, non-integral, past float16's range, tiny, past 2048,
-  infinite), scale factors with fractional output sizes, equations with ellipsis and
-  repeated labels; a dtype, bool or string argument takes every value it has;
+  infinite), scale factors making fractional and whole output sizes, equations with
+  ellipsis and repeated labels; a dtype, bool or string argument takes every value it has
+  (a string: the words torch's error lists, and ATen's enum words the op takes);
 - *pairs*: every two non-tensor arguments changed together (their first three other values
-  crossed, legal calls only, four per pair), in float32;
-- *shape*: ranks 0, 1, 3 (with a size-1 dim), 3 (with an empty dim) and 5 besides the
-  base call's, in float32 (required arguments are searched again for each shape);
+  and three more legal alone, crossed, legal calls only, four per pair), in float32;
+- *shape*: ranks 0, 1, 3 (with a size-1 dim), 3 (with an empty dim), 4 (with a size-1
+  dim) and 5 besides the base call's, in float32, each with every value of a string
+  argument too (required arguments are searched again for each shape);
 - *rank*: each operand alone at rank 1 and rank 0 (a vector into ``matmul``);
 - *inside*: the base call per dtype with its outputs consumed inside the partition (keyed
   with context ``inside``): a crash the returned output alone causes is the boundary's;
@@ -25,7 +27,8 @@ crosses the factors the catalogue shows interacting):
   constant weights (the base call and every variant);
 - *model*: the op as a model calls it (``model_call``): its activation batched with a
   batch of one (``1xCxHxW``, ``1xCxDxHxW`` for a 3-d pool or convolution, ``1xSxH`` or
-  ``1xCxHxW`` for an op whose base call is a matrix), its parameters (operands the schema
+  ``1xCxHxW`` for an op whose base call is a matrix; the base call's own argument values
+  where they are legal there), its parameters (operands the schema
   names ``weight``, ``bias``, ``running_mean``, ``running_var``, optional ones included)
   constants with seeded non-uniform values; that call, each argument alone and every two
   together around it, in float32. A model's key has a size-1 dim and constant weights, so
@@ -77,7 +80,8 @@ SCALAR_VARIANTS = [2, 0.5, -0.5, 3.0, 1, -1, 3001, 7e4, F32_MIN, float("-inf"), 
 # dtype argument, also where the op takes integers only with one (``mean(x, dtype=float32)``
 # of int64, whose result came back int32 in ExecuTorch's operator suite).
 INTEGER_VARIANTS = ("str", "bool")
-# Scale factors whose output size is not whole (4 * 1.3 = 5.2), above and below one.
+# Scale factors of a fractional output size (4 * 1.3 = 5.2) and of a whole one (4 * 1.5),
+# above and below one.
 FLOATS_VARIANTS = (2.0, 1.3, 0.5, 1.5, 0.7)  # 1.3 first: its class's riskier value
 
 
@@ -86,8 +90,9 @@ FLOATS_VARIANTS = (2.0, 1.3, 0.5, 1.5, 0.7)  # 1.3 first: its class's riskier va
 # same, so what is measured stays measured). 2: constants of every dtype (origin axis);
 # 3: the model axis; 4: dtype arguments on int64 operands; 5: scale factors whose output
 # size is whole (``values.scaled_text``), ATen's string words, legal pair values, the base
-# call's values at the model shape; 6: a rank-4 shape, string values at every shape.
-GENERATOR = 6
+# call's values at the model shape; 6: a rank-4 shape, string values at every shape; 7:
+# required string values at every shape too.
+GENERATOR = 7
 
 
 def op_cases(info: OpInfo) -> tuple[list[Case], str | None]:
@@ -410,10 +415,10 @@ def _shapes(info: OpInfo, base: Call, cube: tuple[int, ...]) -> Iterator[tuple[s
     named = _named(info, base)
     given = {k: v for k, v in named.items() if k not in required}
     layout = layout_of(info, base)
-    words = [
+    words = [  # a required one too (a rounding mode): its first legal word is searched
         (arg.name, value)
         for arg in info.args
-        if arg.kind == "str" and arg.name not in required
+        if arg.kind == "str"
         for value in _variant_values(info, base, arg, named)
         if value is not None and not _equal_default(arg, value)
     ]
@@ -469,8 +474,8 @@ PARAMETERS = frozenset({"weight", "bias", "running_mean", "running_var"})
 def model_call(info: OpInfo, base: Call, cube: tuple[int, ...]) -> Call | None:
     """The base call as a model makes it: the activation (each operand shaped like the base
     call's first) at a model's shape with a batch of one, parameters constant (optional
-    ones given), required arguments searched again; None when no such call is legal or it
-    is the base call itself."""
+    ones given), the base call's own required values where legal (a pad of ``[4, 4]``),
+    else searched again; None when no such call is legal or it is the base call itself."""
     slots = [a for a in info.args if a.is_tensor]
     layout = layout_of(info, base)
     if len(cube) < 2 or len(layout) != len(slots):

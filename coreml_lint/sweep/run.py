@@ -118,7 +118,9 @@ class Store:
         return json.loads(self.meta_path.read_text()) if self.meta_path.exists() else {}
 
     def save_meta(self, meta: dict[str, Any]) -> None:
-        self.meta_path.write_text(json.dumps(meta, indent=1, sort_keys=True) + "\n")
+        from coreml_lint.core.files import write_atomically
+
+        write_atomically(self.meta_path, json.dumps(meta, indent=1, sort_keys=True) + "\n")
 
 
 # Measured first to last, so a sweep stopped early has the most telling cases.

@@ -84,47 +84,49 @@ def write(
 
 UNFINISHED = "_unfinished.jsonl.gz"
 
-# What each run that measured into these shards cost, beside them: the run's own folder
-# (its ``costs.jsonl``) stays on the machine it ran on, and a table built on a fresh clone
-# must still say what its measurements cost.
-LEDGER = "_runs.json"
+# What each run that measured into these shards cost, beside them, one file per run
+# (``_runs/<run id>.json``, so that runs on two machines never edit one file): a run's own
+# folder (its ``costs.jsonl``) stays on the machine it ran on, and a table built on a fresh
+# clone must still say what its measurements cost.
+RUNS = "_runs"
 
 
-def ledger(folder: Path) -> dict[str, Any]:
-    """``{"runs": {run id: {"cpu_seconds", "wall_seconds", "workers"}}, "left_out": {op:
-    why}, "no_legal_call": [op]}``: every run's cost, and what the latest found out of
-    scope."""
-    path = folder / LEDGER
-    return json.loads(path.read_text()) if path.exists() else {"runs": {}}
+def runs(folder: Path) -> dict[str, dict[str, Any]]:
+    """Run id -> ``{"cpu_seconds", "wall_seconds", "workers", "recorded", "left_out",
+    "no_legal_call"}`` (and a ``note``): each run's totals and the scope it found. A file
+    that does not parse is left out (a run writes its own file atomically)."""
+    found = {}
+    for path in sorted((folder / RUNS).glob("*.json")) if (folder / RUNS).exists() else []:
+        try:
+            found[path.stem] = json.loads(path.read_text())
+        except (OSError, json.JSONDecodeError):
+            continue
+    return found
 
 
-def record_run(folder: Path, run_id: str, cost: dict[str, Any], scope: dict[str, Any]) -> None:
-    """Set one run's cost (its totals so far: recording again replaces, never adds) and
-    the scope it found (``left_out``, ``no_legal_call``)."""
+def record_run(folder: Path, run_id: str, record: dict[str, Any]) -> None:
+    """Set one run's totals so far (recording again replaces them, never adds)."""
     from coreml_lint.core.files import write_atomically
 
-    found = ledger(folder)
-    found["runs"][run_id] = cost
-    found.update(scope)
-    folder.mkdir(parents=True, exist_ok=True)
-    write_atomically(folder / LEDGER, json.dumps(found, indent=1, sort_keys=True) + "\n")
+    (folder / RUNS).mkdir(parents=True, exist_ok=True)
+    text = json.dumps(record, indent=1, sort_keys=True) + "\n"
+    write_atomically(folder / RUNS / f"{run_id}.json", text)
 
 
 def run_totals(folder: Path) -> dict[str, Any]:
     """The runs' costs summed (``cpu_seconds``, ``wall_seconds``), the most workers one
-    used, and the scope the latest recorded."""
-    found = ledger(folder)
-    runs = found["runs"].values()
-    notes = [r["note"] for r in runs if "note" in r]
+    used, their notes, and the scope the latest recorded; empty without any run."""
+    found = sorted(runs(folder).values(), key=lambda r: r.get("recorded", ""))
+    if not found:
+        return {}
+    notes = [r["note"] for r in found if "note" in r]
     return {
-        "cpu_seconds": sum(r.get("cpu_seconds", 0.0) for r in runs),
-        "wall_seconds": sum(r.get("wall_seconds", 0.0) for r in runs),
-        "workers": max((r.get("workers") or 0 for r in runs), default=None) or None,
-        "left_out": found.get("left_out", {}),
-        "no_legal_call": found.get("no_legal_call", []),
-        **(
-            {"note": " ".join(notes)} if (notes := [r["note"] for r in runs if "note" in r]) else {}
-        ),
+        "cpu_seconds": sum(r.get("cpu_seconds", 0.0) for r in found),
+        "wall_seconds": sum(r.get("wall_seconds", 0.0) for r in found),
+        "workers": max(r.get("workers") or 0 for r in found) or None,
+        "left_out": found[-1].get("left_out", {}),
+        "no_legal_call": found[-1].get("no_legal_call", []),
+        **({"note": " ".join(notes)} if notes else {}),
     }
 
 
