@@ -795,3 +795,51 @@ def test_a_sweep_measures_the_ops_of_executorchs_operator_suite_first():
     assert set(FIRST) <= set(names)  # each one an op the sweep can measure
     ordered = in_order(names)
     assert ordered[: len(FIRST)] == list(FIRST) and sorted(ordered) == names
+
+
+def _encoded(value):
+    """A case's argument as the key's value functions read it (tensors as placeholders)."""
+    if isinstance(value, dict):
+        return float(value["float"]) if "float" in value else None
+    return [_encoded(v) for v in value] if isinstance(value, list) else value
+
+
+def test_the_shards_keys_carry_todays_shape_derived_values():
+    """A key text derived from the operand's shape (a ceil that changes no size, a scale
+    factor making a whole size) is what the shards' measured keys hold: a change of that
+    rule without ``sweep rekey`` leaves measured cells answering the other kind of call."""
+    from coreml_lint.measured.values import CEIL_WITHOUT_EFFECT, POOLS, ceil_changes_size
+    from coreml_lint.measured.values import value_text as text
+    from coreml_lint.sweep import shards
+    from coreml_lint.sweep.shards import stack_folder
+
+    folder = stack_folder({"torch": "2.13.0+cpu", "executorch": "1.5.1", "coremltools": "9.0"})
+    checked, stale = 0, []
+    for path in sorted(folder.glob("*.jsonl.gz")):
+        op = "aten." + path.name.removesuffix(".jsonl.gz")
+        if op not in POOLS and "upsample" not in op:
+            continue
+        for row in shards._rows(path):
+            case, keys = row["case"], row["result"].get("keys") or []
+            shape = tuple(case["tensors"][0]["shape"]) if case["tensors"] else None
+            args = [_encoded(a) for a in case["args"]]
+            if op in POOLS:
+                changes = ceil_changes_size(op, args, shape)
+                if changes is None:
+                    continue
+                want = f"a{POOLS[op][5]}=" + ("True" if changes else CEIL_WITHOUT_EFFECT)
+            else:
+                scales = [i for i, a in enumerate(args) if isinstance(a, list) and a and all(
+                    isinstance(f, float) for f in a)]  # fmt: skip
+                if not scales:
+                    continue
+                want = f"a{scales[0]}={text(args[scales[0]], shape)}"
+            for key in (k for k in keys if k["op"] == op):
+                checked += 1
+                if want not in key["variant"].split(";"):
+                    stale.append(f"{op} {case['id']}: {key['variant']} lacks {want}")
+    assert checked > 100
+    assert stale == [], (
+        f"{len(stale)} stale keys (run `python -m coreml_lint.sweep rekey`):\n"
+        + "\n".join(stale[:10])
+    )
