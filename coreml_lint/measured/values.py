@@ -97,10 +97,13 @@ def scaled_text(value: Any, shape: tuple[Any, ...]) -> str | None:
     return "[" + ",".join(texts) + "]"
 
 
-# A pooling's ``ceil_mode=True`` that leaves every output size as floor makes it (a stride
-# of 1, windows that tile the input): coremltools' 3-d pools refuse only a ceil that
-# changes a size ("pool3D with ceil mode=True and include_pad=True not supported"), so
-# the two are keyed apart; a ceil that changes a size keeps the plain ``True``.
+# A pooling's ``ceil_mode=True`` whose windows tile every padded spatial dim exactly (a
+# stride of 1, a 4-wide input in windows of 2) changes no output size by any rule, and
+# converts where a ceil that does not tile is refused: coremltools' 3-d pools pad for the
+# ceil by the rounding up alone (without torch's last-window correction when there is no
+# padding) and refuse any padding they add ("pool3D with ceil mode=True and
+# include_pad=True not supported"). The two are keyed apart; a ceil that does not tile
+# keeps the plain ``True``.
 CEIL_WITHOUT_EFFECT = "True(same size)"
 
 # Pooling ops: (spatial rank, argument positions of kernel, stride, padding, dilation
@@ -117,9 +120,9 @@ POOLS = {
 
 
 def ceil_changes_size(op: str, args: list[Any], shape: tuple[Any, ...] | None) -> bool | None:
-    """Whether a pooling node's ``ceil_mode=True`` makes any output size other than floor
-    would (torch's rule: one more window where the last starts inside the input or its
-    left padding); None where it is not such a node or a size is unknown."""
+    """Whether a pooling node's ``ceil_mode=True`` can change an output size: False where
+    its windows tile every padded spatial dim exactly (then no rule rounds up), True
+    otherwise; None where it is not such a node or a size is unknown."""
     if op not in POOLS or shape is None:
         return None
     rank, k, s, p, d, c = POOLS[op]
@@ -142,16 +145,13 @@ def ceil_changes_size(op: str, args: list[Any], shape: tuple[Any, ...] | None) -
         isinstance(i, int) and not isinstance(i, bool) for v in values for i in v
     ):
         return None
-    for size, kk, ss, pp, dd in zip(dims, kernel, stride, padding, dilation, strict=True):
-        span = size + 2 * pp - dd * (kk - 1) - 1
-        if ss <= 0 or span < 0:
-            return None
-        ceil = -(-span // ss) + 1
-        if (ceil - 1) * ss >= size + pp:
-            ceil -= 1
-        if ceil != span // ss + 1:
-            return True
-    return False
+    spans = [
+        (size + 2 * pp - dd * (kk - 1) - 1, ss)
+        for size, kk, ss, pp, dd in zip(dims, kernel, stride, padding, dilation, strict=True)
+    ]
+    if any(ss <= 0 or span < 0 for span, ss in spans):
+        return None
+    return any(span % ss for span, ss in spans)
 
 
 def _whole(size: float) -> bool:
