@@ -790,6 +790,37 @@ def test_a_new_table_carries_what_it_does_not_measure_again():
     assert carry(dict(previous, measured_with={}), table, "why") is table  # another stack
 
 
+def test_a_rebuilt_table_carries_the_first_runs_rows_never_its_own_stale_ones(tmp_path):
+    """A table built before a ``rekey`` holds the sweep's rows under the old key: carried
+    from it, they came back as other calls, build after build. The carry source is the
+    first run's table beside the shards."""
+    import gzip
+    import json
+
+    from coreml_lint.sweep import __main__ as sweep_main
+    from coreml_lint.sweep import shards
+    from coreml_lint.sweep.run import Store
+
+    versions = {"torch": "t", "executorch": "e", "coremltools": "c"}
+    first_run = {
+        "measured_with": versions,
+        "sweep": {"measured": "2026-11-30", "cases": 1},
+        "messages": [],
+        "ops": {"aten.neg.default": [["int8:in", "", "", "*", "15", "ok", None, 1]]},
+    }
+    old_row = ["float32:in", "a1=OLD", "", "*", "15", "ok", None, 1]
+    stale = dict(first_run, ops={"aten.abs.default": [old_row]})
+    folder = tmp_path / "shards"
+    folder.mkdir()
+    with gzip.open(folder / shards.FIRST_RUN, "wt") as handle:
+        json.dump(first_run, handle)
+    table_path = tmp_path / "behaviour.json"
+    table_path.write_text(json.dumps(stale))
+    store = Store(tmp_path / "live", shards=folder)
+    assert sweep_main._carry_source(store, table_path) == first_run
+    assert sweep_main._carry_source(Store(tmp_path / "x"), table_path) == stale  # no shards
+
+
 def test_a_sweep_measures_the_ops_of_executorchs_operator_suite_first():
     from coreml_lint.program.optable import load_optable
     from coreml_lint.sweep.schema import in_scope

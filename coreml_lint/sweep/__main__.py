@@ -175,10 +175,9 @@ def build(args: argparse.Namespace) -> int:
         return 2
     generated = sum(1 for c in cases.values() if c["op"] in complete)
     table = build_table(results, sweep_summary(_meta(store), results, generated), cases)
-    if args.table.exists():
-        previous = json.loads(args.table.read_text())
-        if previous.get("sweep", {}).get("on_demand") is None:
-            table = carry(previous, table, CARRIED)
+    source = _carry_source(store, args.table)
+    if source is not None:
+        table = carry(source, table, CARRIED)
     write_table(args.table, table)
     entries = sum(len(rows) for rows in table["ops"].values())
     _say(
@@ -197,6 +196,25 @@ def _meta(store: Any) -> dict[str, Any]:
     if store.shards is None:
         return meta
     return dict(meta, **run_totals(store.shards))  # no run recorded: the folder's own
+
+
+def _carry_source(store: Any, table_path: Path) -> dict[str, Any] | None:
+    """The table whose rows the new one carries where it does not measure them: the
+    first run's own (``_first_run.json.gz`` beside the shards), else the table at
+    ``table_path``. Never a table this sweep built before: its rows under a key since
+    changed (``rekey``) would be carried as other calls, stale, build after build."""
+    import gzip
+
+    from coreml_lint.sweep.shards import FIRST_RUN
+
+    first = store.shards / FIRST_RUN if store.shards is not None else None
+    if first is not None and first.exists():
+        with gzip.open(first, "rt") as handle:
+            return json.load(handle)
+    if not table_path.exists():
+        return None
+    previous = json.loads(table_path.read_text())
+    return previous if previous.get("sweep", {}).get("on_demand") is None else None
 
 
 CARRIED = (

@@ -84,6 +84,10 @@ def write(
 
 UNFINISHED = "_unfinished.jsonl.gz"
 
+# The table of the sweep's first run on this stack (keyed by argument classes, stopped
+# early): the rows a table carries for the calls the shards do not measure.
+FIRST_RUN = "_first_run.json.gz"
+
 # What each run that measured into these shards cost, beside them, one file per run
 # (``_runs/<run id>.json``, so that runs on two machines never edit one file): a run's own
 # folder (its ``costs.jsonl``) stays on the machine it ran on, and a table built on a fresh
