@@ -94,39 +94,39 @@ def test_scale_factors_are_keyed_by_whether_the_output_size_is_whole(scales, sha
 
 
 AVG3, MAX2, AVG2 = "aten.avg_pool3d.default", "aten.max_pool2d.default", "aten.avg_pool2d.default"
+DROPPED = "True(last window dropped)"
 
 
 @pytest.mark.parametrize(
-    "op, args, shape, changes",
+    "op, args, shape, text",
     [
-        (AVG3, [None, [3, 3, 3], [3, 3, 3], [0, 0, 0], True], (1, 2, 16, 16, 16), True),
-        (AVG3, [None, [2, 2, 2], [2, 2, 2], [0, 0, 0], True], (1, 2, 4, 4, 4), False),
+        (AVG3, [None, [3, 3, 3], [3, 3, 3], [0, 0, 0], True], (1, 2, 16, 16, 16), "True"),
+        (AVG3, [None, [2, 2, 2], [2, 2, 2], [0, 0, 0], True], (1, 2, 4, 4, 4), "True(same size)"),
+        (AVG3, [None, [1, 1, 1], [2, 2, 2], [0, 0, 0], True], (1, 2, 4, 4, 4), DROPPED),
         (AVG3, [None, [1, 1, 1], [1, 1, 1], [0, 0, 0], False], (1, 2, 4, 4, 4), None),
-        (MAX2, [None, [3, 3], [], [0, 0], [1, 1], True], (1, 2, 4, 4), True),
+        (MAX2, [None, [3, 3], [], [0, 0], [1, 1], True], (1, 2, 4, 4), "True"),
         (MAX2, [None, [3, 3], [], [0, 0], [1, 1], True], (1, 2, "s0", 4), None),
         (AVG2, [None, [2, 2], [2, 2], [0, 0], True], None, None),
     ],
-)
-def test_a_ceil_mode_is_keyed_by_whether_it_changes_an_output_size(op, args, shape, changes):
-    """coremltools' 3-d pools refuse a ceil that changes a size and take one that does
-    not (a stride of 1, windows tiling the input): ExecuTorch's own suite's
-    ``avg_pool3d(kernel 3, ceil_mode=True)`` of 16 wide was keyed with the sweep's ceil of
-    no effect, which converts."""
+)  # fmt: skip
+def test_a_ceil_mode_is_keyed_by_what_it_does_to_the_output_size(op, args, shape, text):
+    """coremltools decides by it: its 3-d pools refuse a ceil that adds a window and take
+    one whose windows tile the input; its 1-d and 2-d pools size a ceil whose extra window
+    torch drops again with that window (wrong). ExecuTorch's own suite's pools (kernel 3,
+    ceil, 16 wide) add a window: one class for all three had answered them as the sweep's
+    dropped-window calls (wrong) or tiling ones (ok)."""
     from coreml_lint.measured.key import variant_of
     from coreml_lint.program.graph import Node, TensorRef
 
-    assert measured_values.ceil_changes_size(op, args, shape) is changes
+    assert measured_values.ceil_text(op, args, shape) == text
     node = Node("n", op, [TensorRef("x"), *args[1:]], {}, ["n"])
     ceil = variant_of(node, shape).split(";")[-1]
-    assert ceil == ("a4=True(same size)" if changes is False else f"a4={args[-1]}") or (
-        op.startswith("aten.max") and ceil == f"a5={args[-1]}"
-    )
+    assert ceil.partition("=")[2] == (text or str(args[-1]))
 
 
-def test_a_ceil_keyed_as_changing_no_size_changes_none():
+def test_a_ceil_keyed_as_adding_a_window_is_one_torch_sizes_otherwise():
     """Against torch's own output sizes, over random pools of every kind and rank: a ceil
-    keyed ``True(same size)`` never changes a size; one torch sizes differently is keyed
-    ``True`` (as is one coremltools' rounding alone would size differently)."""
+    keyed ``True`` changes a size, one keyed otherwise changes none."""
     import random
 
     torch = pytest.importorskip("torch")
@@ -145,12 +145,10 @@ def test_a_ceil_keyed_as_changing_no_size_changes_none():
         except RuntimeError:  # an illegal pool (a window wider than the padded input)
             continue
         name = f"aten.{kind}_pool{n}d.default"
-        got = measured_values.ceil_changes_size(name, [None, *args, True], tuple(x.shape))
-        assert got or floor == ceil, (name, tuple(x.shape), args)
+        text = measured_values.ceil_text(name, [None, *args, True], tuple(x.shape))
+        assert (text == "True") == (floor != ceil), (name, tuple(x.shape), args, text)
         compared += 1
     assert compared > 200
-    no_padding = [None, [1, 1, 1], [2, 2, 2], [0, 0, 0], True]  # torch: 2 either way
-    assert measured_values.ceil_changes_size(AVG3, no_padding, (1, 1, 4, 4, 4)) is True
 
 
 def _exact_table(tmp_path, rows: list[tuple[str, str, str]]):
@@ -843,7 +841,7 @@ def test_the_shards_keys_carry_todays_shape_derived_values():
     """A key text derived from the operand's shape (a ceil that changes no size, a scale
     factor making a whole size) is what the shards' measured keys hold: a change of that
     rule without ``sweep rekey`` leaves measured cells answering the other kind of call."""
-    from coreml_lint.measured.values import CEIL_WITHOUT_EFFECT, POOLS, ceil_changes_size
+    from coreml_lint.measured.values import POOLS, ceil_text
     from coreml_lint.measured.values import value_text as text
     from coreml_lint.sweep import shards
     from coreml_lint.sweep.shards import stack_folder
@@ -859,10 +857,10 @@ def test_the_shards_keys_carry_todays_shape_derived_values():
             shape = tuple(case["tensors"][0]["shape"]) if case["tensors"] else None
             args = [_encoded(a) for a in case["args"]]
             if op in POOLS:
-                changes = ceil_changes_size(op, args, shape)
-                if changes is None:
+                derived = ceil_text(op, args, shape)
+                if derived is None:
                     continue
-                want = f"a{POOLS[op][5]}=" + ("True" if changes else CEIL_WITHOUT_EFFECT)
+                want = f"a{POOLS[op][5]}={derived}"
             else:
                 scales = [i for i, a in enumerate(args) if isinstance(a, list) and a and all(
                     isinstance(f, float) for f in a)]  # fmt: skip

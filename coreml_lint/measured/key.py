@@ -28,9 +28,8 @@ from functools import cached_property
 from typing import Any, TypedDict
 
 from coreml_lint.measured.values import (
-    CEIL_WITHOUT_EFFECT,
     POOLS,
-    ceil_changes_size,
+    ceil_text,
     describe_variant,
     shape_class,
     value_text,
@@ -174,9 +173,9 @@ def variant_of(node: Node, shape: tuple[Any, ...] | None = None) -> str:
         for i, v in enumerate(node.args)
         if not isinstance(v, TensorRef) and not _only_tensors(v)
     ]
-    if ceil_changes_size(node.target, node.args, shape) is False:
+    if (derived := ceil_text(node.target, node.args, shape)) is not None:
         ceil = f"a{POOLS[node.target][5]}="
-        parts = [ceil + CEIL_WITHOUT_EFFECT if p == ceil + "True" else p for p in parts]
+        parts = [ceil + derived if p == ceil + "True" else p for p in parts]
     parts += [
         f"{k}={value_text(v, shape)}"
         for k, v in sorted(node.kwargs.items())

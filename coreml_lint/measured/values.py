@@ -97,14 +97,15 @@ def scaled_text(value: Any, shape: tuple[Any, ...]) -> str | None:
     return "[" + ",".join(texts) + "]"
 
 
-# A pooling's ``ceil_mode=True`` whose windows tile every padded spatial dim exactly (a
-# stride of 1, a 4-wide input in windows of 2) changes no output size by any rule, and
-# converts where a ceil that does not tile is refused: coremltools' 3-d pools pad for the
-# ceil by the rounding up alone (without torch's last-window correction when there is no
-# padding) and refuse any padding they add ("pool3D with ceil mode=True and
-# include_pad=True not supported"). The two are keyed apart; a ceil that does not tile
-# keeps the plain ``True``.
+# A pooling's ``ceil_mode=True`` is keyed by what the ceil does to the output sizes, since
+# coremltools decides by it: windows that tile every padded dim exactly change no size
+# (``True(same size)``); a ceil whose extra window torch drops again (it would start past
+# the input: torch's last-window correction, which coremltools applies only with padding,
+# so its sizes differ from torch's) is ``True(last window dropped)``; a ceil that adds a
+# window keeps the plain ``True`` (coremltools' 3-d pools pad for it and refuse the padding:
+# "pool3D with ceil mode=True and include_pad=True not supported").
 CEIL_WITHOUT_EFFECT = "True(same size)"
+CEIL_WINDOW_DROPPED = "True(last window dropped)"
 
 # Pooling ops: (spatial rank, argument positions of kernel, stride, padding, dilation
 # (None: the op has none) and ceil_mode).
@@ -119,10 +120,10 @@ POOLS = {
 }
 
 
-def ceil_changes_size(op: str, args: list[Any], shape: tuple[Any, ...] | None) -> bool | None:
-    """Whether a pooling node's ``ceil_mode=True`` can change an output size: False where
-    its windows tile every padded spatial dim exactly (then no rule rounds up), True
-    otherwise; None where it is not such a node or a size is unknown."""
+def ceil_text(op: str, args: list[Any], shape: tuple[Any, ...] | None) -> str | None:
+    """How a pooling node's ``ceil_mode=True`` is keyed (``True``, ``CEIL_WITHOUT_EFFECT``
+    or ``CEIL_WINDOW_DROPPED``: the first that fits any dim wins over the others in that
+    order), or None where it is not such a node or a size is unknown."""
     if op not in POOLS or shape is None:
         return None
     rank, k, s, p, d, c = POOLS[op]
@@ -145,13 +146,18 @@ def ceil_changes_size(op: str, args: list[Any], shape: tuple[Any, ...] | None) -
         isinstance(i, int) and not isinstance(i, bool) for v in values for i in v
     ):
         return None
-    spans = [
-        (size + 2 * pp - dd * (kk - 1) - 1, ss)
-        for size, kk, ss, pp, dd in zip(dims, kernel, stride, padding, dilation, strict=True)
-    ]
-    if any(ss <= 0 or span < 0 for span, ss in spans):
-        return None
-    return any(span % ss for span, ss in spans)
+    kinds = set()
+    for size, kk, ss, pp, dd in zip(dims, kernel, stride, padding, dilation, strict=True):
+        span = size + 2 * pp - dd * (kk - 1) - 1
+        if ss <= 0 or span < 0:
+            return None
+        if span % ss == 0:
+            kinds.add(CEIL_WITHOUT_EFFECT)
+        elif (span // ss + 1) * ss >= size + pp:  # the extra window would start past it
+            kinds.add(CEIL_WINDOW_DROPPED)
+        else:
+            kinds.add("True")
+    return next(t for t in ("True", CEIL_WINDOW_DROPPED, CEIL_WITHOUT_EFFECT) if t in kinds)
 
 
 def _whole(size: float) -> bool:
