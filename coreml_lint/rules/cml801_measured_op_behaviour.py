@@ -497,9 +497,9 @@ def _():
 @case("measured-pow-scalar-sine-embedding", expect=set(), warnings={"CML801"})
 def _():
     def embed(s, x):
-        dim_t = torch.arange(16, dtype=torch.float32)
+        dim_t = torch.arange(16, dtype=torch.float32).reshape(1, 16)
         dim_t = 10000 ** (2 * torch.div(dim_t, 2, rounding_mode="floor") / 16)
-        pos = x[:, :, None] / dim_t
+        pos = x[:, :, None] / dim_t[0]
         return torch.cat([pos[:, :, 0::2].sin(), pos[:, :, 1::2].cos()], dim=2)
 
     return module(embed), (torch.rand(2, 8),)
