@@ -114,6 +114,11 @@ class Engine:
                 # The statistical profiler walks every task's stack 100 times a second with
                 # the GIL held: deep torch stacks made the heavy imports five times slower.
                 "distributed.worker.profile.enabled": False,
+                # A local cluster hard-closes a worker's nanny when a worker of the same name
+                # is missing 15 s after an earlier loss of it: a hang restarted within 15 s of
+                # a crash on the same worker lost that nanny for good, and the run waited for
+                # a worker that never came back. The nanny restarts its own worker.
+                "distributed.deploy.lost-worker-timeout": "100 days",
             }
         )
         self.queue: list[tuple[Task, int]] = []  # each task with the tries it has had
@@ -268,16 +273,19 @@ class Engine:
         from distributed import KilledWorker
 
         future, task = running.future, running.task
-        if self.workers.get(running.worker) == BUSY:
+        error = None if future.status == "finished" else future.exception()
+        if isinstance(error, KilledWorker):  # its worker is gone: never place a task there
+            self.workers.pop(running.worker, None)
+            self.warming.pop(running.worker, None)
+        elif self.workers.get(running.worker) == BUSY:
             self.workers[running.worker] = IDLE
-        if future.status == "finished":
+        if error is None:
             value, seconds = future.result()
             self.cpu_seconds += seconds
             if self.on_cost is not None:
                 self.on_cost(task.kind, seconds)
             task.done(value)
             return
-        error = future.exception()
         if isinstance(error, KilledWorker):
             self._retry_or_fail(running, "worker died (the process running it ended)")
         else:  # a handler's own exception: a bug in the sweep, reported as the task's failure
