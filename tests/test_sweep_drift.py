@@ -86,7 +86,7 @@ def test_a_group_with_a_failing_case_is_measured_case_by_case():
     assert measure([wrong, crash]) == SPLIT
 
 
-def test_a_worker_that_dies_or_hangs_costs_one_task_after_one_retry():
+def test_a_worker_that_dies_or_hangs_costs_one_task_after_one_retry(tmp_path):
     """On a local Dask cluster of one worker: a task that kills its worker, and one that
     hangs past its timeout, are each tried once more on a fresh worker and then reported as
     failed; the sweep goes on (the last task is answered by yet another worker process)."""
@@ -94,15 +94,19 @@ def test_a_worker_that_dies_or_hangs_costs_one_task_after_one_retry():
     from coreml_lint.sweep.engine import Engine, Task
 
     done, failed = [], []
+    attempts = tmp_path / "exits"
     engine = Engine(1)
     try:
-        for what, timeout in (("ok", 120.0), ("exit", 120.0), ("hang", 3.0), ("ok", 120.0)):
+        tasks = (("ok", 120.0), (f"exit:{attempts}", 120.0), ("hang", 3.0), ("ok", 120.0))
+        for what, timeout in tasks:
             engine.submit(Task("probe", what, timeout, done.append, failed.append))
         engine.run()
     finally:
         engine.close()
     assert len(done) == 2 and done[0] != done[1]  # the second answer came from a new worker
     assert failed[0].startswith("worker died") and failed[1].startswith("timeout")
+    tries = attempts.read_text().split()
+    assert len(tries) == 2 and tries[0] != tries[1]  # the retry really ran, on a new worker
 
 
 def test_a_two_worker_cluster_measures_the_same_cells_as_one_process(tmp_path):

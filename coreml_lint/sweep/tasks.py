@@ -78,7 +78,11 @@ def warm(_: Any = None) -> int:
 
 
 def probe(what: str) -> Any:
-    if what == "exit":
+    """The engine's own tests: ``ok`` answers the worker's pid, ``hang`` sleeps an hour,
+    ``exit:PATH`` appends the pid to PATH and ends the process (each attempt is seen)."""
+    if what.startswith("exit:"):
+        with open(what.removeprefix("exit:"), "a") as attempts:
+            attempts.write(f"{os.getpid()}\n")
         os._exit(3)
     if what == "hang":
         time.sleep(3600)
