@@ -27,8 +27,9 @@ crosses the factors the catalogue shows interacting):
   constant weights (the base call and every variant);
 - *model*: the op as a model calls it (``model_call``): its activation batched with a
   batch of one (``1xCxHxW``, ``1xCxDxHxW`` for a 3-d pool or convolution, ``1xSxH`` or
-  ``1xCxHxW`` for an op whose base call is a matrix; the base call's own argument values
-  where they are legal there), its parameters (operands the schema
+  ``1xCxHxW`` for an op whose base call is a matrix; then again with a batch of two, so a
+  layer on a batch keys its constant weights without a size-1 dim; the base call's own
+  argument values where they are legal there), its parameters (operands the schema
   names ``weight``, ``bias``, ``running_mean``, ``running_var``, optional ones included)
   constants with seeded non-uniform values; that call, each argument alone and every two
   together around it, in float32. A model's key has a size-1 dim and constant weights, so
@@ -91,8 +92,13 @@ FLOATS_VARIANTS = (2.0, 1.3, 0.5, 1.5, 0.7)  # 1.3 first: its class's riskier va
 # 3: the model axis; 4: dtype arguments on int64 operands; 5: scale factors whose output
 # size is whole (``values.scaled_text``), ATen's string words, legal pair values, the base
 # call's values at the model shape; 6: a rank-4 shape, string values at every shape; 7:
-# required string values at every shape too.
-GENERATOR = 7
+# required string values at every shape too; 8: the model axis at a batch of two as well.
+GENERATOR = 8
+
+# The model axis's batches: one (a size-1 dim in the key), and two, where a layer's call
+# keys as its base call's rank without a size-1 dim but with constant weights (a transposed
+# convolution's ``output_padding`` on a batch of four was answered by no measured cell).
+MODEL_BATCHES = (1, 2)
 
 
 def op_cases(info: OpInfo) -> tuple[list[Case], str | None]:
@@ -131,11 +137,14 @@ def op_cases(info: OpInfo) -> tuple[list[Case], str | None]:
             for context in CONTEXTS if half is not None else ():
                 if _fits_context(info, half, context):
                     cases.append(_case(info, half, "context", f"{label} -> {context}", context))
-    model = model_call(info, base, shape)
-    if model is not None:
-        cases.append(_case(info, model, "model", "model"))
-        cases += [_case(info, c, "model", f"model {label}") for label, c in _variants(info, model)]
-        cases += [_case(info, c, "model", f"model {label}") for label, c in _pairs(info, model)]
+    for batch in MODEL_BATCHES:
+        model = model_call(info, base, shape, batch)
+        if model is None:
+            continue
+        name = "model" if batch == 1 else f"model batch {batch}"
+        cases.append(_case(info, model, "model", name))
+        cases += [_case(info, c, "model", f"{name} {label}") for label, c in _variants(info, model)]
+        cases += [_case(info, c, "model", f"{name} {label}") for label, c in _pairs(info, model)]
     return _at_targets(cases), None
 
 
@@ -471,11 +480,12 @@ def _origins(info: OpInfo, base: Call, dtype_calls: dict[str, Call]) -> Iterator
 PARAMETERS = frozenset({"weight", "bias", "running_mean", "running_var"})
 
 
-def model_call(info: OpInfo, base: Call, cube: tuple[int, ...]) -> Call | None:
+def model_call(info: OpInfo, base: Call, cube: tuple[int, ...], batch: int = 1) -> Call | None:
     """The base call as a model makes it: the activation (each operand shaped like the base
-    call's first) at a model's shape with a batch of one, parameters constant (optional
-    ones given), the base call's own required values where legal (a pad of ``[4, 4]``),
-    else searched again; None when no such call is legal or it is the base call itself."""
+    call's first) at a model's shape with a batch of ``batch``, parameters constant
+    (optional ones given), the base call's own required values where legal (a pad of
+    ``[4, 4]``), else searched again; None when no such call is legal or it is the base
+    call itself."""
     slots = [a for a in info.args if a.is_tensor]
     layout = layout_of(info, base)
     if len(cube) < 2 or len(layout) != len(slots):
@@ -483,7 +493,7 @@ def model_call(info: OpInfo, base: Call, cube: tuple[int, ...]) -> Call | None:
     required = {a.name for a in info.args if not a.is_tensor and not a.has_default}
     named = _named(info, base)
     given = {k: v for k, v in named.items() if k not in required}
-    for shape in _model_shapes(info, cube):
+    for shape in _model_shapes(info, cube, batch):
         made = [
             _constant(spec) if arg.name in PARAMETERS else _reshaped(spec, cube, shape)
             for arg, spec in zip(slots, layout, strict=True)
@@ -498,16 +508,16 @@ def model_call(info: OpInfo, base: Call, cube: tuple[int, ...]) -> Call | None:
     return None
 
 
-def _model_shapes(info: OpInfo, cube: tuple[int, ...]) -> list[tuple[int, ...]]:
+def _model_shapes(info: OpInfo, cube: tuple[int, ...], batch: int) -> list[tuple[int, ...]]:
     """Where a model's activation is batched: ``N+2`` dims for an op of ``int[N]`` windows
-    (an unbatched base call gains its batch), else the base call's rank with a batch of
-    one; a matrix base call tries a sequence, then an image."""
+    (an unbatched base call gains its batch), else the base call's rank with the batch;
+    a matrix base call tries a sequence, then an image."""
     windows = [a.length for a in info.args if a.kind == "ints" and a.length]
     if windows:
-        return [(1, *(SIDE,) * (windows[0] + 1))]
+        return [(batch, *(SIDE,) * (windows[0] + 1))]
     if len(cube) >= 3:
-        return [(1, *cube[1:])]
-    return [(1, SIDE, SIDE), (1, SIDE, SIDE, SIDE)]
+        return [(batch, *cube[1:])]
+    return [(batch, SIDE, SIDE), (batch, SIDE, SIDE, SIDE)]
 
 
 def _constant(spec: Any) -> Any:
