@@ -511,9 +511,10 @@ def test_a_pad_mode_is_measured_where_a_pad_can_take_it():
 
 
 def test_the_model_axis_measures_calls_as_a_model_makes_them():
-    """A model's transposed convolution has a batch of one and constant weights and bias:
-    its output_padding (legal only beside a stride) is measured so; a 3-d pool's activation
-    is batched (the base call found an unbatched one)."""
+    """A model's transposed convolution has a batch of one, and again of two, and constant
+    weights and bias: its output_padding (legal only beside a stride) is measured so at
+    both batches; a 3-d pool's activation is batched (the base call found an unbatched
+    one)."""
     pytest.importorskip("torch")
     from coreml_lint.program.optable import load_optable
     from coreml_lint.sweep.generate import op_cases
@@ -523,10 +524,17 @@ def test_the_model_axis_measures_calls_as_a_model_makes_them():
     ops = {i.name: i for i in in_scope(load_optable())[0]}
     cases, _ = op_cases(ops["conv_transpose2d.input"])
     model = [c for c in cases if c["axis"] == "model"]
-    assert model and all(c["tensors"][0]["shape"][0] == 1 for c in model)
+    batches = {c["tensors"][0]["shape"][0]: c["label"].startswith("model batch 2") for c in model}
+    assert batches == {1: False, 2: True}  # a batch of two is labelled so, one is not
     given = [c for c in model if len(c["tensors"]) == 3]  # the input, a weight and a bias
     assert given and all(t["origin"] == "const" for c in given for t in c["tensors"][1:])
-    assert any("output_padding" in c["label"] and "stride" in c["label"] for c in given)
+    for batch in (1, 2):
+        assert any(
+            "output_padding" in c["label"]
+            and "stride" in c["label"]
+            and c["tensors"][0]["shape"][0] == batch
+            for c in given
+        )
     for case in model[::5]:
         info = ops["conv_transpose2d.input"]
         assert is_legal(info, Call(case["tensors"], case["args"], case["kwargs"]))
@@ -839,9 +847,11 @@ def _encoded(value):
 
 def test_the_shards_keys_carry_todays_shape_derived_values():
     """A key text derived from the operand's shape (a ceil that changes no size, a scale
-    factor making a whole size) is what the shards' measured keys hold: a change of that
-    rule without ``sweep rekey`` leaves measured cells answering the other kind of call."""
-    from coreml_lint.measured.values import POOLS, ceil_text
+    factor making a whole size, a squeeze that removes no dim) is what the shards' measured
+    keys hold: a change of that rule without ``sweep rekey`` leaves measured cells
+    answering the other kind of call."""
+    from coreml_lint.measured.key import ONE_OP_DECOMPOSITIONS
+    from coreml_lint.measured.values import POOLS, SQUEEZES, ceil_text, squeeze_text
     from coreml_lint.measured.values import value_text as text
     from coreml_lint.sweep import shards
     from coreml_lint.sweep.shards import stack_folder
@@ -850,7 +860,7 @@ def test_the_shards_keys_carry_todays_shape_derived_values():
     checked, stale = 0, []
     for path in sorted(folder.glob("*.jsonl.gz")):
         op = "aten." + path.name.removesuffix(".jsonl.gz")
-        if op not in POOLS and "upsample" not in op:
+        if op not in POOLS and op not in SQUEEZES and "upsample" not in op:
             continue
         for row in shards._rows(path):
             case, keys = row["case"], row["result"].get("keys") or []
@@ -861,6 +871,15 @@ def test_the_shards_keys_carry_todays_shape_derived_values():
                 if derived is None:
                     continue
                 want = f"a{POOLS[op][5]}={derived}"
+            elif op in SQUEEZES:
+                if op in ONE_OP_DECOMPOSITIONS:  # squeeze.dim(x, d) is keyed as squeeze.dims
+                    into, rewrite = ONE_OP_DECOMPOSITIONS[op]
+                    args = rewrite(args, shape)
+                    keys = [dict(k, op=op) for k in keys if k["op"] == into]
+                derived = squeeze_text(op, args, shape)
+                if derived is None:
+                    continue
+                want = f"a1={derived}"
             else:
                 scales = [i for i, a in enumerate(args) if isinstance(a, list) and a and all(
                     isinstance(f, float) for f in a)]  # fmt: skip

@@ -23,7 +23,7 @@ axis there.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import Any, TypedDict
 
@@ -32,6 +32,7 @@ from coreml_lint.measured.values import (
     ceil_text,
     describe_variant,
     shape_class,
+    squeeze_text,
     value_text,
 )
 from coreml_lint.program.graph import Graph, Node, TensorRef
@@ -119,6 +120,28 @@ SAME_OP = {
 }
 
 
+def _squeeze_dims(args: list[Any], shape: tuple[Any, ...] | None) -> list[Any] | None:
+    """``squeeze.dim(x, d)`` as ``squeeze.dims(x, [d])``; ``squeeze(x)`` as ``squeeze.dims``
+    of every dim (torch's decompositions), or None where the rank is unknown."""
+    if len(args) >= 2:
+        return [args[0], [args[1]]]
+    return None if shape is None else [args[0], list(range(len(shape)))]
+
+
+# Ops torch decomposes into one other op with its arguments rewritten before the
+# partitioner sees them: the sweep measured that op, so the node is keyed as it.
+ONE_OP_DECOMPOSITIONS = {
+    "aten.squeeze.dim": ("aten.squeeze.dims", _squeeze_dims),
+    "aten.squeeze.default": ("aten.squeeze.dims", _squeeze_dims),
+}
+
+
+def keyed_whole(target: str) -> bool:
+    """Whether a node torch decomposes is still keyed as one measured op (renamed, or
+    decomposed into one other op)."""
+    return target in SAME_OP or target in ONE_OP_DECOMPOSITIONS
+
+
 class KeyMaker:
     """Keys of the nodes of one placed graph (shared lookups worked out once)."""
 
@@ -150,11 +173,17 @@ class KeyMaker:
         operands = ",".join(f"{self.graph.dtype(r)}:{self.origin(r, node)}" for r in refs)
         first = refs[0] if refs else (node.outputs[0] if node.outputs else None)
         info = self.graph.tensors.get(first) if first else None
-        variant = variant_of(node, info.shape if info is not None else None)
+        shape = info.shape if info is not None else None
+        op = SAME_OP.get(node.target, node.target)
+        if op in ONE_OP_DECOMPOSITIONS:
+            into, rewrite = ONE_OP_DECOMPOSITIONS[op]
+            args = rewrite(node.args, shape)
+            if args is not None:
+                op, node = into, replace(node, target=into, args=args)
+        variant = variant_of(node, shape)
         if len(node.outputs) > 1 and not all(o in self.read for o in node.outputs):
             variant += ";" * bool(variant) + UNUSED_OUTPUTS
-        op = SAME_OP.get(node.target, node.target)
-        return Key(op, operands, variant, shape_class(info and info.shape))
+        return Key(op, operands, variant, shape_class(shape))
 
     @cached_property
     def read(self) -> set[str]:
@@ -166,8 +195,9 @@ class KeyMaker:
 
 def variant_of(node: Node, shape: tuple[Any, ...] | None = None) -> str:
     """The non-tensor arguments of a node as export recorded them: small integers and
-    lists of them exactly, other values by class; scale factors against the first
-    operand's ``shape`` (``values.scaled_text``)."""
+    lists of them exactly, other values by class; scale factors, a pooling's ceil and a
+    squeeze's dims by what they do to the first operand's ``shape`` (``values.scaled_text``,
+    ``ceil_text``, ``squeeze_text``)."""
     parts = [
         f"a{i}={value_text(v, shape)}"
         for i, v in enumerate(node.args)
@@ -176,6 +206,8 @@ def variant_of(node: Node, shape: tuple[Any, ...] | None = None) -> str:
     if (derived := ceil_text(node.target, node.args, shape)) is not None:
         ceil = f"a{POOLS[node.target][5]}="
         parts = [ceil + derived if p == ceil + "True" else p for p in parts]
+    if (derived := squeeze_text(node.target, node.args, shape)) is not None:
+        parts = [f"a1={derived}" if p.startswith("a1=") else p for p in parts]
     parts += [
         f"{k}={value_text(v, shape)}"
         for k, v in sorted(node.kwargs.items())

@@ -160,6 +160,34 @@ def ceil_text(op: str, args: list[Any], shape: tuple[Any, ...] | None) -> str | 
     return next(t for t in ("True", CEIL_WINDOW_DROPPED, CEIL_WITHOUT_EFFECT) if t in kinds)
 
 
+# A squeeze whose dims have no size-1 dim among them changes nothing, and coremltools then
+# returns its input var itself (a partition returning the squeeze returns its own input, a
+# wrong value on device); one that removes a dim converts to a real op. The two are keyed
+# apart by the operand's shape: ``[1](no-op)``.
+SQUEEZE_WITHOUT_EFFECT = "(no-op)"
+SQUEEZES = frozenset(
+    f"aten.{base}.{overload}"
+    for base in ("squeeze", "squeeze_copy")
+    for overload in ("dim", "dims")
+)
+
+
+def squeeze_text(op: str, args: list[Any], shape: tuple[Any, ...] | None) -> str | None:
+    """How a squeeze node's dims are keyed: their value with ``SQUEEZE_WITHOUT_EFFECT``
+    where none of them has size 1 in ``shape`` (an empty list squeezes nothing), or None
+    where it is not a squeeze, removes a dim, or a size is unknown."""
+    if op not in SQUEEZES or not shape or len(args) < 2:
+        return None
+    dims = list(args[1]) if isinstance(args[1], (list, tuple)) else [args[1]]
+    rank = len(shape)
+    if not all(isinstance(d, int) and not isinstance(d, bool) and -rank <= d < rank for d in dims):
+        return None
+    sizes = [shape[d % rank] for d in dims]
+    if not all(isinstance(size, int) for size in sizes) or 1 in sizes:
+        return None
+    return value_text(args[1]) + SQUEEZE_WITHOUT_EFFECT
+
+
 def _whole(size: float) -> bool:
     """Whole as coremltools reads an output size (``_is_float_value``: within 1e-3)."""
     return size - math.floor(size) <= 1e-3
@@ -186,6 +214,17 @@ def class_variant(variant: str) -> str:
         f"{name}={class_of_text(value)}"
         for name, value in (part.partition("=")[::2] for part in variant.split(";") if part)
     )
+
+
+# What a key adds to a value from the operand's shape (``frac(whole)``, ``True(same
+# size)``, ``[1](no-op)``): a key written before the addition has the bare value.
+_DERIVED = re.compile(r"(?<=[\w\]])\([^()=;]*\)")
+
+
+def underived(variant: str) -> str:
+    """A variant without what keys derive from the shape: the key a table written before
+    that derivation gave the same call."""
+    return _DERIVED.sub("", variant)
 
 
 def _int_class(value: int) -> str:

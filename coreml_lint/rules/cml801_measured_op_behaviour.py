@@ -14,7 +14,9 @@ What it does
     past 2048, underflow) depend on the values the model holds: they are warnings that say
     which range fails. A crash the single-op program met only because it returned the op's
     output from the delegate (zero strides) is reported only where the node's output
-    leaves its partition too.
+    leaves its partition too; an op Core ML makes its own input var (an alias, a squeeze
+    that removes no dim: the single-op program returned its input) only where the node's
+    partition then returns a value it receives.
     What was not measured is predicted (the message says "predicted") only from crashes:
     when every variant measured with the node's dtypes crashes for one reason; when the
     op's base call crashes with them and its arguments change nothing in float32; or when
@@ -56,8 +58,22 @@ from typing import Any
 from coreml_lint.core.findings import Finding, Outcome, Severity
 from coreml_lint.core.settings import PartitionerSettings
 from coreml_lint.measured.entry import Entry
-from coreml_lint.measured.key import CONTEXT_OPS, INSIDE, SAME_OP, Key, KeyMaker, const_origin
-from coreml_lint.measured.outcomes import BAD, BOUNDARY_CRASH, CRASH, value_dependent, value_range
+from coreml_lint.measured.key import (
+    CONTEXT_OPS,
+    INSIDE,
+    Key,
+    KeyMaker,
+    const_origin,
+    keyed_whole,
+)
+from coreml_lint.measured.outcomes import (
+    BAD,
+    BOUNDARY,
+    BOUNDARY_CRASH,
+    CRASH,
+    value_dependent,
+    value_range,
+)
 from coreml_lint.measured.table import (
     BASE,
     CLASS,
@@ -99,7 +115,7 @@ class MeasuredOpBehaviour(Rule):
         note = version_note(table)
         whole = set(map(id, ctx.coreml_nodes()))
         for node in ctx.coreml_nodes(include_decomposed=True):
-            if id(node) not in whole and node.target not in SAME_OP:
+            if id(node) not in whole and not keyed_whole(node.target):
                 continue  # decomposed into pieces the table keys apart (a rename is kept)
             found = measured(table, maker, node, ctx, target)
             if found is None:
@@ -140,10 +156,11 @@ class MeasuredOpBehaviour(Rule):
             return None
         name = fx_name(node.target)
         table = load_optable()
-        if name.partition(".")[2] not in table.core_aten or not table.has_portable_kernel(name):
+        kernel = table.has_portable_kernel(name) or table.has_portable_kernel(_copy_name(name))
+        if name.partition(".")[2] not in table.core_aten or not kernel:
             return None
         target = settings.minimum_deployment_target
-        entry = _bad_entry(node, target)
+        entry = _bad_entry(node, target, boundary=_returns_a_program_input(node))
         return None if entry is None else f"{entry.outcome} at iOS{target} by the op table"
 
     def must_decompose(self, node: Any, settings: PartitionerSettings) -> bool:
@@ -157,17 +174,30 @@ class MeasuredOpBehaviour(Rule):
         return _bad_entry(node, settings.minimum_deployment_target) is not None
 
 
-def _bad_entry(node: Any, target: int) -> Entry | None:
+def _bad_entry(node: Any, target: int, boundary: bool = False) -> Entry | None:
+    """The node's measured crash or wrong values (``boundary``: or its becoming its input
+    var, where that makes the program return its input) at the target, if any."""
     table = active_table()
     if table is None:
         return None
+    bad = BAD | {BOUNDARY} if boundary else BAD
     for key, context in fx_keys(node):
         answer = table.answer(key, target, context)
         if answer is None or value_dependent(answer.entry):
             continue  # values the model may never hold: not worth a CPU fallback
-        if answer.entry.outcome in BAD:  # a boundary crash is no op's: see ``unanswered``
+        if answer.entry.outcome in bad:  # a boundary crash is no op's: see ``unanswered``
             return answer.entry
     return None
+
+
+def _returns_a_program_input(node: Any) -> bool:
+    """A ``torch.fx`` node the program returns whose first operand is a program input:
+    where it is delegated alone, its partition returns what it receives."""
+    operands = list(node.all_input_nodes)
+    returned = any(user.op == "output" for user in node.users)
+    if not operands or not returned or operands[0].op != "placeholder":
+        return False
+    return not operands[0].name.startswith(_CONST_PREFIXES)
 
 
 def measured(
@@ -196,7 +226,20 @@ def measured(
             return key, answer
         if answer.entry.outcome == BOUNDARY_CRASH and _leaves(node, part, ctx):
             return key, answer
+        if answer.entry.outcome == BOUNDARY and _returns_its_input(node, part, ctx):
+            return key, answer
     return None
+
+
+def _returns_its_input(node: Node, part: Any, ctx: ProgramContext) -> bool:
+    """Whether the partition returns the node's output while its input is a value the
+    partition receives (or returns too): an op Core ML makes its input var then makes the
+    partition return that var itself."""
+    inputs = node.tensor_inputs()
+    if part is None or not inputs or not _leaves(node, part, ctx):
+        return False
+    source = inputs[0]
+    return source in part.inputs or source in part.states or source in part.outputs
 
 
 def _leaves(node: Node, part: Any, ctx: ProgramContext) -> bool:
@@ -239,6 +282,11 @@ def _message(key: Key, answer: Answer, target: int, table: BehaviourTable, note:
     )
     if entry.outcome == BOUNDARY_CRASH:
         what = "lowering crashes when the op's output leaves the delegate, as it does here"
+    elif entry.outcome == BOUNDARY:
+        what = (
+            "Core ML makes the op its input var itself, so the partition returns the input "
+            "it receives and the output does not hold what the program means"
+        )
     elif entry.outcome == CRASH:
         what = "lowering crashes"
     elif value_dependent(entry):
@@ -263,8 +311,10 @@ def _fix(table: BehaviourTable, entry: Entry, target: int, key: Key | None = Non
             "return a value computed from the output inside the model, or `.contiguous()` "
             "of it, not the output itself"
         )
-    found = table.workarounds(entry, target, key)
     cpu = "keep the node on the CPU (`coreml-lint lower` does)"
+    if entry.outcome == BOUNDARY:
+        return f"return the op's input itself (the op changes nothing here), or {cpu}"
+    found = table.workarounds(entry, target, key)
     return ("measured ok: " + "; ".join(found) + f"; or {cpu}") if found else cpu
 
 
@@ -333,6 +383,13 @@ def fx_name(target: Any) -> str:
     if namespace == "aten" and base.endswith("_copy") and base != "_to_copy":
         return f"aten.{base[: -len('_copy')]}.{schema.overload_name or 'default'}"
     return name
+
+
+def _copy_name(name: str) -> str:
+    """A view op's edge name (``aten.squeeze.dims`` -> ``aten.squeeze_copy.dims``): the
+    portable runtime's kernel for the view is its copy."""
+    namespace, base, overload = name.split(".", 2)
+    return f"{namespace}.{base}_copy.{overload}"
 
 
 def _dtype(node: Any) -> str:
@@ -503,3 +560,24 @@ def _():
         return torch.cat([pos[:, :, 0::2].sin(), pos[:, :, 1::2].cos()], dim=2)
 
     return module(embed), (torch.rand(2, 8),)
+
+
+# An op Core ML makes its input var: a squeeze of a dim that is not size 1 changes nothing,
+# so the partition of a returned squeeze of an input returns the input it receives.
+@case(
+    "measured-squeeze-without-effect",
+    expect={"CML801"},
+    silent=lambda lowered: any(d.returns_an_input for d in lowered.delegates),
+)
+def _():
+    return module(lambda s, x: x.squeeze(0)), (torch.randn(3, 4),)
+
+
+@case("measured-squeeze-of-a-size-1-dim", expect=set())
+def _():
+    return module(lambda s, x: x.squeeze(0)), (torch.randn(1, 4),)
+
+
+@case("measured-squeeze-without-effect-made-inside", expect=set())  # returns the mul's var
+def _():
+    return module(lambda s, x: (x * 2.0).squeeze(0)), (torch.randn(3, 4),)

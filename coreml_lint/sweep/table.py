@@ -18,9 +18,15 @@ from typing import Any
 from coreml_lint.measured.case import Result
 from coreml_lint.measured.entry import format_targets, parse_targets
 from coreml_lint.measured.key import MeasuredKey
-from coreml_lint.measured.outcomes import BOUNDARY_CRASH, MIXED, boundary_crash, normalized
+from coreml_lint.measured.outcomes import (
+    BOUNDARY,
+    BOUNDARY_CRASH,
+    MIXED,
+    boundary_crash,
+    normalized,
+)
 from coreml_lint.measured.table import FORMAT
-from coreml_lint.measured.values import class_variant
+from coreml_lint.measured.values import class_variant, underived
 
 Cell = tuple[str, str, int]  # outcome, message, cases
 
@@ -40,13 +46,13 @@ def keyed(result: Result) -> MeasuredKey | None:
 
 # Interface divergences about the partition's outputs, not the op's values: a single-op
 # program returning a clone returns the input var itself (CML501's failure, not the op's).
-BOUNDARY = ("interface output-is-input", "interface duplicate-output")
+BOUNDARY_MESSAGES = ("interface output-is-input", "interface duplicate-output")
 
 
 def outcome_of(result: dict[str, Any]) -> str:
     """The outcome as the table keys it: a boundary's failure is told from the op's."""
-    if result["outcome"] == "wrong" and result["message"].startswith(BOUNDARY):
-        return "boundary"
+    if result["outcome"] == "wrong" and result["message"].startswith(BOUNDARY_MESSAGES):
+        return BOUNDARY
     if result["outcome"] == "crash" and boundary_crash(result["message"]):
         return BOUNDARY_CRASH  # the op's output returned from the delegate (zero strides)
     return result["outcome"]
@@ -237,8 +243,9 @@ def carry(previous: dict[str, Any], table: dict[str, Any], note: str) -> dict[st
     """``table`` with what ``previous`` (the table shipped before, on the same stack)
     measured and it does not: every row of an op this sweep did not complete, and of the
     others each row at the targets no new row covers (same operands and context, and a
-    variant equal to a new one or the class of one: an exact measurement supersedes the
-    class-keyed cell it falls in). A later sweep so adds cells and refines class cells
+    variant equal to a new one or the class of one, with or without what the new key
+    derives from the shape: an exact measurement supersedes the class-keyed cell it falls
+    in). A later sweep so adds cells and refines class cells
     into exact ones, and never loses a call and target nobody measured again."""
     if previous.get("measured_with") != table["measured_with"]:
         return table
@@ -249,7 +256,7 @@ def carry(previous: dict[str, Any], table: dict[str, Any], note: str) -> dict[st
         mine = table["ops"].setdefault(op, [])
         covered: dict[tuple[str, str, str], set[int]] = defaultdict(set)
         for r in mine:
-            for variant in (r[1], class_variant(r[1])):
+            for variant in (r[1], class_variant(r[1]), class_variant(underived(r[1]))):
                 covered[(r[0], variant, r[2])] |= parse_targets(r[4])
         for row in rows:
             left = parse_targets(row[4]) - covered.get((row[0], row[1], row[2]), set())
