@@ -895,3 +895,16 @@ def test_the_shards_keys_carry_todays_shape_derived_values():
         f"{len(stale)} stale keys (run `python -m coreml_lint.sweep rekey`):\n"
         + "\n".join(stale[:10])
     )
+
+
+def test_a_cell_answers_every_shape_only_when_three_ranks_agree():
+    """A per-channel PReLU crashes at rank 2 and 3 (three shape classes: 2x4, 1x4x4,
+    2x4x4) and converts at rank 4: three classes of two ranks stay apart; three ranks fold
+    into ``*``."""
+    from coreml_lint.sweep.table import fold
+
+    crash = ("crash", "ValueError: prelu op: rank 3 or rank 5 input", 2)
+    two_ranks = {(s, 15): crash for s in ("r2", "r3u", "r3")}
+    assert sorted(shape for shape, _, _ in fold(two_ranks)) == ["r2", "r3", "r3u"]
+    three_ranks = {(s, 15): crash for s in ("r2", "r3u", "r4u")}
+    assert [(shape, targets) for shape, targets, _ in fold(three_ranks)] == [("*", {15})]
