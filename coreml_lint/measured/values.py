@@ -278,7 +278,7 @@ def describe_variant(variant: str, names: list[str] | None) -> str:
         name, _, value = part.partition("=")
         if names and re.fullmatch(r"a\d+", name) and int(name[1:]) < len(names):
             name = names[int(name[1:])]
-        parts.append(f"{name}={value}")
+        parts.append(f"{name}={value}".replace(SQUEEZE_WITHOUT_EFFECT, " (no dim of size 1)"))
     return ", ".join(parts)
 
 
