@@ -541,6 +541,8 @@ def test_the_model_axis_measures_calls_as_a_model_makes_them():
     pool, _ = op_cases(ops["avg_pool3d.default"])
     assert {len(c["tensors"][0]["shape"]) for c in pool if c["axis"] == "model"} == {5}
     assert any(c["label"] == "model ceil_mode=True" for c in pool)
+    # a kernel of 3 on the model's 4-wide volume: the ceil adds a window (3-d pools refuse it)
+    assert any(c["label"] == "model kernel_size=[3,3,3] ceil_mode=True" for c in pool)
 
 
 def test_the_pairwise_axis_crosses_arguments_legal_only_together():

@@ -92,8 +92,9 @@ FLOATS_VARIANTS = (2.0, 1.3, 0.5, 1.5, 0.7)  # 1.3 first: its class's riskier va
 # 3: the model axis; 4: dtype arguments on int64 operands; 5: scale factors whose output
 # size is whole (``values.scaled_text``), ATen's string words, legal pair values, the base
 # call's values at the model shape; 6: a rank-4 shape, string values at every shape; 7:
-# required string values at every shape too; 8: the model axis at a batch of two as well.
-GENERATOR = 8
+# required string values at every shape too; 8: the model axis at a batch of two as well;
+# 9: ``[3] * n`` for a fixed-length int list (a kernel of 3).
+GENERATOR = 9
 
 # The model axis's batches: one (a size-1 dim in the key), and two, where a layer's call
 # keys as its base call's rank without a size-1 dim but with constant weights (a transposed

@@ -155,7 +155,9 @@ def ints_candidates(arg: Arg, shape: tuple[int, ...]) -> list[list[int]]:
     spatial = max(rank - 2, 1)
     if arg.length:
         n = arg.length
-        found = [[1] * n, [2] * n, [0] * n, [shape[-1] if shape else 1] * n]
+        # 3 last (earlier finds stay first): the odd kernel models use most, which tiles no
+        # even size (a pool's ceil_mode then adds a window: 3-d pools refuse it).
+        found = [[1] * n, [2] * n, [0] * n, [shape[-1] if shape else 1] * n, [3] * n]
     else:
         found = [
             [1] * spatial,
