@@ -875,8 +875,7 @@ def test_the_shards_keys_carry_todays_shape_derived_values():
                 want = f"a{POOLS[op][5]}={derived}"
             elif op in SQUEEZES:
                 if op in ONE_OP_DECOMPOSITIONS:  # squeeze.dim(x, d) is keyed as squeeze.dims
-                    into, rewrite = ONE_OP_DECOMPOSITIONS[op]
-                    args = rewrite(args, shape)
+                    into, args = ONE_OP_DECOMPOSITIONS[op](args, shape)
                     keys = [dict(k, op=op) for k in keys if k["op"] == into]
                 derived = squeeze_text(op, args, shape)
                 if derived is None:

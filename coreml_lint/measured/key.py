@@ -120,19 +120,42 @@ SAME_OP = {
 }
 
 
-def _squeeze_dims(args: list[Any], shape: tuple[Any, ...] | None) -> list[Any] | None:
+def _squeeze_dims(args: list[Any], shape: tuple[Any, ...] | None) -> tuple[str, list] | None:
     """``squeeze.dim(x, d)`` as ``squeeze.dims(x, [d])``; ``squeeze(x)`` as ``squeeze.dims``
     of every dim (torch's decompositions), or None where the rank is unknown."""
     if len(args) >= 2:
-        return [args[0], [args[1]]]
-    return None if shape is None else [args[0], list(range(len(shape)))]
+        return "aten.squeeze.dims", [args[0], [args[1]]]
+    return None if shape is None else ("aten.squeeze.dims", [args[0], list(range(len(shape)))])
+
+
+def _transposed(args: list[Any], shape: tuple[Any, ...] | None) -> tuple[str, list] | None:
+    """``transpose(x, a, b)`` and ``t(x)`` as torch decomposes them: a ``permute`` swapping
+    the two dims, or an ``alias`` (ExecuTorch's ``alias_copy``) where they are one dim."""
+    if shape is None:
+        return None
+    rank = len(shape)
+    if len(args) >= 3:
+        first, second = args[1], args[2]
+    elif rank == 2:
+        first, second = 0, 1
+    else:
+        first = second = 0  # ``t`` of a vector or a scalar is the tensor itself
+    if not all(isinstance(d, int) and not isinstance(d, bool) for d in (first, second)):
+        return None
+    if rank == 0 or first % rank == second % rank:
+        return "aten.alias_copy.default", [args[0]]
+    order = list(range(rank))
+    order[first % rank], order[second % rank] = order[second % rank], order[first % rank]
+    return "aten.permute.default", [args[0], order]
 
 
 # Ops torch decomposes into one other op with its arguments rewritten before the
 # partitioner sees them: the sweep measured that op, so the node is keyed as it.
 ONE_OP_DECOMPOSITIONS = {
-    "aten.squeeze.dim": ("aten.squeeze.dims", _squeeze_dims),
-    "aten.squeeze.default": ("aten.squeeze.dims", _squeeze_dims),
+    "aten.squeeze.dim": _squeeze_dims,
+    "aten.squeeze.default": _squeeze_dims,
+    "aten.transpose.int": _transposed,
+    "aten.t.default": _transposed,
 }
 
 
@@ -175,11 +198,12 @@ class KeyMaker:
         info = self.graph.tensors.get(first) if first else None
         shape = info.shape if info is not None else None
         op = SAME_OP.get(node.target, node.target)
-        if op in ONE_OP_DECOMPOSITIONS:
-            into, rewrite = ONE_OP_DECOMPOSITIONS[op]
-            args = rewrite(node.args, shape)
-            if args is not None:
-                op, node = into, replace(node, target=into, args=args)
+        decomposed = (
+            ONE_OP_DECOMPOSITIONS[op](node.args, shape) if op in ONE_OP_DECOMPOSITIONS else None
+        )
+        if decomposed is not None:
+            op, args = decomposed
+            node = replace(node, target=op, args=args)
         variant = variant_of(node, shape)
         if len(node.outputs) > 1 and not all(o in self.read for o in node.outputs):
             variant += ";" * bool(variant) + UNUSED_OUTPUTS

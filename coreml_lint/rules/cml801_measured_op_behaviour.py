@@ -53,6 +53,7 @@ References
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 from coreml_lint.core.findings import Finding, Outcome, Severity
@@ -353,14 +354,24 @@ def fx_keys(node: Any) -> list[tuple[Key, str]]:
     dims = dims and tuple(d if isinstance(d, int) else str(d) for d in dims)
     shape = shape_class(dims)
     keys = []
+    # a view op at the edge is its copy, which the sweep measured under either name
+    names = [name, _copy_name(name)] if _is_copy(node.target) else [name]
     for made_inside in ("op", "in"):
         parts = [f"{_dtype(o)}:{_origin(o, made_inside)}" for o in operands]
-        key = Key(name, ",".join(parts), variant_of(shell, dims), shape)
-        keys.append((key, ""))
-        for user in node.users:
-            if user.op == "call_function" and fx_name(user.target) in CONTEXT_OPS:
-                keys.append((key, fx_name(user.target)))
+        for op in names:
+            key = Key(op, ",".join(parts), variant_of(replace(shell, target=op), dims), shape)
+            keys.append((key, ""))
+            for user in node.users:
+                if user.op == "call_function" and fx_name(user.target) in CONTEXT_OPS:
+                    keys.append((key, fx_name(user.target)))
     return keys
+
+
+def _is_copy(target: Any) -> bool:
+    """Whether a ``torch.fx`` target is an ATen view's copy (``aten.alias_copy``)."""
+    schema = getattr(getattr(target, "_op", target), "_schema", None)
+    base = schema.name.partition("::")[2] if schema is not None else ""
+    return base.endswith("_copy") and base != "_to_copy"
 
 
 # ExecuTorch's edge ops that stand for an ATen op the linter's graph names.
@@ -571,6 +582,15 @@ def _():
 )
 def _():
     return module(lambda s, x: x.squeeze(0)), (torch.randn(3, 4),)
+
+
+@case(
+    "measured-transpose-of-one-dim",  # torch makes it an alias, Core ML the input var
+    expect={"CML801"},
+    silent=lambda lowered: any(d.returns_an_input for d in lowered.delegates),
+)
+def _():
+    return module(lambda s, x: x.transpose(1, 1)), (torch.randn(3, 4),)
 
 
 @case("measured-squeeze-of-a-size-1-dim", expect=set())
