@@ -524,8 +524,8 @@ def test_the_model_axis_measures_calls_as_a_model_makes_them():
     ops = {i.name: i for i in in_scope(load_optable())[0]}
     cases, _ = op_cases(ops["conv_transpose2d.input"])
     model = [c for c in cases if c["axis"] == "model"]
-    batches = {c["tensors"][0]["shape"][0]: c["label"].startswith("model batch 2") for c in model}
-    assert batches == {1: False, 2: True}  # a batch of two is labelled so, one is not
+    batches = {(c["tensors"][0]["shape"][0], c["label"].startswith("model batch 2")) for c in model}
+    assert batches == {(1, False), (2, True)}  # a batch of two is labelled so, one is not
     given = [c for c in model if len(c["tensors"]) == 3]  # the input, a weight and a bias
     assert given and all(t["origin"] == "const" for c in given for t in c["tensors"][1:])
     for batch in (1, 2):

@@ -198,9 +198,9 @@ class KeyMaker:
         info = self.graph.tensors.get(first) if first else None
         shape = info.shape if info is not None else None
         op = SAME_OP.get(node.target, node.target)
-        decomposed = (
-            ONE_OP_DECOMPOSITIONS[op](node.args, shape) if op in ONE_OP_DECOMPOSITIONS else None
-        )
+        decomposed = None
+        if op in ONE_OP_DECOMPOSITIONS and not node.kwargs:  # export passes these positionally
+            decomposed = ONE_OP_DECOMPOSITIONS[op](node.args, shape)
         if decomposed is not None:
             op, args = decomposed
             node = replace(node, target=op, args=args)

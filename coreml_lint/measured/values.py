@@ -176,7 +176,7 @@ def squeeze_text(op: str, args: list[Any], shape: tuple[Any, ...] | None) -> str
     """How a squeeze node's dims are keyed: their value with ``SQUEEZE_WITHOUT_EFFECT``
     where none of them has size 1 in ``shape`` (an empty list squeezes nothing), or None
     where it is not a squeeze, removes a dim, or a size is unknown."""
-    if op not in SQUEEZES or not shape or len(args) < 2:
+    if op not in SQUEEZES or shape is None or len(args) < 2:
         return None
     dims = list(args[1]) if isinstance(args[1], (list, tuple)) else [args[1]]
     rank = len(shape)
@@ -216,15 +216,10 @@ def class_variant(variant: str) -> str:
     )
 
 
-# What a key adds to a value from the operand's shape (``frac(whole)``, ``True(same
-# size)``, ``[1](no-op)``): a key written before the addition has the bare value.
-_DERIVED = re.compile(r"(?<=[\w\]])\([^()=;]*\)")
-
-
 def underived(variant: str) -> str:
-    """A variant without what keys derive from the shape: the key a table written before
-    that derivation gave the same call."""
-    return _DERIVED.sub("", variant)
+    """A variant as a table written before the squeeze derivation keyed the same call (the
+    scale and ceil derivations are older than any table carried from)."""
+    return variant.replace(SQUEEZE_WITHOUT_EFFECT, "")
 
 
 def _int_class(value: int) -> str:

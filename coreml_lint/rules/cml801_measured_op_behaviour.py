@@ -124,10 +124,13 @@ class MeasuredOpBehaviour(Rule):
             key, answer = found
             entry = answer.entry
             ranged = value_dependent(entry)
+            returned = _boundary_source(node, ctx) if entry.outcome == BOUNDARY else None
+            # lower keeps on the CPU only a node returning a program input (``refuse``)
+            cpu_answers = entry.outcome != BOUNDARY or _returns_a_user_input(node, ctx)
             finding = ctx.finding(
                 node,
-                _message(key, answer, target, table, note),
-                fix=_fix(table, entry, target, key),
+                _message(key, answer, target, table, note, returned),
+                fix=_fix(table, entry, target, key, cpu_answers),
                 severity=Severity.WARNING if ranged else None,
                 outcome=Outcome.CRASH if entry.outcome in CRASHES else Outcome.SILENT,
                 partitioner=ctx.skip_advice(node),
@@ -137,6 +140,9 @@ class MeasuredOpBehaviour(Rule):
                 measured_with=table.measured_with,
             )
             finding.lower_fixes = finding.lower_fixes and entry.outcome != BOUNDARY_CRASH
+            finding.lower_fixes = finding.lower_fixes and cpu_answers
+            if not cpu_answers:
+                finding.extra["cpu_answers"] = False
             yield finding
 
     def unanswered(self, finding: Finding, *, dequantize_on_cpu: bool = False) -> str | None:
@@ -148,17 +154,24 @@ class MeasuredOpBehaviour(Rule):
                 f"{finding.message} (coreml-lint lower has no answer: use the output inside "
                 "the model, or return `.contiguous()` of it)"
             )
+        if finding.extra.get("cpu_answers") is False:  # see ``_returns_a_user_input``
+            return (
+                f"{finding.message} (coreml-lint lower has no answer: return the op's input "
+                "itself, the op changes nothing here)"
+            )
         return super().unanswered(finding, dequantize_on_cpu=dequantize_on_cpu)
 
     def refuse(self, node: Any, settings: PartitionerSettings) -> str | None:
         """A core ATen node whose measured outcome at the target is a crash or wrong values
-        stays on the CPU, when the portable runtime has a kernel for it."""
+        (or, returning a program input it reads, the op made its input var) stays on the
+        CPU, when the portable runtime has a kernel for it (a view's is its copy's)."""
         if getattr(node, "op", "") != "call_function":
             return None
         name = fx_name(node.target)
         table = load_optable()
-        kernel = table.has_portable_kernel(name) or table.has_portable_kernel(_copy_name(name))
-        if name.partition(".")[2] not in table.core_aten or not kernel:
+        if name.partition(".")[2] not in table.core_aten:
+            return None
+        if not (table.has_portable_kernel(name) or table.has_portable_kernel(_copy_name(name))):
             return None
         target = settings.minimum_deployment_target
         entry = _bad_entry(node, target, boundary=_returns_a_program_input(node))
@@ -227,20 +240,32 @@ def measured(
             return key, answer
         if answer.entry.outcome == BOUNDARY_CRASH and _leaves(node, part, ctx):
             return key, answer
-        if answer.entry.outcome == BOUNDARY and _returns_its_input(node, part, ctx):
+        if answer.entry.outcome == BOUNDARY and _boundary_source(node, ctx) is not None:
             return key, answer
     return None
 
 
-def _returns_its_input(node: Node, part: Any, ctx: ProgramContext) -> bool:
-    """Whether the partition returns the node's output while its input is a value the
-    partition receives (or returns too): an op Core ML makes its input var then makes the
-    partition return that var itself."""
+def _boundary_source(node: Node, ctx: ProgramContext) -> str | None:
+    """Where the input of a node Core ML makes its input var is, when its partition returns
+    the node's output: ``input`` (the partition receives it, or holds it as state: the
+    partition returns what it receives) or ``output`` (the partition returns it too: two
+    outputs of one name); None where the output is that op's own var."""
     inputs = node.tensor_inputs()
+    part = ctx.placement.partition_of(node)
     if part is None or not inputs or not _leaves(node, part, ctx):
-        return False
-    source = inputs[0]
-    return source in part.inputs or source in part.states or source in part.outputs
+        return None
+    if inputs[0] in part.inputs or inputs[0] in part.states:
+        return "input"
+    return "output" if inputs[0] in part.outputs else None
+
+
+def _returns_a_user_input(node: Node, ctx: ProgramContext) -> bool:
+    """The program returns the node's output and its input is a program input: the case
+    ``lower`` answers (``refuse`` asks the same of the ``torch.fx`` node)."""
+    inputs = node.tensor_inputs()
+    kinds = {spec.name: spec.kind for spec in ctx.graph.inputs}
+    returned = any(out in ctx.user_outputs for out in node.outputs)
+    return returned and bool(inputs) and kinds.get(inputs[0]) == "user_input"
 
 
 def _leaves(node: Node, part: Any, ctx: ProgramContext) -> bool:
@@ -269,7 +294,14 @@ BASIS_WORDS = {
 }
 
 
-def _message(key: Key, answer: Answer, target: int, table: BehaviourTable, note: str | None) -> str:
+def _message(
+    key: Key,
+    answer: Answer,
+    target: int,
+    table: BehaviourTable,
+    note: str | None,
+    returned: str | None = None,
+) -> str:
     entry = answer.entry
     names = table.arg_names.get(key.op)
     feeding = f" feeding {entry.context}" if entry.context else ""
@@ -283,6 +315,11 @@ def _message(key: Key, answer: Answer, target: int, table: BehaviourTable, note:
     )
     if entry.outcome == BOUNDARY_CRASH:
         what = "lowering crashes when the op's output leaves the delegate, as it does here"
+    elif entry.outcome == BOUNDARY and returned == "output":
+        what = (
+            "Core ML makes the op its input var itself, which the partition also returns: "
+            "the Core ML model has two outputs of one name"
+        )
     elif entry.outcome == BOUNDARY:
         what = (
             "Core ML makes the op its input var itself, so the partition returns the input "
@@ -306,7 +343,13 @@ def _message(key: Key, answer: Answer, target: int, table: BehaviourTable, note:
     return f"{text}; {note}" if note else text
 
 
-def _fix(table: BehaviourTable, entry: Entry, target: int, key: Key | None = None) -> str:
+def _fix(
+    table: BehaviourTable,
+    entry: Entry,
+    target: int,
+    key: Key | None = None,
+    cpu_answers: bool = True,
+) -> str:
     if entry.outcome == BOUNDARY_CRASH:  # the measured-meshgrid cases lower these two
         return (
             "return a value computed from the output inside the model, or `.contiguous()` "
@@ -314,7 +357,8 @@ def _fix(table: BehaviourTable, entry: Entry, target: int, key: Key | None = Non
         )
     cpu = "keep the node on the CPU (`coreml-lint lower` does)"
     if entry.outcome == BOUNDARY:
-        return f"return the op's input itself (the op changes nothing here), or {cpu}"
+        same = "return the op's input itself (the op changes nothing here)"
+        return f"{same}, or {cpu}" if cpu_answers else same
     found = table.workarounds(entry, target, key)
     return ("measured ok: " + "; ".join(found) + f"; or {cpu}") if found else cpu
 
@@ -370,8 +414,7 @@ def fx_keys(node: Any) -> list[tuple[Key, str]]:
 def _is_copy(target: Any) -> bool:
     """Whether a ``torch.fx`` target is an ATen view's copy (``aten.alias_copy``)."""
     schema = getattr(getattr(target, "_op", target), "_schema", None)
-    base = schema.name.partition("::")[2] if schema is not None else ""
-    return base.endswith("_copy") and base != "_to_copy"
+    return schema is not None and _is_view_copy(*schema.name.partition("::")[::2])
 
 
 # ExecuTorch's edge ops that stand for an ATen op the linter's graph names.
@@ -391,15 +434,24 @@ def fx_name(target: Any) -> str:
     name = f"{namespace}.{base}.{schema.overload_name or 'default'}"
     if name in _EDGE_TO_ATEN:
         return _EDGE_TO_ATEN[name]
-    if namespace == "aten" and base.endswith("_copy") and base != "_to_copy":
+    if _is_view_copy(namespace, base):
         return f"aten.{base[: -len('_copy')]}.{schema.overload_name or 'default'}"
     return name
 
 
+def _is_view_copy(namespace: str, base: str) -> bool:
+    """An ATen view's copy (``alias_copy``, ``squeeze_copy``; not ``_to_copy``)."""
+    return namespace == "aten" and base.endswith("_copy") and base != "_to_copy"
+
+
 def _copy_name(name: str) -> str:
     """A view op's edge name (``aten.squeeze.dims`` -> ``aten.squeeze_copy.dims``): the
-    portable runtime's kernel for the view is its copy."""
-    namespace, base, overload = name.split(".", 2)
+    portable runtime's kernel for the view is its copy. A name of no ATen op (a getitem, a
+    delegate call) is returned as it is."""
+    parts = name.split(".", 2)
+    if len(parts) != 3 or parts[0] != "aten":
+        return name
+    namespace, base, overload = parts
     return f"{namespace}.{base}_copy.{overload}"
 
 
@@ -601,3 +653,16 @@ def _():
 @case("measured-squeeze-without-effect-made-inside", expect=set())  # returns the mul's var
 def _():
     return module(lambda s, x: (x * 2.0).squeeze(0)), (torch.randn(3, 4),)
+
+
+@case(
+    "measured-squeeze-without-effect-of-a-returned-value",  # two outputs of one name
+    expect={"CML801"},
+    silent=lambda lowered: any(d.duplicate_outputs for d in lowered.delegates),
+)
+def _():
+    def forward(s, x):
+        y = x * 2.0
+        return y, y.squeeze(0)
+
+    return module(forward), (torch.randn(3, 4),)

@@ -32,8 +32,9 @@ crosses the factors the catalogue shows interacting):
   argument values where they are legal there), its parameters (operands the schema
   names ``weight``, ``bias``, ``running_mean``, ``running_var``, optional ones included)
   constants with seeded non-uniform values; that call, each argument alone and every two
-  together around it, in float32. A model's key has a size-1 dim and constant weights, so
-  the one-factor cases around a base call of inputs only never answer it (a transposed
+  together around it, in float32. A model's key has constant weights (and, at a batch of
+  one, a size-1 dim), so the one-factor cases around a base call of inputs only never
+  answer it (a transposed
   convolution's ``output_padding`` with constant weights and a bias, a 3-d pool's
   ``ceil_mode`` on a batched input);
 - *target*: every case at iOS15 and iOS18; the runner adds iOS16 and iOS17 where the two

@@ -253,9 +253,9 @@ def carry(previous: dict[str, Any], table: dict[str, Any], note: str) -> dict[st
     """``table`` with what ``previous`` (the table shipped before, on the same stack)
     measured and it does not: every row of an op this sweep did not complete, and of the
     others each row at the targets no new row covers (same operands and context, and a
-    variant equal to a new one or the class of one, with or without what the new key
-    derives from the shape: an exact measurement supersedes the class-keyed cell it falls
-    in). A later sweep so adds cells and refines class cells
+    variant equal to a new one or the class of one, with or without a squeeze's ``(no-op)``
+    mark, which older tables lack: an exact measurement supersedes the class-keyed cell it
+    falls in). A later sweep so adds cells and refines class cells
     into exact ones, and never loses a call and target nobody measured again."""
     if previous.get("measured_with") != table["measured_with"]:
         return table
