@@ -81,8 +81,11 @@ def test_divergences_name_the_op_node_and_numbers():
     numbers = divergence.numbers
     assert 1e-5 < numbers["max_rel"] < 1e-3 and numbers["index"] is not None
     assert numbers["expected"] != numbers["actual"]
-    # judged against float64: the element's own relative error, far above eager's own
-    assert numbers["rel_error"] > 1e-4 and numbers["own_rel"] < 1e-6 and numbers["over"] > 1
+    # judged against float64: the element's own relative error, far above eager's own (the
+    # example inputs come from the global RNG, so the element and its size vary with the
+    # tests run before in the worker: eager's own error is compared, not fixed)
+    assert numbers["rel_error"] > 1e-4 and numbers["over"] > 1
+    assert numbers["own_rel"] < numbers["rel_error"] / 100
     assert "relative error" in divergence.message and "float32 ulps" in divergence.message
 
 

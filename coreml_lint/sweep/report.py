@@ -53,7 +53,7 @@ SAMPLING = (
     "error lists and ATen's enum words the op takes; in float32 and float16 made in the "
     "program, strings, bools and dtypes on int64 too); every two non-tensor arguments "
     "together (their first three other values each and three legal alone, legal calls "
-    "only); the op as a model calls it (a batch of one, parameters constant and given, "
+    "only); the op as a model calls it (a batch of one and of two, parameters constant and given, "
     "the base call's values where legal) with each argument and every two around it; "
     "ranks 0-5 with size-1 and empty dims (each string value at each), and each operand "
     "alone at rank 1 and 0; the "
