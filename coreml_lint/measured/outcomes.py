@@ -24,8 +24,8 @@ BOUNDARY_CRASH_MESSAGES = ("0 in strides is not supported",)
 
 # An op Core ML turns into its input var itself (an alias, a squeeze that removes no dim):
 # the single-op program returned its own input, which ExecuTorch never fills on device.
-# The node returns wrong values only where its input enters the partition from outside and
-# its output leaves it (made inside Core ML, the output is that op's var).
+# The node returns wrong values only where its output leaves the partition and its input
+# enters it from outside or leaves it too (made inside Core ML, the output is that op's var).
 BOUNDARY = "boundary"
 
 # What range of values a float16-pass divergence needs, by the verify oracle's kind word.
