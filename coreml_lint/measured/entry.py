@@ -6,10 +6,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import lru_cache
 
 
+@lru_cache(maxsize=256)
 def parse_targets(text: str) -> frozenset[int]:
-    """``"15-18"`` / ``"15,17"`` -> the iOS versions."""
+    """``"15-18"`` / ``"15,17"`` -> the iOS versions (a table repeats a few texts: each is
+    parsed once)."""
     found: set[int] = set()
     for part in text.split(","):
         low, _, high = part.partition("-")

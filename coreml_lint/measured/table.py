@@ -349,7 +349,7 @@ class BehaviourTable:
         measured (``[2, 2]`` answers for ``[3, 3]`` only where no measured value of the
         class behaves otherwise): which values of an argument decide an op's outcome is
         read off the measurements. A table keyed by classes (format 1) is its own class."""
-        members = self._by_class().get((op, operands, class_variant(variant), context), ())
+        members = self._by_class(op).get((operands, class_variant(variant), context), ())
         found = [
             entry
             for other in sorted(members)
@@ -360,15 +360,17 @@ class BehaviourTable:
         reasons = {(e.outcome, normalized(e.message)) for e in found}
         return found[0] if len(reasons) == 1 else None
 
-    def _by_class(self) -> dict[tuple[str, str, str, str], set[str]]:
-        """(op, operands, class variant, context) -> the variants measured in it."""
-        if "by_class" not in self._free:
-            index: dict[tuple[str, str, str, str], set[str]] = {}
-            for op, operands, variant, context in self.entries:
-                group = (op, operands, class_variant(variant), context)
-                index.setdefault(group, set()).add(variant)
-            self._free["by_class"] = index
-        return self._free["by_class"]
+    def _by_class(self, op: str) -> dict[tuple[str, str, str], set[str]]:
+        """(operands, class variant, context) -> the variants of ``op`` measured in it:
+        built per op, so a lint makes the entries of its program's ops only."""
+        memo = ("by_class", op)
+        if memo not in self._free:
+            index: dict[tuple[str, str, str], set[str]] = {}
+            for e in self.by_op.get(op, ()):
+                group = (e.operands, class_variant(e.variant), e.context)
+                index.setdefault(group, set()).add(e.variant)
+            self._free[memo] = index
+        return self._free[memo]
 
     def _lookup_exact(self, op, operands, variant, shape, target, context) -> Entry | None:
         """The entry at ``shape``, else the one for every shape (``*``), else, for a
