@@ -565,6 +565,32 @@ def test_the_pairwise_axis_crosses_arguments_legal_only_together():
         assert is_legal(info, Call(case["tensors"], case["args"], case["kwargs"]))
 
 
+def test_lists_whose_dims_differ_are_crossed_with_the_argument_they_need():
+    """An ``output_padding`` of ``[1, 0]`` is legal only beside a stride of 2: one factor at
+    a time never makes it, and the pairs of ``[n] * k`` values never make a list whose dims
+    differ. Each such list is measured alone where legal (a ``[2, 1]`` stride) and beside
+    each other argument, in the model's call with constant weights too."""
+    pytest.importorskip("torch")
+    from coreml_lint.program.optable import load_optable
+    from coreml_lint.sweep.generate import op_cases
+    from coreml_lint.sweep.legal import Call, is_legal
+    from coreml_lint.sweep.schema import in_scope, mixed_lists
+
+    assert mixed_lists(1) == []
+    assert mixed_lists(3) == [[1, 0, 1], [2, 1, 2]]
+    info = {i.name: i for i in in_scope(load_optable())[0]}["conv_transpose2d.input"]
+    cases, _ = op_cases(info)
+    labels = {(c["axis"], c["label"]) for c in cases}
+    assert ("pairs", "stride=[2,2] output_padding=[1,0]") in labels
+    assert ("model", "model batch 2 stride=[2,2] output_padding=[1,0]") in labels
+    assert ("variant", "stride=[2,1]") in labels
+    assert ("variant", "output_padding=[1,0]") not in labels  # illegal beside stride 1
+    mixed = [c for c in cases if "[1,0]" in c["label"] or "[2,1]" in c["label"]]
+    for case in mixed[::3]:
+        assert is_legal(info, Call(case["tensors"], case["args"], case["kwargs"]))
+    assert len({c["id"] for c in cases}) == len(cases)  # no pair made twice
+
+
 def test_the_shipped_table_is_measured_on_the_installed_stack():
     table = load_table(measured_table.TABLE_PATH)
     assert set(table.measured_with) == {"torch", "executorch", "coremltools"}

@@ -12,7 +12,10 @@ crosses the factors the catalogue shows interacting):
   ellipsis and repeated labels; a dtype, bool or string argument takes every value it has
   (a string: the words torch's error lists, and ATen's enum words the op takes);
 - *pairs*: every two non-tensor arguments changed together (their first three other values
-  and three more legal alone, crossed, legal calls only, four per pair), in float32;
+  and three more legal alone, crossed, legal calls only, four per pair; and a fixed-length
+  list whose dims differ, ``[1, 0]`` or ``[2, 1]``, beside each other argument's values,
+  one legal call each: an ``output_padding`` of ``[1, 0]`` is legal only beside a
+  stride), in float32;
 - *shape*: ranks 0, 1, 3 (with a size-1 dim), 3 (with an empty dim), 4 (with a size-1
   dim) and 5 besides the base call's, in float32, each with every value of a string
   argument too (required arguments are searched again for each shape);
@@ -60,7 +63,7 @@ from coreml_lint.sweep.legal import (
     with_given,
     with_layout,
 )
-from coreml_lint.sweep.schema import EQUATIONS, Arg, OpInfo, string_options
+from coreml_lint.sweep.schema import EQUATIONS, Arg, OpInfo, mixed_lists, string_options
 from coreml_lint.sweep.values import DTYPES, FLOATS, case_id, decode, encode_float
 
 SHAPES = ((), (5,), (3, 1, 4), (2, 0, 3), (2, 3, 1, 4), (2, 1, 3, 2, 2))
@@ -94,8 +97,9 @@ FLOATS_VARIANTS = (2.0, 1.3, 0.5, 1.5, 0.7)  # 1.3 first: its class's riskier va
 # size is whole (``values.scaled_text``), ATen's string words, legal pair values, the base
 # call's values at the model shape; 6: a rank-4 shape, string values at every shape; 7:
 # required string values at every shape too; 8: the model axis at a batch of two as well;
-# 9: ``[3] * n`` for a fixed-length int list (a kernel of 3).
-GENERATOR = 9
+# 9: ``[3] * n`` for a fixed-length int list (a kernel of 3); 10: lists whose dims differ
+# (``schema.mixed_lists``: ``[1, 0]``, ``[2, 1]``), alone and beside each other argument.
+GENERATOR = 10
 
 # The model axis's batches: one (a size-1 dim in the key), and two, where a layer's call
 # keys as its base call's rank without a size-1 dim but with constant weights (a transposed
@@ -249,6 +253,7 @@ def _variants(info: OpInfo, base: Call) -> Iterator[tuple[str, Call]]:
 # ceil_mode that matters only with a stride), nor a crash two changes cause together.
 PAIR_VALUES = 3
 PAIRS_PER_ARGS = 4
+MIXED_PAIRS = 1  # legal calls per list of differing dims and other argument
 
 
 def _pairs(info: OpInfo, base: Call) -> Iterator[tuple[str, Call]]:
@@ -283,19 +288,34 @@ def _pairs(info: OpInfo, base: Call) -> Iterator[tuple[str, Call]]:
         if values:
             options[arg.name] = values
     names = list(options)
+    mixed = {  # beyond the values already crossed
+        a.name: [m for m in mixed_lists(a.length or 0) if m not in options[a.name]]
+        for a in info.args
+        if a.name in options
+    }
+
+    def crossed(first: str, a_values: list, second: str, b_values: list, cap: int) -> Iterator:
+        made = 0
+        for a in a_values:
+            for b in b_values:
+                if made >= cap:
+                    return
+                call = with_given(info, base, {**given, first: a, second: b})
+                with torch.no_grad():
+                    if not is_legal(info, call):
+                        continue
+                made += 1
+                yield f"{first}={_class(a, shape)} {second}={_class(b, shape)}", call
+
     for i, first in enumerate(names):
         for second in names[i + 1 :]:
-            made = 0
-            for a in options[first]:
-                for b in options[second]:
-                    if made >= PAIRS_PER_ARGS:
-                        break
-                    call = with_given(info, base, {**given, first: a, second: b})
-                    with torch.no_grad():
-                        if not is_legal(info, call):
-                            continue
-                    made += 1
-                    yield f"{first}={_class(a, shape)} {second}={_class(b, shape)}", call
+            yield from crossed(first, options[first], second, options[second], PAIRS_PER_ARGS)
+            # A list whose dims differ, beside each other argument (one legal call each
+            # way): an ``output_padding`` of ``[1, 0]`` is legal only beside a stride.
+            for value in mixed[first]:
+                yield from crossed(first, [value], second, options[second], MIXED_PAIRS)
+            for value in mixed[second]:
+                yield from crossed(first, options[first], second, [value], MIXED_PAIRS)
 
 
 def _cast_range(call: Call, dtype: str) -> None:

@@ -158,6 +158,7 @@ def ints_candidates(arg: Arg, shape: tuple[int, ...]) -> list[list[int]]:
         # 3 last (earlier finds stay first): the odd kernel models use most, which tiles no
         # even size (a pool's ceil_mode then adds a window: 3-d pools refuse it).
         found = [[1] * n, [2] * n, [0] * n, [shape[-1] if shape else 1] * n, [3] * n]
+        found += mixed_lists(n)
     else:
         found = [
             [1] * spatial,
@@ -179,6 +180,16 @@ def ints_candidates(arg: Arg, shape: tuple[int, ...]) -> list[list[int]]:
         if value not in unique:
             unique.append(value)
     return unique
+
+
+def mixed_lists(n: int) -> list[list[int]]:
+    """Lists of length ``n`` (2 or more) whose dims differ: ``[1, 0, 1]`` and ``[2, 1, 2]``.
+    Models give a dim its own value (a ``(3, 1)`` kernel, a ``(2, 1)`` stride, an
+    ``output_padding`` of ``(1, 0)``), and a converter that reads one value for every dim
+    is right on ``[n] * k`` and wrong on these; the exact key tells them apart."""
+    if n < 2:
+        return []
+    return [[(high, low)[i % 2] for i in range(n)] for high, low in ((1, 0), (2, 1))]
 
 
 def _numel(shape: tuple[int, ...]) -> int:
