@@ -14,7 +14,7 @@ from coreml_lint.measured import table as measured_table
 from coreml_lint.measured.families import family
 from coreml_lint.measured.key import Key
 from coreml_lint.measured.outcomes import BOUNDARY_CRASH, value_dependent, value_range
-from coreml_lint.measured.table import BASE, FACTOR, MEASURED, SHAPE, UNIT, load_table
+from coreml_lint.measured.table import BASE, FACTOR, MEASURED, SHAPE, UNIT, WORD, load_table
 from coreml_lint.measured.values import value_class
 
 TOPK, UNSHUFFLE, POOL = (
@@ -171,6 +171,54 @@ def test_a_later_sample_adds_cells_and_never_changes_a_measured_one():
         ["float32:in", "", "inside", "r2", "15", "crash", 0, 1],
     ]
     assert merged["messages"] == ["E: boom"] and merged["sweep"]["added"][0]["rows"] == 1
+
+
+PAD = "aten.pad.default"
+MODE = "ValueError: Pad mode should be one of {'constant', 'reflect', 'replicate'}"
+
+
+def _pads(tmp_path, circular: list[list]):
+    f32 = "float32:in"
+    rows = [
+        [f32, "a1=[4,4]", "", "r2", "15,18", "ok", ""],
+        [f32, "a1=[4,4]", "", "r3", "15,18", "ok", ""],
+        [f32, "a1=[4,4];a2=reflect", "", "r2", "15,18", "ok", ""],
+        *circular,
+    ]
+    tmp_path.mkdir(exist_ok=True)
+    table = _table(tmp_path, {PAD: rows}, {PAD: "a1=[4,4]"})
+    table.arg_defaults = {PAD: {"a2": "constant", "a3": "None"}}
+    return table
+
+
+def test_a_mode_that_crashes_wherever_it_was_measured_is_predicted_at_any_rank(tmp_path):
+    """A circular pad crashed at every rank and pad measured ("Pad mode should be one of
+    ..."), while the other modes convert: a convolution's circular padding, a pad of
+    ``[1, 1, 1, 1]`` on a 4-d input, is predicted to crash though neither was measured."""
+    f32 = "float32:in"
+    crashes = [
+        [f32, "a1=[4,4];a2=circular", "", "r2", "15,18", "crash", MODE],
+        [f32, "a1=[4,4];a2=circular", "", "r3", "15,18", "crash", MODE],
+        [f32, "a1=[1,0];a2=circular", "", "r2", "15,18", "crash", MODE],
+    ]
+    conv = Key(PAD, f32, "a1=[1,1,1,1];a2=circular", "r4")
+    answer = _pads(tmp_path / "a", crashes).answer(conv, 15)
+    assert answer.basis == WORD and answer.cause == "a2=circular" and answer.predicted
+    assert answer.entry.message == MODE
+    assert (
+        _pads(tmp_path / "a", crashes).answer(Key(PAD, f32, "a1=[1,1,1,1];a2=reflect", "r4"), 15)
+        is None
+    )
+    # fewer cells, one shape class, or one cell of the word converting: no prediction
+    assert _pads(tmp_path / "b", crashes[:2]).answer(conv, 15) is None
+    one_shape = [
+        crashes[0],
+        crashes[2],
+        [f32, "a1=[2,2];a2=circular", "", "r2", "15", "crash", MODE],
+    ]
+    assert _pads(tmp_path / "c", one_shape).answer(conv, 15) is None
+    fine = [*crashes, [f32, "a1=[2,2];a2=circular", "", "r3u", "15", "ok", ""]]
+    assert _pads(tmp_path / "d", fine).answer(conv, 15) is None
 
 
 def test_an_unmeasured_call_is_not_answered_where_that_way_of_answering_fell_short(table):

@@ -25,7 +25,13 @@ from coreml_lint.measured.key import Key
 from coreml_lint.measured.outcomes import CRASH, MIXED, OK, normalized
 from coreml_lint.measured.rows import ByOp, Entries, OpRows
 from coreml_lint.measured.stack import cache_folder
-from coreml_lint.measured.values import class_of_text, class_variant, describe_variant, factors
+from coreml_lint.measured.values import (
+    class_of_text,
+    class_variant,
+    describe_variant,
+    factors,
+    is_word,
+)
 
 DATA = Path(__file__).with_name("data")
 
@@ -68,6 +74,14 @@ MEASURED, SHAPE, BASE, EVERY, FACTOR = "measured", "shape", "base", "every", "fa
 # another shape class held out at 0 of 32 bad answers right (a crash one value causes at one
 # rank is not that value's at another): it is not made.
 CONTRAST = "contrast"
+
+# Predicted from a word (a mode string: ``circular``) that crashes the op in every cell
+# measured with it, at two shape classes or more, while other values convert
+# (``_word_crashes``): a converter that refuses a mode refuses it at any rank and beside any
+# other value, which a changed number or list does not promise. Held out on its own, so its
+# gates are its own (``benchmarks/optable_holdout.py``).
+WORD = "word"
+WORD_SUPPORT = 3  # cells measured with the word, all crashing alike
 
 HERE = "here"  # measured on this machine by ``check --measure``
 
@@ -134,7 +148,7 @@ class Answer:
 
     @property
     def predicted(self) -> bool:
-        return self.basis in (BASE, EVERY, FACTOR, CONTRAST)
+        return self.basis in (BASE, EVERY, FACTOR, WORD, CONTRAST)
 
 
 @dataclass
@@ -213,6 +227,9 @@ class BehaviourTable:
         found = self._every_variant_crashes(key, target, context)
         if found is not None:
             return Answer(found, EVERY)
+        word = self._word_crashes(key, target, context)
+        if word is not None:
+            return Answer(word[1], WORD, word[0])
         found = self._factor_crashes(key, target, context)
         if found is not None:
             return Answer(found, FACTOR)
@@ -254,7 +271,7 @@ class BehaviourTable:
             self._free[memo] = _single_causes(cells)
         return self._free[memo]
 
-    def _factor_crashes(self, key: Key, target: int, context: str) -> Entry | None:
+    def _factor_crashes(self, key: Key, target: int, context: str) -> tuple[Entry, bool] | None:
         """The crash of a measured variant whose every change from the base call the key
         makes too (``sorted=False`` measured with ``k=1`` crashes; the node's ``k=4,
         sorted=False`` holds the same change): the sweep varies one argument at a time, so a
@@ -279,6 +296,37 @@ class BehaviourTable:
             entry = self._lookup(key.op, key.operands, variant, key.shape, target, context)
             if entry is not None and entry.outcome == CRASH:
                 return entry
+        return None
+
+    def _word_crashes(self, key: Key, target: int, context: str) -> tuple[str, Entry] | None:
+        """(argument=word, crash) where the key gives a string argument a word that crashes
+        the op for one reason in every cell measured with it and these operands, at the
+        target, over ``WORD_SUPPORT`` cells or more of two shape classes or more, while a
+        cell with another value of that argument converts (the word is the cause, not the
+        op): a converter that refuses a mode (``circular``) refuses it at a rank and beside
+        values it was never measured with."""
+        for name, value in self.changes(key.op, key.variant).items():
+            if not is_word(value):
+                continue
+            cells, others = [], False
+            for e in self.by_op.get(key.op, ()):
+                if e.operands != key.operands or e.context != context or target not in e.targets:
+                    continue
+                given = factors(e.variant).get(name, self.arg_defaults.get(key.op, {}).get(name))
+                if given == value:
+                    cells.append(e)
+                else:
+                    others |= e.outcome == OK
+            reasons = {(e.outcome, normalized(e.message)) for e in cells}
+            shapes = {e.shape for e in cells}
+            if (
+                others
+                and len(cells) >= WORD_SUPPORT
+                and len(shapes) >= 2
+                and len(reasons) == 1
+                and next(iter(reasons))[0] == CRASH
+            ):
+                return f"{name}={value}", cells[0]
         return None
 
     def _variants(self, op: str, operands: str, context: str) -> set[str]:

@@ -216,6 +216,22 @@ def class_variant(variant: str) -> str:
     )
 
 
+# Texts a key writes for values that are not a string argument's own (``value_class``):
+# number classes, ``bool`` (the one dtype name without digits), the tensor and symbol marks.
+_NOT_WORDS = frozenset({"int", "big", "huge", "tiny", "whole", "frac", "inf", "nan", "sym", "bool"})
+
+
+def is_word(text: str) -> bool:
+    """Whether a value as a key records it is a string argument's word (``circular``,
+    ``tanh``, ``floor``): the value itself, lower case, not a class of numbers, a dtype or
+    an opaque kind (``as_layout``)."""
+    return (
+        re.fullmatch(r"[a-z][a-z_]*", text) is not None
+        and text not in _NOT_WORDS
+        and not text.startswith("as_")
+    )
+
+
 def underived(variant: str) -> str:
     """A variant as a table written before the squeeze derivation keyed the same call (the
     scale and ceil derivations are older than any table carried from)."""

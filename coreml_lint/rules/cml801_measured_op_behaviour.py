@@ -85,6 +85,7 @@ from coreml_lint.measured.table import (
     MEASURED,
     SHAPE,
     UNIT,
+    WORD,
     Answer,
     BehaviourTable,
 )
@@ -289,6 +290,9 @@ BASIS_WORDS = {
     CLASS: "measured with {variant} (every value of these kinds measured behaves alike)",
     FACTOR: "predicted (this combination of arguments was not measured; with {variant} "
     "the op crashes, and the node has the same {changed})",
+    WORD: "predicted (this combination of arguments was not measured; {cause} crashes the "
+    "op alike in every call measured with it, at several shapes, where other values convert, "
+    "and the node has {cause})",
     CONTRAST: "predicted (this combination of arguments was not measured; {cause} crashes "
     "where a measured call differing only in it converts, and the node has {cause})",
 }
