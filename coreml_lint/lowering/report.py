@@ -83,6 +83,14 @@ class LowerReport(RewriteLog):
     def start(cls, first: Any, settings: PartitionerSettings) -> LowerReport:
         return cls(first.findings, settings, partitions_before=len(first.placement.partitions))
 
+    def record_moves(self, moves: list[Any]) -> None:
+        """The nodes the lowering itself kept on the CPU: an error found on one of them is
+        answered (the node does not reach Core ML), though its rule's hook did not act (a
+        crash of the pieces torch decomposed it into, which the rule could not key)."""
+        self.moved = moves
+        gone = {move.node for move in moves}
+        self.findings_after = [f for f in self.findings_after if f.node not in gone]
+
     def finish(self, second: Any, plan: Any, placement: Delegation, problems: list[str]) -> None:
         self.refused = {node: f"{code}: {why}" for node, (code, why) in plan.refused.items()}
         self.returned_buffers = {

@@ -200,7 +200,7 @@ class _Job:
             ep, plan, models, self.compute_precision, self.compute_units, second, say
         )
         report.finish(second, plan, placed, mil_problems(models, self.program))
-        report.moved = list(self.learned.moves.values())
+        report.record_moves(list(self.learned.moves.values()))
         return _Attempt(LowerResult(program, report), edge, models, second, aten=self.learned.aten)
 
 

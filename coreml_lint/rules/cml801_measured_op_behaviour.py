@@ -588,6 +588,44 @@ def _():
     )
 
 
+# A convolution's circular padding: a pad of [1, 1, 1, 1] on a 4-d input, never measured;
+# every circular pad measured (ranks 2-4) crashes, every other mode converts somewhere.
+@case(
+    "measured-circular-padding",
+    expect={"CML801"},
+    crash=r"Pad mode should be one of",
+)
+def _():
+    torch.manual_seed(0)
+    return torch.nn.Conv2d(3, 4, 3, padding=1, padding_mode="circular"), (torch.randn(2, 3, 8, 8),)
+
+
+@case("measured-replicate-padding", expect=set())
+def _():
+    torch.manual_seed(0)
+    return torch.nn.Conv2d(3, 4, 3, padding=1, padding_mode="replicate"), (torch.randn(2, 3, 8, 8),)
+
+
+# A transposed convolution whose output_padding differs per dim, legal only beside its
+# stride: the sweep measures lists whose dims differ beside each other argument.
+@case(
+    "measured-transposed-conv-output-padding-per-dim",
+    expect={"CML801"},
+    crash=r"'NoneType' object is not iterable",
+)
+def _():
+    torch.manual_seed(0)
+    return torch.nn.ConvTranspose2d(3, 4, 3, stride=2, output_padding=(1, 0)), (
+        torch.randn(2, 3, 8, 8),
+    )
+
+
+@case("measured-transposed-conv-stride-2", expect=set())
+def _():
+    torch.manual_seed(0)
+    return torch.nn.ConvTranspose2d(3, 4, 3, stride=2), (torch.randn(2, 3, 8, 8),)
+
+
 # A crash seen only at the single-op program's boundary: meshgrid's expanded outputs have
 # zero strides, which ExecuTorch refuses for a delegate's output, not inside the delegate.
 @case("measured-meshgrid-returned", expect={"CML801"}, crash=r"0 in strides is not supported")
