@@ -186,9 +186,7 @@ def _pads(tmp_path, circular: list[list]):
         *circular,
     ]
     tmp_path.mkdir(exist_ok=True)
-    table = _table(tmp_path, {PAD: rows}, {PAD: "a1=[4,4]"})
-    table.arg_defaults = {PAD: {"a2": "constant", "a3": "None"}}
-    return table
+    return _table(tmp_path, {PAD: rows}, {PAD: "a1=[4,4]"})
 
 
 def test_a_mode_that_crashes_wherever_it_was_measured_is_predicted_at_any_rank(tmp_path):
@@ -219,6 +217,13 @@ def test_a_mode_that_crashes_wherever_it_was_measured_is_predicted_at_any_rank(t
     assert _pads(tmp_path / "c", one_shape).answer(conv, 15) is None
     fine = [*crashes, [f32, "a1=[2,2];a2=circular", "", "r3u", "15", "ok", ""]]
     assert _pads(tmp_path / "d", fine).answer(conv, 15) is None
+    # the same crash without the word: the word is not its cause
+    elsewhere = [*crashes, [f32, "a1=[2,2];a2=reflect", "", "r3", "15", "crash", MODE]]
+    assert _pads(tmp_path / "e", elsewhere).answer(conv, 15) is None
+    # the fix names the modes measured converting at the node's shape
+    rows = [*crashes, [f32, "a1=[1,1,1,1];a2=reflect", "", "r4", "15", "ok", ""]]
+    table = _pads(tmp_path / "f", rows)
+    assert table.converting_values(conv, "a2", 15, "") == ["reflect"]
 
 
 def test_an_unmeasured_call_is_not_answered_where_that_way_of_answering_fell_short(table):

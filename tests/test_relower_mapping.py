@@ -222,3 +222,31 @@ def test_lower_learns_a_bounded_number_of_times_and_stops_on_what_names_no_node(
     with pytest.raises(run.LoweringError, match=f"already moved {relower.MAX_MOVES} node"):
         run._lower_learning(job)
     assert len(job.attempts) == relower.MAX_MOVES + 1
+
+
+def test_a_finding_on_nodes_the_lowering_moved_is_answered_and_only_then():
+    """A crash or wrong values found on a node ``lower`` moved to the CPU after a crash is
+    answered (no rule's hook acted: the crash was the node's pieces'); a finding that stands
+    for two nodes of one line, one of them moved, is not; nor is one that the CPU does not
+    answer (an op left on the CPU without a kernel)."""
+    from coreml_lint.core.findings import Finding, Outcome, Severity
+    from coreml_lint.core.settings import PartitionerSettings
+    from coreml_lint.lowering.relower import Move
+    from coreml_lint.lowering.report import LowerReport
+
+    def finding(node: str, outcome: Outcome = Outcome.CRASH, *others: str) -> Finding:
+        found = Finding("CML801", "m", Severity.ERROR, outcome, "msg", "p.pt2", node=node)
+        found.merged = [
+            Finding("CML801", "m", Severity.ERROR, outcome, "msg", "p.pt2", node=o) for o in others
+        ]
+        return found
+
+    crash = finding("conv_transpose2d")
+    wrong = finding("gelu", Outcome.SILENT)
+    two = finding("conv_transpose2d", Outcome.CRASH, "conv_transpose2d_1")
+    no_kernel = finding("gelu", Outcome.CPU)
+    report = LowerReport([], PartitionerSettings(), findings_after=[crash, wrong, two, no_kernel])
+    moves = [Move(n, "aten.x", CRASH, f"aten_{n}", "E") for n in ("conv_transpose2d", "gelu")]
+    report.record_moves(moves)
+    assert report.moved == moves
+    assert report.findings_after == [two, no_kernel]

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from coreml_lint.core.findings import Finding, Severity
+from coreml_lint.core.findings import Finding, Outcome, Severity
 from coreml_lint.core.settings import PartitionerSettings
 
 
@@ -84,12 +84,18 @@ class LowerReport(RewriteLog):
         return cls(first.findings, settings, partitions_before=len(first.placement.partitions))
 
     def record_moves(self, moves: list[Any]) -> None:
-        """The nodes the lowering itself kept on the CPU: an error found on one of them is
-        answered (the node does not reach Core ML), though its rule's hook did not act (a
-        crash of the pieces torch decomposed it into, which the rule could not key)."""
+        """The nodes the lowering itself kept on the CPU: a crash or wrong values found on
+        them is answered (they do not reach Core ML), though the rule's hook did not act (a
+        crash of the pieces torch decomposed the node into, which the rule could not key).
+        A finding standing for several nodes of one line is answered only when all moved."""
         self.moved = moves
         gone = {move.node for move in moves}
-        self.findings_after = [f for f in self.findings_after if f.node not in gone]
+
+        def answered(finding: Finding) -> bool:
+            nodes = {f.node for f in (finding, *finding.merged)}
+            return finding.outcome in (Outcome.CRASH, Outcome.SILENT) and nodes <= gone
+
+        self.findings_after = [f for f in self.findings_after if not answered(f)]
 
     def finish(self, second: Any, plan: Any, placement: Delegation, problems: list[str]) -> None:
         self.refused = {node: f"{code}: {why}" for node, (code, why) in plan.refused.items()}

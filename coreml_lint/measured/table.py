@@ -144,7 +144,7 @@ def _single_causes(cells: list[tuple[Entry, dict[str, str]]]) -> list[tuple[str,
 class Answer:
     entry: Entry
     basis: str
-    cause: str = ""  # the argument value a contrast prediction blames ("a4=[2,2]")
+    cause: str = ""  # the argument value a contrast or word prediction blames ("a4=[2,2]")
 
     @property
     def predicted(self) -> bool:
@@ -271,7 +271,7 @@ class BehaviourTable:
             self._free[memo] = _single_causes(cells)
         return self._free[memo]
 
-    def _factor_crashes(self, key: Key, target: int, context: str) -> tuple[Entry, bool] | None:
+    def _factor_crashes(self, key: Key, target: int, context: str) -> Entry | None:
         """The crash of a measured variant whose every change from the base call the key
         makes too (``sorted=False`` measured with ``k=1`` crashes; the node's ``k=4,
         sorted=False`` holds the same change): the sweep varies one argument at a time, so a
@@ -300,34 +300,49 @@ class BehaviourTable:
 
     def _word_crashes(self, key: Key, target: int, context: str) -> tuple[str, Entry] | None:
         """(argument=word, crash) where the key gives a string argument a word that crashes
-        the op for one reason in every cell measured with it and these operands, at the
-        target, over ``WORD_SUPPORT`` cells or more of two shape classes or more, while a
-        cell with another value of that argument converts (the word is the cause, not the
-        op): a converter that refuses a mode (``circular``) refuses it at a rank and beside
-        values it was never measured with."""
+        the op for one reason in every cell measured with it and these operands at the
+        target, ``WORD_SUPPORT`` cells or more at two shape classes or more, while at one of
+        those shape classes a cell with another value of the argument converts and no cell
+        without the word crashes for that reason (the word is the cause, not the op or the
+        rank): a converter that refuses a mode (``circular``) refuses it at a rank and
+        beside values it was never measured with. The crash cited is the one measured at
+        the key's shape class where there is one."""
         for name, value in self.changes(key.op, key.variant).items():
             if not is_word(value):
                 continue
-            cells, others = [], False
+            cells, others = [], []
             for e in self.by_op.get(key.op, ()):
-                if e.operands != key.operands or e.context != context or target not in e.targets:
-                    continue
-                given = factors(e.variant).get(name, self.arg_defaults.get(key.op, {}).get(name))
-                if given == value:
-                    cells.append(e)
-                else:
-                    others |= e.outcome == OK
+                if e.operands == key.operands and e.context == context and target in e.targets:
+                    # an argument left out is at its default, never the word (``changes``)
+                    (cells if factors(e.variant).get(name) == value else others).append(e)
             reasons = {(e.outcome, normalized(e.message)) for e in cells}
             shapes = {e.shape for e in cells}
-            if (
-                others
-                and len(cells) >= WORD_SUPPORT
-                and len(shapes) >= 2
-                and len(reasons) == 1
-                and next(iter(reasons))[0] == CRASH
-            ):
+            if len(cells) < WORD_SUPPORT or len(shapes) < 2 or len(reasons) != 1:
+                continue
+            ((outcome, reason),) = reasons
+            if outcome != CRASH or any(normalized(e.message) == reason for e in others):
+                continue
+            if any(e.outcome == OK and e.shape in shapes for e in others):
+                twin = unit_twin(key.shape)
+                cells.sort(key=lambda e: (e.shape != key.shape, e.shape != twin))
                 return f"{name}={value}", cells[0]
         return None
+
+    def converting_values(self, key: Key, name: str, target: int, context: str) -> list[str]:
+        """The other values of argument ``name`` measured converting with the key's operands
+        at the target, at the key's shape class (or every shape, or its size-1 twin)."""
+        shapes = {key.shape, "*", unit_twin(key.shape)}
+        found = {
+            factors(e.variant).get(name, self.arg_defaults.get(key.op, {}).get(name, ""))
+            for e in self.by_op.get(key.op, ())
+            if e.outcome == OK
+            and e.operands == key.operands
+            and e.context == context
+            and target in e.targets
+            and e.shape in shapes
+        }
+        mine = factors(key.variant).get(name)
+        return sorted(v for v in found if v and v != mine and v != "None")
 
     def _variants(self, op: str, operands: str, context: str) -> set[str]:
         return {

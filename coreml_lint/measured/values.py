@@ -217,14 +217,18 @@ def class_variant(variant: str) -> str:
 
 
 # Texts a key writes for values that are not a string argument's own (``value_class``):
-# number classes, ``bool`` (the one dtype name without digits), the tensor and symbol marks.
-_NOT_WORDS = frozenset({"int", "big", "huge", "tiny", "whole", "frac", "inf", "nan", "sym", "bool"})
+# number classes, ``bool`` (the one dtype name without digits), the symbol mark, the kinds
+# of opaque values (a device, layout or memory format) and the type names of other values.
+_NOT_WORDS = frozenset(
+    {"int", "big", "huge", "tiny", "whole", "frac", "inf", "nan", "sym", "bool"}
+    | {"device", "layout", "memory_format", "complex", "float", "list", "tuple", "dict"}
+)
 
 
 def is_word(text: str) -> bool:
     """Whether a value as a key records it is a string argument's word (``circular``,
     ``tanh``, ``floor``): the value itself, lower case, not a class of numbers, a dtype or
-    an opaque kind (``as_layout``)."""
+    an opaque kind (``as_layout``, ``layout``)."""
     return (
         re.fullmatch(r"[a-z][a-z_]*", text) is not None
         and text not in _NOT_WORDS

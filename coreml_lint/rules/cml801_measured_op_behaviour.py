@@ -3,13 +3,15 @@
 What it does
     Matches every Core ML node against the measured table ``measured/data/behaviour.json``:
     the op, the dtypes in the graph's tensor metadata with where each operand comes from
-    (a partition input, made inside Core ML, a constant), the class of every other argument
-    (``eps`` given or not, a float or an int exponent, ``approximate="tanh"``), the rank of
-    the first operand, the consumer when it is ``linear``/``addmm``/``matmul`` (or any
-    consumer inside the partition, when that was measured), and the deployment target. It
-    reports a node whose measured outcome is a crash (with the measured error's first
-    line) or wrong values (with the measured divergence), and what the table measured *ok*
-    nearby: a higher target, other dtypes, the closest other variant.
+    (a partition input, made inside Core ML, a constant), every other argument (small
+    integers and short lists of them exactly, other values by class: ``eps`` given or not,
+    a float or an int exponent, ``approximate="tanh"``), the shape class of the first
+    operand (rank, a size-1 or empty dim), the consumer when it is
+    ``linear``/``addmm``/``matmul`` (or any consumer inside the partition, when that was
+    measured), and the deployment target. It reports a node whose measured outcome is a
+    crash (with the measured error's first line) or wrong values (with the measured
+    divergence), and what the table measured *ok* nearby: a higher target, other dtypes,
+    the closest other variant.
     Wrong values the oracle saw only in its float16 pass (overflow past 65504, integers
     past 2048, underflow) depend on the values the model holds: they are warnings that say
     which range fails. A crash the single-op program met only because it returned the op's
@@ -17,13 +19,18 @@ What it does
     leaves its partition too; an op Core ML makes its own input var (an alias, a squeeze
     that removes no dim: the single-op program returned its input) only where the node's
     partition then returns a value it receives.
-    What was not measured is predicted (the message says "predicted") only from crashes:
-    when every variant measured with the node's dtypes crashes for one reason; when the
-    op's base call crashes with them and its arguments change nothing in float32; or when
-    one argument change measured alone crashes and the node makes that change too
-    (``sorted=False`` with another ``k``). A shape class not measured takes the
-    measurement at another shape where the op's base call behaves alike at every shape
-    measured at that target. ``check --measure`` measures the rest on this machine. Other
+    A call not measured exactly is answered from other measurements, saying so: the other
+    values of its argument's class where they all agree; the same rank with or without a
+    size-1 dim; another shape class where the op's base call behaves alike at every
+    shape. It is predicted (the message says "predicted") only from crashes: when every
+    variant measured with the node's dtypes crashes for one reason; when the op's base
+    call crashes with them and its arguments change nothing in float32; when one argument
+    change measured alone crashes and the node makes that change too (``sorted=False``
+    with another ``k``); when one argument value crashes where a call differing only in
+    it converts; or when a mode word (``padding_mode="circular"``) crashes the op in every
+    call measured with it, at several shapes, while other values convert. Each of these
+    ways is held out on the table's own cells and not used in an op family where it fell
+    below 95 % precision. ``check --measure`` measures the rest on this machine. Other
     unmeasured combinations are not reported. A node a hand-written rule reports is left
     to that rule.
 
@@ -131,7 +138,7 @@ class MeasuredOpBehaviour(Rule):
             finding = ctx.finding(
                 node,
                 _message(key, answer, target, table, note, returned),
-                fix=_fix(table, entry, target, key, cpu_answers),
+                fix=_fix(table, entry, target, key, cpu_answers, answer),
                 severity=Severity.WARNING if ranged else None,
                 outcome=Outcome.CRASH if entry.outcome in CRASHES else Outcome.SILENT,
                 partitioner=ctx.skip_advice(node),
@@ -353,6 +360,7 @@ def _fix(
     target: int,
     key: Key | None = None,
     cpu_answers: bool = True,
+    answer: Answer | None = None,
 ) -> str:
     if entry.outcome == BOUNDARY_CRASH:  # the measured-meshgrid cases lower these two
         return (
@@ -363,6 +371,17 @@ def _fix(
     if entry.outcome == BOUNDARY:
         same = "return the op's input itself (the op changes nothing here)"
         return f"{same}, or {cpu}" if cpu_answers else same
+    if answer is not None and answer.basis == WORD and key is not None:
+        # the word is the cause: the other words of that argument, at the node's shape
+        name = answer.cause.partition("=")[0]
+        words = table.converting_values(key, name, target, entry.context)
+        if not words:
+            return cpu
+        label = describe_variant(f"{name}=_", table.arg_names.get(key.op)).partition("=")[0]
+        return (
+            f"{label}={' or '.join(words)} (measured ok at this shape; another mode computes "
+            f"other values: only where the model allows it); or {cpu}"
+        )
     found = table.workarounds(entry, target, key)
     return ("measured ok: " + "; ".join(found) + f"; or {cpu}") if found else cpu
 

@@ -261,7 +261,8 @@ def _pairs(info: OpInfo, base: Call) -> Iterator[tuple[str, Call]]:
     values (distinct key texts, legal or not alone: the pair is searched), then its first
     ``PAIR_VALUES`` values legal alone (a pad mode pairs with a pad narrower than the
     input, where the first values are odd-length pads), at most ``PAIRS_PER_ARGS`` legal
-    calls per pair of arguments."""
+    calls per pair of arguments; and each list whose dims differ (``mixed_lists``) beside
+    each value of the other argument, ``MIXED_PAIRS`` legal calls each."""
     import torch
 
     given = _named(info, base)
