@@ -58,6 +58,35 @@ def test_a_nodes_case_is_its_own_call(tmp_path):
     assert node_case(graph, KeyMaker(graph, placement), node, 15)["id"] == case["id"]
 
 
+class Masked(torch.nn.Module):
+    """``ids & 0xFF`` of an int64 made inside Core ML: the program's ``__and__`` is decomposed
+    at the edge, and the table keys it whole, as the ``bitwise_and`` it is renamed to."""
+
+    def forward(self, x):
+        return ((x.abs() * 1000).long() & 0xFF).float() * 2.0
+
+
+def test_a_node_the_table_keys_whole_is_measured_as_its_keyed_op(tmp_path):
+    from coreml_lint.sweep.ondemand import wanted
+
+    buffer = io.BytesIO()
+    torch.export.save(torch.export.export(Masked(), (torch.rand(2, 8),)), buffer)
+    buffer.seek(0)
+    (graph,) = read_pt2_stream(buffer, "masked")
+    graph = canonicalize(graph)
+    placement = predict_placement(graph, PartitionerSettings(minimum_deployment_target=15))
+    node = next(n for n in graph.nodes if n.target == "aten.__and__.Scalar")
+    assert placement.nodes[node.name].decomposed  # what had kept it from being measured
+    class Unmeasured:  # whatever the shipped table holds
+        def lookup(self, key, target):
+            return None
+
+    found = {w.key.op: w for w in wanted(graph, placement, Unmeasured())}
+    masked = found["aten.bitwise_and.Scalar"]
+    assert masked.key.operands == "int64:op"
+    assert masked.case["op"] == "bitwise_and.Scalar" and masked.case["args"][1] == 255
+
+
 def _lint(path: Path, cache: Path, *extra: str) -> subprocess.CompletedProcess:
     env = dict(os.environ, XDG_CACHE_HOME=str(cache))
     command = [sys.executable, "-m", "coreml_lint", "check", str(path), "--measure", *extra]

@@ -191,23 +191,33 @@ class KeyMaker:
             return const_origin(info.shape if info is not None else None)
         return "in"
 
+    def keyed_node(self, node: Node) -> Node:
+        """The node as the table keys it: renamed (``__and__`` is ``bitwise_and``), or the
+        one op torch decomposes it into with that op's arguments (``transpose`` is
+        ``permute``); the node itself otherwise."""
+        op = SAME_OP.get(node.target, node.target)
+        if op in ONE_OP_DECOMPOSITIONS and not node.kwargs:  # export passes these positionally
+            decomposed = ONE_OP_DECOMPOSITIONS[op](node.args, self.first_shape(node))
+            if decomposed is not None:
+                return replace(node, target=decomposed[0], args=decomposed[1])
+        return replace(node, target=op) if op != node.target else node
+
+    def first_shape(self, node: Node) -> tuple[Any, ...] | None:
+        """The shape of the node's first operand (of its output where it has none)."""
+        refs = node.tensor_inputs()
+        first = refs[0] if refs else (node.outputs[0] if node.outputs else None)
+        info = self.graph.tensors.get(first) if first else None
+        return info.shape if info is not None else None
+
     def key(self, node: Node) -> Key:
         refs = node.tensor_inputs()
         operands = ",".join(f"{self.graph.dtype(r)}:{self.origin(r, node)}" for r in refs)
-        first = refs[0] if refs else (node.outputs[0] if node.outputs else None)
-        info = self.graph.tensors.get(first) if first else None
-        shape = info.shape if info is not None else None
-        op = SAME_OP.get(node.target, node.target)
-        decomposed = None
-        if op in ONE_OP_DECOMPOSITIONS and not node.kwargs:  # export passes these positionally
-            decomposed = ONE_OP_DECOMPOSITIONS[op](node.args, shape)
-        if decomposed is not None:
-            op, args = decomposed
-            node = replace(node, target=op, args=args)
+        shape = self.first_shape(node)
+        node = self.keyed_node(node)
         variant = variant_of(node, shape)
         if len(node.outputs) > 1 and not all(o in self.read for o in node.outputs):
             variant += ";" * bool(variant) + UNUSED_OUTPUTS
-        return Key(op, operands, variant, shape_class(shape))
+        return Key(node.target, operands, variant, shape_class(shape))
 
     @cached_property
     def read(self) -> set[str]:

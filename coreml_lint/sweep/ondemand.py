@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from coreml_lint.measured.case import Case
-from coreml_lint.measured.key import Key, KeyMaker
+from coreml_lint.measured.key import Key, KeyMaker, keyed_whole
 from coreml_lint.measured.stack import cache_folder
 from coreml_lint.measured.table import TABLE_PATH, BehaviourTable
 from coreml_lint.program.graph import DType, Graph, Node, Opaque, SymRef, TensorRef
@@ -81,8 +81,10 @@ def wanted(graph: Graph, placement: Placement, table: BehaviourTable) -> Iterato
     seen: set[Key] = set()
     for node in graph.nodes:
         where = placement.nodes[node.name]
-        if where.where != COREML or where.decomposed or not node.target.startswith("aten."):
+        if where.where != COREML or not node.target.startswith("aten."):
             continue
+        if where.decomposed and not keyed_whole(node.target):
+            continue  # its pieces are keyed (and measured) each on its own
         key = maker.key(node)
         entry = table.lookup(key, target)
         if key in seen or (entry is not None and entry.shape in ("*", key.shape)):
@@ -97,7 +99,9 @@ def wanted(graph: Graph, placement: Placement, table: BehaviourTable) -> Iterato
 
 
 def node_case(graph: Graph, maker: KeyMaker, node: Node, target: int) -> Case:
-    """The sweep's case spec for the node's call (``sweep/values.py`` describes the form)."""
+    """The sweep's case spec for the node's call as the table keys it (``__and__`` as
+    ``bitwise_and``, ``transpose`` as the ``permute`` it becomes: ``KeyMaker.keyed_node``;
+    ``sweep/values.py`` describes the form)."""
     tensors: list[dict[str, Any]] = []
 
     def encoded(value: Any) -> Any:
@@ -117,10 +121,11 @@ def node_case(graph: Graph, maker: KeyMaker, node: Node, target: int) -> Case:
             raise Unmeasurable(f"an argument of kind {getattr(value, 'kind', 'symbolic')}")
         return value
 
-    args = [encoded(a) for a in node.args]
-    kwargs = {k: encoded(v) for k, v in node.kwargs.items()}
+    keyed = maker.keyed_node(node)
+    args = [encoded(a) for a in keyed.args]
+    kwargs = {k: encoded(v) for k, v in keyed.kwargs.items()}
     case = {
-        "op": node.target[len("aten.") :],
+        "op": keyed.target[len("aten.") :],
         "args": args,
         "kwargs": kwargs,
         "tensors": tensors,
