@@ -77,6 +77,7 @@ def test_a_node_the_table_keys_whole_is_measured_as_its_keyed_op(tmp_path):
     placement = predict_placement(graph, PartitionerSettings(minimum_deployment_target=15))
     node = next(n for n in graph.nodes if n.target == "aten.__and__.Scalar")
     assert placement.nodes[node.name].decomposed  # what had kept it from being measured
+
     class Unmeasured:  # whatever the shipped table holds
         def lookup(self, key, target):
             return None
