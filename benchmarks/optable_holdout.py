@@ -19,8 +19,9 @@ Three kinds of hold-out, each group removed alone from the table and then asked 
 An answer is *bad* when it says crash or wrong values (what CML801 reports as an error). Per
 op family and per basis of the answer (how the table reached it: another value of the same
 class, the same rank with or without a size-1 dim (``unit``), another shape, a prediction
-from the base call, every variant, one changed argument, or one argument value that a
-measured call differing in it alone shows causing the crash (``contrast``)) it reports
+from the base call, every variant, one changed argument, one argument value that a
+measured call differing in it alone shows causing the crash (``contrast``), or a mode word
+that crashes wherever it was measured (``word``)) it reports
 precision (answers bad that are bad) and recall (bad cells answered bad). Where a
 basis answers bad at least ``MIN_SUPPORT`` times in an op family and falls below 95 %
 precision there (``GATE``), the reader stops answering that way in that family:
