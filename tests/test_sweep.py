@@ -593,6 +593,23 @@ def test_lists_whose_dims_differ_are_crossed_with_the_argument_they_need():
     assert len(set(pairs)) == len(pairs)  # no pair made twice (before ids merge copies)
 
 
+def test_an_op_of_three_operands_is_measured_with_every_one_after_the_first_constant():
+    """``clamp(x, lo, hi)`` with both bounds buffers of the model: coremltools reads two
+    constant bounds otherwise than one (it compares them), which the second operand alone
+    never reaches."""
+    pytest.importorskip("torch")
+    from coreml_lint.program.optable import load_optable
+    from coreml_lint.sweep.generate import op_cases
+    from coreml_lint.sweep.schema import in_scope
+
+    info = {i.name: i for i in in_scope(load_optable())[0]}["clamp.Tensor"]
+    cases, _ = op_cases(info)
+    both = [c for c in cases if c["label"] == "operands after the first constant"]
+    assert both and all(
+        [t["origin"] for t in c["tensors"]] == ["in", "const", "const"] for c in both
+    )
+
+
 def test_the_shipped_table_is_measured_on_the_installed_stack():
     table = load_table(measured_table.TABLE_PATH)
     assert set(table.measured_with) == {"torch", "executorch", "coremltools"}

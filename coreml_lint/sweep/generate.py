@@ -25,7 +25,8 @@ crosses the factors the catalogue shows interacting):
 - *origin*: the first operand made inside the program (a cast or comparison in Core ML)
   for every dtype but float32 and bfloat16 (which fails on any path), and the second
   operand a constant (a buffer Core ML owns, seeded random values, never one repeated
-  value) in every dtype but bfloat16;
+  value) in every dtype but bfloat16; for an op of three operands or more, every operand
+  after the first constant too (``clamp(x, lo, hi)`` with both bounds buffers);
 - *context*: in float16, the op's output feeding ``linear``, ``addmm`` and ``matmul`` with
   constant weights (the base call and every variant);
 - *model*: the op as a model calls it (``model_call``): its activation batched with a
@@ -98,8 +99,9 @@ FLOATS_VARIANTS = (2.0, 1.3, 0.5, 1.5, 0.7)  # 1.3 first: its class's riskier va
 # call's values at the model shape; 6: a rank-4 shape, string values at every shape; 7:
 # required string values at every shape too; 8: the model axis at a batch of two as well;
 # 9: ``[3] * n`` for a fixed-length int list (a kernel of 3); 10: lists whose dims differ
-# (``schema.mixed_lists``: ``[1, 0]``, ``[2, 1]``), alone and beside each other argument.
-GENERATOR = 10
+# (``schema.mixed_lists``: ``[1, 0]``, ``[2, 1]``), alone and beside each other argument;
+# 11: every operand after the first constant, for an op of three or more (origin axis).
+GENERATOR = 11
 
 # The model axis's batches: one (a size-1 dim in the key), and two, where a layer's call
 # keys as its base call's rank without a size-1 dim but with constant weights (a transposed
@@ -491,11 +493,16 @@ def _origins(info: OpInfo, base: Call, dtype_calls: dict[str, Call]) -> Iterator
             for i, t in enumerate(call.tensors)
             if (t.get("values") == "typical" if dtype == "float32" else t["dtype"] == dtype)
         ]
+        name = "" if dtype == "float32" else f" {dtype}"
         if len(operands) >= 2:  # the second: an op on constants alone is folded away
             made = call.copy()
             made.tensors[operands[1]]["origin"] = "const"
-            name = "" if dtype == "float32" else f" {dtype}"
             yield f"second operand{name} constant", made
+        if len(operands) >= 3:  # every one after the first: a layer's bounds, scales, masks
+            made = call.copy()
+            for i in operands[1:]:
+                made.tensors[i]["origin"] = "const"
+            yield f"operands after the first{name} constant", made
 
 
 # ---------------------------------------------------------------- the model axis
