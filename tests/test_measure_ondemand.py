@@ -79,6 +79,8 @@ def test_a_node_the_table_keys_whole_is_measured_as_its_keyed_op(tmp_path):
     assert placement.nodes[node.name].decomposed  # what had kept it from being measured
 
     class Unmeasured:  # whatever the shipped table holds
+        arg_names: dict = {}
+
         def lookup(self, key, target):
             return None
 
@@ -86,6 +88,45 @@ def test_a_node_the_table_keys_whole_is_measured_as_its_keyed_op(tmp_path):
     masked = found["aten.bitwise_and.Scalar"]
     assert masked.key.operands == "int64:op"
     assert masked.case["op"] == "bitwise_and.Scalar" and masked.case["args"][1] == 255
+
+
+class Bounded(torch.nn.Module):
+    def forward(self, x, lo, hi):
+        return torch.clamp(x, min=lo, max=hi) * 2.0
+
+
+def test_a_clamps_bounds_are_measured_as_models_hold_them(tmp_path):
+    """Random bounds cross (a lower bound above the upper one), where torch and Core ML
+    answer otherwise by definition: the case holds ``min`` at most 0 and ``max`` at least
+    0, as the sweep's cases do."""
+    from coreml_lint.sweep.ondemand import wanted
+    from coreml_lint.sweep.values import make_tensor
+
+    buffer = io.BytesIO()
+    inputs = (torch.randn(4, 8), -torch.rand(4, 8), torch.rand(4, 8))
+    torch.export.save(torch.export.export(Bounded(), inputs), buffer)
+    buffer.seek(0)
+    (graph,) = read_pt2_stream(buffer, "bounded")
+    graph = canonicalize(graph)
+    placement = predict_placement(graph, PartitionerSettings(minimum_deployment_target=15))
+    table = active_table()
+    (clamp,) = [w for w in wanted(graph, placement, _unmeasured(table)) if "clamp" in w.key.op]
+    signs = [t.get("sign") for t in clamp.case["tensors"]]
+    assert signs == [None, "-", "+"]
+    low, high = (make_tensor(t, seed) for seed, t in enumerate(clamp.case["tensors"][1:]))
+    assert bool((low <= high).all())
+
+
+def _unmeasured(table):
+    """The shipped table's schema names, with nothing measured."""
+
+    class Unmeasured:
+        arg_names = table.arg_names
+
+        def lookup(self, key, target):
+            return None
+
+    return Unmeasured()
 
 
 def _lint(path: Path, cache: Path, *extra: str) -> subprocess.CompletedProcess:

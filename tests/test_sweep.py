@@ -608,6 +608,12 @@ def test_an_op_of_three_operands_is_measured_with_every_one_after_the_first_cons
     assert both and all(
         [t["origin"] for t in c["tensors"]] == ["in", "const", "const"] for c in both
     )
+    # the bounds never cross (values.ordered_bounds): a lower bound at most 0, an upper one
+    # at least 0, in every case that gives both
+    bounded = [c for c in cases if len(c["tensors"]) == 3]
+    assert bounded and all(
+        [t.get("sign") for t in c["tensors"]] == [None, "-", "+"] for c in bounded
+    )
 
 
 def test_the_shipped_table_is_measured_on_the_installed_stack():

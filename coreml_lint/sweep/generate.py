@@ -65,7 +65,14 @@ from coreml_lint.sweep.legal import (
     with_layout,
 )
 from coreml_lint.sweep.schema import EQUATIONS, Arg, OpInfo, mixed_lists, string_options
-from coreml_lint.sweep.values import DTYPES, FLOATS, case_id, decode, encode_float
+from coreml_lint.sweep.values import (
+    DTYPES,
+    FLOATS,
+    case_id,
+    decode,
+    encode_float,
+    ordered_bounds,
+)
 
 SHAPES = ((), (5,), (3, 1, 4), (2, 0, 3), (2, 3, 1, 4), (2, 1, 3, 2, 2))
 CONTEXTS = ("linear", "addmm", "matmul")
@@ -100,8 +107,9 @@ FLOATS_VARIANTS = (2.0, 1.3, 0.5, 1.5, 0.7)  # 1.3 first: its class's riskier va
 # required string values at every shape too; 8: the model axis at a batch of two as well;
 # 9: ``[3] * n`` for a fixed-length int list (a kernel of 3); 10: lists whose dims differ
 # (``schema.mixed_lists``: ``[1, 0]``, ``[2, 1]``), alone and beside each other argument;
-# 11: every operand after the first constant, for an op of three or more (origin axis).
-GENERATOR = 11
+# 11: every operand after the first constant, for an op of three or more (origin axis);
+# 12: a ``min`` and a ``max`` tensor that never cross (``BOUNDS``).
+GENERATOR = 12
 
 # The model axis's batches: one (a size-1 dim in the key), and two, where a layer's call
 # keys as its base call's rank without a size-1 dim but with constant weights (a transposed
@@ -161,7 +169,9 @@ def _case(info: OpInfo, call: Call, axis: str, label: str, context: str = "") ->
         "op": info.name,
         "args": call.args,
         "kwargs": call.kwargs,
-        "tensors": call.tensors,
+        "tensors": ordered_bounds(
+            call.tensors, [a.name for a in info.args], call.args, call.kwargs
+        ),
         "context": context,
         "axis": axis,
         "label": label,

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,7 +27,7 @@ from coreml_lint.measured.stack import cache_folder
 from coreml_lint.measured.table import TABLE_PATH, BehaviourTable
 from coreml_lint.program.graph import DType, Graph, Node, Opaque, SymRef, TensorRef
 from coreml_lint.program.placement import COREML, Placement
-from coreml_lint.sweep.values import DTYPES, case_id, encode_float
+from coreml_lint.sweep.values import DTYPES, case_id, encode_float, ordered_bounds
 
 Say = Callable[[str], None]
 
@@ -91,17 +91,25 @@ def wanted(graph: Graph, placement: Placement, table: BehaviourTable) -> Iterato
             continue
         seen.add(key)
         try:
-            case = node_case(graph, maker, node, target)
+            case = node_case(graph, maker, node, target, table.arg_names)
         except Unmeasurable as why:
             yield Wanted(key, {"why": str(why)}, node.name)
             continue
         yield Wanted(key, case, node.name)
 
 
-def node_case(graph: Graph, maker: KeyMaker, node: Node, target: int) -> Case:
+def node_case(
+    graph: Graph,
+    maker: KeyMaker,
+    node: Node,
+    target: int,
+    names_of: Mapping[str, list[str]] | None = None,
+) -> Case:
     """The sweep's case spec for the node's call as the table keys it (``__and__`` as
     ``bitwise_and``, ``transpose`` as the ``permute`` it becomes: ``KeyMaker.keyed_node``;
-    ``sweep/values.py`` describes the form)."""
+    ``sweep/values.py`` describes the form). ``names_of``: each op's schema argument
+    names (the table's ``arg_names``), which say which operands are a ``min`` and a
+    ``max`` the case holds apart as models do (``values.ordered_bounds``)."""
     tensors: list[dict[str, Any]] = []
 
     def encoded(value: Any) -> Any:
@@ -124,11 +132,12 @@ def node_case(graph: Graph, maker: KeyMaker, node: Node, target: int) -> Case:
     keyed = maker.keyed_node(node)
     args = [encoded(a) for a in keyed.args]
     kwargs = {k: encoded(v) for k, v in keyed.kwargs.items()}
+    names = (names_of or {}).get(keyed.target, [])
     case = {
         "op": keyed.target[len("aten.") :],
         "args": args,
         "kwargs": kwargs,
-        "tensors": tensors,
+        "tensors": ordered_bounds(tensors, names, args, kwargs),
         "context": "",
         "axis": "measure",
         "label": node.name,

@@ -34,6 +34,28 @@ EXTREME_INTS = {"int64": (2**40, -(2**40)), "int16": (3001, -3001)}
 BIG_INTS = (2049, 3001, -2049, -3001)
 
 
+# Tensor arguments that bound another from below and above (``clamp(x, min, max)``): a
+# model's lower bound never exceeds its upper one, and where the two cross torch and Core
+# ML answer differently by definition (torch returns ``max``), so random bounds made every
+# such call "wrong". Cases hold them as models do: ``min`` at most 0, ``max`` at least 0.
+BOUNDS = {"min": "-", "max": "+"}
+
+
+def ordered_bounds(
+    tensors: list[dict[str, Any]], names: list[str], args: list[Any], kwargs: dict[str, Any]
+) -> list[dict[str, Any]]:
+    """Copies of a call's tensor specs, its ``min`` and ``max`` operands (by the op's
+    schema ``names``; positional ``args`` first) given one sign each, where both are
+    tensors of the call."""
+    given = {**dict(zip(names, args, strict=False)), **kwargs}
+    refs = {name: given.get(name) for name in BOUNDS}
+    copies = [dict(t) for t in tensors]
+    if all(isinstance(r, dict) and isinstance(r.get("t"), int) for r in refs.values()):
+        for name, ref in refs.items():
+            copies[ref["t"]]["sign"] = BOUNDS[name]
+    return copies
+
+
 def case_id(spec: dict[str, Any]) -> str:
     """A stable id: the hash of everything that defines the case."""
     body = {k: v for k, v in spec.items() if k not in ("id", "axis", "label")}
@@ -47,7 +69,17 @@ def torch_dtype(name: str) -> Any:
 
 
 def make_tensor(spec: dict[str, Any], seed: int, extreme: bool = False) -> Any:
-    """The tensor a spec describes (``values``: typical, index, mask)."""
+    """The tensor a spec describes (``values``: typical, index, mask; ``sign``: ``-`` or
+    ``+`` for values of one sign, a lower and an upper bound that never cross)."""
+    made = _make_tensor(spec, seed, extreme)
+    sign = spec.get("sign")
+    if sign is None or made.dtype.is_complex or str(made.dtype) == "torch.bool":
+        return made
+    magnitude = made.abs() if made.is_floating_point() or made.dtype.is_signed else made
+    return -magnitude if sign == "-" and made.dtype.is_signed else magnitude
+
+
+def _make_tensor(spec: dict[str, Any], seed: int, extreme: bool = False) -> Any:
     import torch
 
     gen = torch.Generator().manual_seed(seed)
