@@ -51,7 +51,13 @@ def run(args: argparse.Namespace) -> int:
         return run_coreai(args, _say)
     from coreml_lint.program.optable import load_optable
     from coreml_lint.sweep.engine import Engine
-    from coreml_lint.sweep.run import Store, generate_all, measure_all, middle_targets
+    from coreml_lint.sweep.run import (
+        Store,
+        generate_all,
+        measure_all,
+        middle_targets,
+        retire_superseded,
+    )
     from coreml_lint.sweep.schema import in_scope
     from coreml_lint.sweep.scope import in_order
 
@@ -87,6 +93,10 @@ def run(args: argparse.Namespace) -> int:
             extra = middle_targets(mine, store.results())
             _say(f"{len(extra)} cases at iOS16/17 where iOS15 and iOS18 disagree")
             measure_all(engine, store, mine + extra, _say)
+            if not (args.axes or args.only):  # every case of these ops is known: the rest go
+                gone = retire_superseded(store, mine + extra)
+                if gone:
+                    _say(f"{gone} shard cases today's generator no longer makes: retired")
             _record(store, meta, started, engine.size, left_out)
     finally:
         engine.close()

@@ -73,11 +73,13 @@ class Store:
         return found
 
     def cases(self) -> dict[str, dict[str, Any]]:
-        """Case id -> case: every case generated here, and every case a shard holds (a
-        fresh clone has only the shards; the iOS16/17 cases a run adds are in them)."""
+        """Case id -> case: every case generated here, and every case a shard holds that
+        today's generator still makes (a fresh clone has only the shards; the iOS16/17
+        cases a run adds are in them; ``shards.RETIRED`` names the others)."""
         found = {c["id"]: c for row in self.generated() for c in row["cases"]}
         if self.shards is not None:
-            found.update(shards.read(self.shards)[1])
+            gone = shards.retired(self.shards)
+            found.update((i, c) for i, c in shards.read(self.shards)[1].items() if i not in gone)
         return found
 
     def complete_ops(self) -> set[str]:
@@ -270,6 +272,27 @@ def measure_all(
     scheduler.cases = list(cases)  # an op is finished when all its cases are measured
     engine.run(scheduler.refill)
     store.write_shards(cases)
+
+
+def retire_superseded(store: Store, current: list[dict[str, Any]]) -> int:
+    """Retire, per op of ``current`` (every case today's generator makes for it, with its
+    iOS16/17 copies, all measured), the cases its shard holds that are not among them;
+    returns how many are retired."""
+    if store.shards is None:
+        return 0
+    ids: dict[str, set[str]] = defaultdict(set)
+    for case in current:
+        ids[case["op"]].add(case["id"])
+    held: dict[str, set[str]] = defaultdict(set)
+    for case_id, case in shards.read(store.shards)[1].items():
+        if case["op"] in ids:
+            held[case["op"]].add(case_id)
+    count = 0
+    for op, mine in ids.items():
+        old = held[op] - mine
+        shards.retire(store.shards, op, old)
+        count += len(old)
+    return count
 
 
 def middle_targets(cases: list[dict[str, Any]], results: dict[str, dict]) -> list[dict]:

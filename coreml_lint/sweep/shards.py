@@ -84,6 +84,35 @@ def write(
 
 UNFINISHED = "_unfinished.jsonl.gz"
 
+# Cases a shard holds that today's generator no longer makes (a case whose spec changed:
+# a clamp's bounds given one sign each), per op: kept in the shard, as every measurement
+# is, but no longer part of the table. Written by a run that generated and measured the op
+# in full (``run.retire_superseded``); a generator that makes a case again brings it back.
+RETIRED = "_retired.json"
+
+
+def retired(folder: Path) -> set[str]:
+    """The ids of every retired case."""
+    path = folder / RETIRED
+    if not path.exists():
+        return set()
+    return {i for ids in json.loads(path.read_text())["ops"].values() for i in ids}
+
+
+def retire(folder: Path, op: str, ids: set[str]) -> None:
+    """Set ``op``'s retired cases to ``ids`` (none: the op is dropped from the file)."""
+    path = folder / RETIRED
+    data = json.loads(path.read_text()) if path.exists() else {"ops": {}}
+    data["note"] = "cases the shards hold that today's generator no longer makes"
+    if ids:
+        data["ops"][op] = sorted(ids)
+    else:
+        data["ops"].pop(op, None)
+    if data["ops"] or path.exists():
+        data["ops"] = dict(sorted(data["ops"].items()))
+        path.write_text(json.dumps(data, indent=1) + "\n")
+
+
 # The table of the sweep's first run on this stack (keyed by argument classes, stopped
 # early): the rows a table carries for the calls the shards do not measure.
 FIRST_RUN = "_first_run.json.gz"
