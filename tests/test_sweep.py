@@ -688,25 +688,32 @@ def test_shards_keep_finished_ops_and_never_replace_a_measured_cell(tmp_path):
 
 
 def test_a_case_the_generator_no_longer_makes_is_retired_not_deleted(tmp_path):
-    """A generator that changes a case's spec (a clamp's bounds given signs) makes a new
-    case; the old one stays in its shard, measured, but leaves the table's cases; making it
-    again brings it back. Other ops are untouched."""
+    """A generator that makes the same call with other operand values (a clamp's bounds
+    given signs) supersedes the old case: it stays in its shard, measured, but leaves the
+    table's cases. A call only an earlier generator made stays, counted apart. Making a case
+    again brings it back; other ops are untouched."""
     from coreml_lint.sweep import shards
     from coreml_lint.sweep.run import Store, retire_superseded
 
-    old = [{"id": f"c{i}", "op": "clamp.Tensor"} for i in range(3)]
+    def clamp(i: int, sign: str | None = None, args: list | None = None) -> dict:
+        bound = {"shape": [4], "dtype": "float32", **({"sign": sign} if sign else {})}
+        return {"id": f"c{i}", "op": "clamp.Tensor", "args": args or [1], "tensors": [bound]}
+
+    old = [clamp(0, args=[0]), clamp(1), clamp(2, args=[2])]
     other = [{"id": "n0", "op": "neg.default"}]
     folder = tmp_path / "measurements" / "stack"
     results = {c["id"]: {"id": c["id"], "outcome": "wrong", "message": "W"} for c in old + other}
     shards.write(folder, old + other, results)
     store = Store(tmp_path / "live", shards=folder)
-    today = [old[0], {"id": "c9", "op": "clamp.Tensor"}]
-    assert retire_superseded(store, today) == 2
-    assert set(store.cases()) == {"c0", "n0"}  # c9 is not generated in this folder
+    today = [old[0], clamp(9, "-")]  # c1's call with a signed bound; c2's call no more
+    assert retire_superseded(store, today) == 1
+    assert shards.retired(folder) == {"c1"}
+    assert shards.retired(folder, shards.EARLIER) == {"c2"}
+    assert set(store.cases()) == {"c0", "c2", "n0"}  # c9 is not generated in this folder
     assert set(shards.read(folder)[0]) == {"c0", "c1", "c2", "n0"}  # every cell kept
     assert retire_superseded(store, old) == 0  # made again: back
     assert set(store.cases()) == {"c0", "c1", "c2", "n0"}
-    assert shards.retired(folder) == set()
+    assert shards.retired(folder) == shards.retired(folder, shards.EARLIER) == set()
 
 
 def test_what_is_measured_of_an_unfinished_op_travels_with_the_repository(tmp_path):

@@ -96,7 +96,7 @@ def run(args: argparse.Namespace) -> int:
             if not (args.axes or args.only):  # every case of these ops is known: the rest go
                 gone = retire_superseded(store, mine + extra)
                 if gone:
-                    _say(f"{gone} shard cases today's generator no longer makes: retired")
+                    _say(f"{gone} shard cases superseded by today's generator: retired")
             _record(store, meta, started, engine.size, left_out)
     finally:
         engine.close()
@@ -170,6 +170,7 @@ def build(args: argparse.Namespace) -> int:
         from coreml_lint.sweep.coreai_run import build_coreai
 
         return build_coreai(args, _say)
+    from coreml_lint.sweep import shards
     from coreml_lint.sweep.report import sweep_summary
     from coreml_lint.sweep.run import Store
     from coreml_lint.sweep.table import build_table, carry, write_table
@@ -183,8 +184,13 @@ def build(args: argparse.Namespace) -> int:
     if not results:  # a mistyped --out must not replace the table with an empty one
         _say(f"error: {args.out} and the shards hold no op measured in full: nothing written")
         return 2
-    generated = sum(1 for c in cases.values() if c["op"] in complete)
-    table = build_table(results, sweep_summary(_meta(store), results, generated), cases)
+    earlier = shards.retired(store.shards, shards.EARLIER) if store.shards else set()
+    generated = sum(1 for i, c in cases.items() if c["op"] in complete and i not in earlier)
+    summary = sweep_summary(_meta(store), results, generated)
+    summary["cases_measured"] -= sum(1 for r in results if r["id"] in earlier)
+    if earlier:  # still those calls' measurements: in the table, counted apart
+        summary["cases_of_earlier_generators"] = sum(1 for r in results if r["id"] in earlier)
+    table = build_table(results, summary, cases)
     source = _carry_source(store, args.table)
     if source is not None:
         table = carry(source, table, CARRIED)

@@ -275,24 +275,44 @@ def measure_all(
 
 
 def retire_superseded(store: Store, current: list[dict[str, Any]]) -> int:
-    """Retire, per op of ``current`` (every case today's generator makes for it, with its
-    iOS16/17 copies, all measured), the cases its shard holds that are not among them;
-    returns how many are retired."""
+    """Per op of ``current`` (every case today's generator makes for it, with its iOS16/17
+    copies, all measured), record the cases its shard holds that are not among them:
+    superseded where a current case makes the same call with other operand values (left
+    out of the table), earlier otherwise (kept, counted apart). Returns how many are
+    superseded."""
     if store.shards is None:
         return 0
     ids: dict[str, set[str]] = defaultdict(set)
+    calls: dict[str, set[str]] = defaultdict(set)
     for case in current:
         ids[case["op"]].add(case["id"])
-    held: dict[str, set[str]] = defaultdict(set)
+        calls[case["op"]].add(_call(case))
+    held: dict[str, dict[str, dict[str, Any]]] = defaultdict(dict)
     for case_id, case in shards.read(store.shards)[1].items():
-        if case["op"] in ids:
-            held[case["op"]].add(case_id)
+        if case["op"] in ids and case_id not in ids[case["op"]]:
+            held[case["op"]][case_id] = case
     count = 0
-    for op, mine in ids.items():
-        old = held[op] - mine
-        shards.retire(store.shards, op, old)
-        count += len(old)
+    for op in ids:
+        kinds: dict[str, set[str]] = {shards.SUPERSEDED: set(), shards.EARLIER: set()}
+        for case_id, case in held[op].items():
+            kind = shards.SUPERSEDED if _call(case) in calls[op] else shards.EARLIER
+            kinds[kind].add(case_id)
+        shards.retire(store.shards, op, kinds)
+        count += len(kinds[shards.SUPERSEDED])
     return count
+
+
+# What a tensor spec says of its values, not of the call (which the key records).
+VALUE_FIELDS = ("sign",)
+
+
+def _call(case: dict[str, Any]) -> str:
+    """A case's call, whatever values its operands hold."""
+    body = {k: v for k, v in case.items() if k not in ("id", "axis", "label")}
+    body["tensors"] = [
+        {k: v for k, v in t.items() if k not in VALUE_FIELDS} for t in case.get("tensors", [])
+    ]
+    return json.dumps(body, sort_keys=True)
 
 
 def middle_targets(cases: list[dict[str, Any]], results: dict[str, dict]) -> list[dict]:

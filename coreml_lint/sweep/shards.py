@@ -84,28 +84,41 @@ def write(
 
 UNFINISHED = "_unfinished.jsonl.gz"
 
-# Cases a shard holds that today's generator no longer makes (a case whose spec changed:
-# a clamp's bounds given one sign each), per op: kept in the shard, as every measurement
-# is, but no longer part of the table. Written by a run that generated and measured the op
-# in full (``run.retire_superseded``); a generator that makes a case again brings it back.
+# Cases a shard holds that today's generator no longer makes, per op, in two kinds; every
+# one stays in its shard, as every measurement does (``run.retire_superseded`` writes it
+# when a run has generated and measured the op in full; a case made again leaves it):
+# - *superseded*: the generator makes the same call with other operand values (a clamp's
+#   bounds given one sign each, so that they never cross): the old measurement is of values
+#   no model holds, and the table leaves it out;
+# - *earlier*: a call an earlier generator made and today's does not (its pairs chose other
+#   values): still that call's measurement, kept in the table and counted apart from what
+#   today's generator made (the ``sweep`` section's ``cases_of_earlier_generators``).
 RETIRED = "_retired.json"
+SUPERSEDED, EARLIER = "superseded", "earlier"
 
 
-def retired(folder: Path) -> set[str]:
-    """The ids of every retired case."""
+def retired(folder: Path, kind: str = SUPERSEDED) -> set[str]:
+    """The ids of every retired case of one kind."""
     path = folder / RETIRED
     if not path.exists():
         return set()
-    return {i for ids in json.loads(path.read_text())["ops"].values() for i in ids}
+    return {
+        i for kinds in json.loads(path.read_text())["ops"].values() for i in kinds.get(kind, ())
+    }
 
 
-def retire(folder: Path, op: str, ids: set[str]) -> None:
-    """Set ``op``'s retired cases to ``ids`` (none: the op is dropped from the file)."""
+def retire(folder: Path, op: str, kinds: dict[str, set[str]]) -> None:
+    """Set ``op``'s retired cases (kind -> ids; none: the op leaves the file)."""
     path = folder / RETIRED
     data = json.loads(path.read_text()) if path.exists() else {"ops": {}}
-    data["note"] = "cases the shards hold that today's generator no longer makes"
-    if ids:
-        data["ops"][op] = sorted(ids)
+    data["note"] = (
+        "shard cases today's generator no longer makes: superseded (the same call made with "
+        "other operand values: left out of the table) or earlier (a call only an earlier "
+        "generator made: kept, counted apart)"
+    )
+    found = {kind: sorted(ids) for kind, ids in sorted(kinds.items()) if ids}
+    if found:
+        data["ops"][op] = found
     else:
         data["ops"].pop(op, None)
     if data["ops"] or path.exists():
