@@ -109,6 +109,8 @@ def retired(folder: Path, kind: str = SUPERSEDED) -> set[str]:
 
 def retire(folder: Path, op: str, kinds: dict[str, set[str]]) -> None:
     """Set ``op``'s retired cases (kind -> ids; none: the op leaves the file)."""
+    from coreml_lint.core.files import write_atomically
+
     path = folder / RETIRED
     data = json.loads(path.read_text()) if path.exists() else {"ops": {}}
     data["note"] = (
@@ -123,7 +125,7 @@ def retire(folder: Path, op: str, kinds: dict[str, set[str]]) -> None:
         data["ops"].pop(op, None)
     if data["ops"] or path.exists():
         data["ops"] = dict(sorted(data["ops"].items()))
-        path.write_text(json.dumps(data, indent=1) + "\n")
+        write_atomically(path, json.dumps(data, indent=1) + "\n")
 
 
 # The table of the sweep's first run on this stack (keyed by argument classes, stopped
