@@ -699,20 +699,20 @@ def test_a_case_the_generator_no_longer_makes_is_retired_not_deleted(tmp_path):
         bound = {"shape": [4], "dtype": "float32", **({"sign": sign} if sign else {})}
         return {"id": f"c{i}", "op": "clamp.Tensor", "args": args or [1], "tensors": [bound]}
 
-    old = [clamp(0, args=[0]), clamp(1), clamp(2, args=[2])]
+    old = [clamp(0, args=[0]), clamp(1), clamp(2, args=[2]), dict(clamp(3), target=16)]
     other = [{"id": "n0", "op": "neg.default"}]
     folder = tmp_path / "measurements" / "stack"
     results = {c["id"]: {"id": c["id"], "outcome": "wrong", "message": "W"} for c in old + other}
     shards.write(folder, old + other, results)
     store = Store(tmp_path / "live", shards=folder)
     today = [old[0], clamp(9, "-")]  # c1's call with a signed bound; c2's call no more
-    assert retire_superseded(store, today) == 1
-    assert shards.retired(folder) == {"c1"}
+    assert retire_superseded(store, today) == 2
+    assert shards.retired(folder) == {"c1", "c3"}  # c3: c1's iOS16 copy
     assert shards.retired(folder, shards.EARLIER) == {"c2"}
     assert set(store.cases()) == {"c0", "c2", "n0"}  # c9 is not generated in this folder
-    assert set(shards.read(folder)[0]) == {"c0", "c1", "c2", "n0"}  # every cell kept
+    assert set(shards.read(folder)[0]) == {"c0", "c1", "c2", "c3", "n0"}  # every cell kept
     assert retire_superseded(store, old) == 0  # made again: back
-    assert set(store.cases()) == {"c0", "c1", "c2", "n0"}
+    assert set(store.cases()) == {"c0", "c1", "c2", "c3", "n0"}
     assert shards.retired(folder) == shards.retired(folder, shards.EARLIER) == set()
 
 

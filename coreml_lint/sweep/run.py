@@ -307,8 +307,10 @@ VALUE_FIELDS = ("sign",)
 
 
 def _call(case: dict[str, Any]) -> str:
-    """A case's call, whatever values its operands hold."""
-    body = {k: v for k, v in case.items() if k not in ("id", "axis", "label")}
+    """A case's call, whatever values its operands hold and at whichever target (an
+    iOS16/17 copy of a superseded case is superseded too, also where today's iOS15 and
+    iOS18 agree and so no copy is made)."""
+    body = {k: v for k, v in case.items() if k not in ("id", "axis", "label", "target")}
     body["tensors"] = [
         {k: v for k, v in t.items() if k not in VALUE_FIELDS} for t in case.get("tensors", [])
     ]
