@@ -35,15 +35,20 @@ def _save(model: torch.nn.Module, inputs: tuple, path: Path) -> Path:
     return path
 
 
+def _placed(model: torch.nn.Module, inputs: tuple, label: str):
+    """The canonical graph of the model's exported program and its iOS15 placement."""
+    buffer = io.BytesIO()
+    torch.export.save(torch.export.export(model, inputs), buffer)
+    buffer.seek(0)
+    (graph,) = read_pt2_stream(buffer, label)
+    graph = canonicalize(graph)
+    return graph, predict_placement(graph, PartitionerSettings(minimum_deployment_target=15))
+
+
 def test_a_nodes_case_is_its_own_call(tmp_path):
     from coreml_lint.sweep.ondemand import node_case, wanted
 
-    buffer = io.BytesIO()
-    torch.export.save(torch.export.export(Unsorted(), (torch.rand(2, 16),)), buffer)
-    buffer.seek(0)
-    (graph,) = read_pt2_stream(buffer, "unsorted")
-    graph = canonicalize(graph)
-    placement = predict_placement(graph, PartitionerSettings(minimum_deployment_target=15))
+    graph, placement = _placed(Unsorted(), (torch.rand(2, 16),), "unsorted")
     found = {w.key.op: w for w in wanted(graph, placement, active_table())}
     topk = found["aten.topk.default"]
     assert topk.key.variant.endswith("outputs=partly-unused")
@@ -69,12 +74,7 @@ class Masked(torch.nn.Module):
 def test_a_node_the_table_keys_whole_is_measured_as_its_keyed_op(tmp_path):
     from coreml_lint.sweep.ondemand import wanted
 
-    buffer = io.BytesIO()
-    torch.export.save(torch.export.export(Masked(), (torch.rand(2, 8),)), buffer)
-    buffer.seek(0)
-    (graph,) = read_pt2_stream(buffer, "masked")
-    graph = canonicalize(graph)
-    placement = predict_placement(graph, PartitionerSettings(minimum_deployment_target=15))
+    graph, placement = _placed(Masked(), (torch.rand(2, 8),), "masked")
     node = next(n for n in graph.nodes if n.target == "aten.__and__.Scalar")
     assert placement.nodes[node.name].decomposed  # what had kept it from being measured
 
@@ -102,13 +102,8 @@ def test_a_clamps_bounds_are_measured_as_models_hold_them(tmp_path):
     from coreml_lint.sweep.ondemand import wanted
     from coreml_lint.sweep.values import make_tensor
 
-    buffer = io.BytesIO()
     inputs = (torch.randn(4, 8), -torch.rand(4, 8), torch.rand(4, 8))
-    torch.export.save(torch.export.export(Bounded(), inputs), buffer)
-    buffer.seek(0)
-    (graph,) = read_pt2_stream(buffer, "bounded")
-    graph = canonicalize(graph)
-    placement = predict_placement(graph, PartitionerSettings(minimum_deployment_target=15))
+    graph, placement = _placed(Bounded(), inputs, "bounded")
     table = active_table()
     (clamp,) = [w for w in wanted(graph, placement, _unmeasured(table)) if "clamp" in w.key.op]
     signs = [t.get("sign") for t in clamp.case["tensors"]]
