@@ -60,7 +60,8 @@ def test_a_nodes_case_is_its_own_call(tmp_path):
     assert case["args"] == [{"t": 0}, 4, -1, True, False]
     assert case["returns"] == [0]  # only the values are read
     node = next(n for n in graph.nodes if n.target == "aten.topk.default")
-    assert node_case(graph, KeyMaker(graph, placement), node, 15)["id"] == case["id"]
+    names = active_table().arg_names
+    assert node_case(graph, KeyMaker(graph, placement), node, 15, names)["id"] == case["id"]
 
 
 class Masked(torch.nn.Module):

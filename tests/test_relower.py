@@ -37,9 +37,9 @@ class PerChannelPReLU(torch.nn.Module):
 
 class ConstantLowClamp(torch.nn.Module):
     """``clamp`` with a constant lower bound (a buffer Core ML owns) and an input upper
-    one: Core ML computes other values where the lower bound exceeds the upper. The op
-    table measured tensor bounds as inputs at rank 4 (a model's bounds there are
-    predicted), and a constant bound at the base call's rank only."""
+    one: Core ML computes other values where the lower bound exceeds the upper, which
+    these random bounds do in places. That depends on the values: the op table and
+    ``--measure`` measure bounds that never cross, as a model's do, and find it right."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -102,7 +102,10 @@ def test_an_unpredicted_crash_moves_its_node_and_the_next_lint_knows(tmp_path):
     assert "measuring aten.prelu.default" not in second.stderr  # read from the cache
 
 
-def test_a_located_divergence_moves_its_node_and_the_next_lint_knows(tmp_path):
+def test_a_located_divergence_moves_its_node_and_its_call_is_measured_once(tmp_path):
+    """verify locates the divergence at the clamp and lower moves it; its call measured
+    alone (bounds that never cross) converts right, so the divergence depends on this
+    model's values and stays verify's to prove; the measurement is cached."""
     inputs = (torch.randn(2, 3, 4, 5), torch.randn(2, 3, 4, 5))
     program = _save(ConstantLowClamp(), inputs, tmp_path / "clamp.pt2")
     cache = tmp_path / "cache"
@@ -112,12 +115,10 @@ def test_a_located_divergence_moves_its_node_and_the_next_lint_knows(tmp_path):
     (move,) = report["moved_to_cpu"]
     assert move["kind"] == "divergence" and move["edge_node"] == "aten_clamp_tensor"
     assert "semantic values" in move["why"]
-    assert move["measured"].startswith("measured alone: wrong")
+    assert move["measured"].startswith("measured alone: ok")
     second = _lint(program, cache, "--measure")
-    (finding,) = [f for f in _errors(second) if f["node"] == "clamp"]
-    assert finding["code"] == "CML801" and finding["extra"]["basis"] == "here"
-    assert finding["extra"]["measured"] == "wrong"
-    assert "measuring aten.clamp.Tensor" not in second.stderr
+    assert [f for f in _errors(second) if f["node"] == "clamp"] == []
+    assert "measuring aten.clamp.Tensor" not in second.stderr  # the cache answers it
 
 
 class Int16Output(torch.nn.Module):

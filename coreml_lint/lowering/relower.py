@@ -185,7 +185,7 @@ def measure_call(linted: Any, name: str, say: Say) -> str:
     if entry is not None and entry.shape in ("*", key.shape):
         return f"the shipped op table measured this call alone: {entry.outcome}"
     try:
-        case = node_case(graph, maker, node, target)
+        case = node_case(graph, maker, node, target, table.arg_names if table else {})
     except Unmeasurable as why:
         return f"its call is not measurable alone ({why})"
     try:

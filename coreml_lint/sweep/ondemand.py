@@ -103,7 +103,7 @@ def node_case(
     maker: KeyMaker,
     node: Node,
     target: int,
-    names_of: Mapping[str, list[str]] | None = None,
+    names_of: Mapping[str, list[str]],
 ) -> Case:
     """The sweep's case spec for the node's call as the table keys it (``__and__`` as
     ``bitwise_and``, ``transpose`` as the ``permute`` it becomes: ``KeyMaker.keyed_node``;
@@ -132,7 +132,7 @@ def node_case(
     keyed = maker.keyed_node(node)
     args = [encoded(a) for a in keyed.args]
     kwargs = {k: encoded(v) for k, v in keyed.kwargs.items()}
-    names = (names_of or {}).get(keyed.target, [])
+    names = names_of.get(keyed.target, [])
     case = {
         "op": keyed.target[len("aten.") :],
         "args": args,
