@@ -75,8 +75,9 @@ def make_tensor(spec: dict[str, Any], seed: int, extreme: bool = False) -> Any:
     sign = spec.get("sign")
     if sign is None or made.dtype.is_complex or str(made.dtype) == "torch.bool":
         return made
-    magnitude = made.abs() if made.is_floating_point() or made.dtype.is_signed else made
-    return -magnitude if sign == "-" and made.dtype.is_signed else magnitude
+    if not made.dtype.is_signed:  # unsigned: a lower bound of 0 (at most 0), any upper
+        return made * 0 if sign == "-" else made
+    return -made.abs() if sign == "-" else made.abs()
 
 
 def _make_tensor(spec: dict[str, Any], seed: int, extreme: bool = False) -> Any:
