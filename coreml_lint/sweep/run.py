@@ -287,16 +287,13 @@ def retire_superseded(store: Store, current: list[dict[str, Any]]) -> int:
     for case in current:
         ids[case["op"]].add(case["id"])
         calls[case["op"]].add(_call(case))
-    held: dict[str, dict[str, dict[str, Any]]] = defaultdict(dict)
-    for case_id, case in shards.read(store.shards)[1].items():
-        if case["op"] in ids and case_id not in ids[case["op"]]:
-            held[case["op"]][case_id] = case
     count = 0
-    for op in ids:
+    for op in ids:  # only these ops' shards are read
         kinds: dict[str, set[str]] = {shards.SUPERSEDED: set(), shards.EARLIER: set()}
-        for case_id, case in held[op].items():
-            kind = shards.SUPERSEDED if _call(case) in calls[op] else shards.EARLIER
-            kinds[kind].add(case_id)
+        for case_id, case in shards.op_cases(store.shards, op).items():
+            if case_id not in ids[op]:
+                kind = shards.SUPERSEDED if _call(case) in calls[op] else shards.EARLIER
+                kinds[kind].add(case_id)
         shards.retire(store.shards, op, kinds)
         count += len(kinds[shards.SUPERSEDED])
     return count

@@ -38,6 +38,12 @@ def read(folder: Path) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, A
     return results, cases
 
 
+def op_cases(folder: Path, op: str) -> dict[str, dict[str, Any]]:
+    """Case id -> case of one op's shard (none yet: empty)."""
+    path = folder / f"{op}.jsonl.gz"
+    return {row["case"]["id"]: row["case"] for row in _rows(path)} if path.exists() else {}
+
+
 def unfinished_ops(folder: Path) -> set[str]:
     """The ops of ``_unfinished.jsonl.gz``: measured in part, whatever else is known."""
     path = folder / UNFINISHED
