@@ -185,3 +185,24 @@ def test_an_op_without_a_float64_kernel_computes_in_float32_in_the_reference():
     (out,) = next(n for n in ep.graph.nodes if n.op == "output").args[0]
     exact, _ = reference.of(out.name)
     assert exact.dtype == torch.float64 and torch.equal(exact.float(), run.outputs[0])
+
+
+def test_a_rounding_inside_a_decomposable_op_widens_the_spread():
+    from coreml_lint.verifier.reference import UNIT_ROUNDOFF, float64_reference
+
+    # group_norm's shift cancels its scaled input at the first element: y = 1 * 1 - 1 ~ 0.
+    # Core ML computes the scale and the shift apart, so float32 rounds there at the size
+    # of the terms (1), not of the result; the reference must allow for that rounding.
+    norm = torch.nn.GroupNorm(1, 2).eval()
+    with torch.no_grad():
+        norm.bias.fill_(-1.0)
+    x = torch.tensor([[[1.0 + 1e-6], [-1.0]]])  # normalized: ~[1, -1]
+    ep = torch.export.export(norm, (x,)).run_decompositions({})
+    run = run_partition(ep, [x])
+    reference = float64_reference(ep, [x], run.values)
+    assert reference.failure is None
+    (out,) = next(n for n in ep.graph.nodes if n.op == "output").args[0]
+    exact, spread = reference.of(out.name)
+    assert abs(float(exact.flatten()[0])) < 1e-5  # the cancelling element
+    # a rounding of the terms, not of the near-zero result (that would be ~1e-5 * 6e-8)
+    assert float(spread.flatten()[0]) > 0.25 * UNIT_ROUNDOFF

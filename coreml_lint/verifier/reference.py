@@ -14,6 +14,13 @@ lands elsewhere. So each partition's eager module runs twice more in float64:
   arithmetic on this graph, whatever order a kernel sums in. The size is fixed, not
   uniform: where one rounding dominates an element (``1 - exp(-t)`` for a tiny ``t``) the
   spread is then that rounding's full effect in every sample, not a lucky small draw.
+  An op is perturbed at the ops it is made of: one that torch can decompose (a group norm
+  is a mean, a difference, a scale and a shift) runs as its decomposition, so a rounding
+  inside it is perturbed too. Core ML computes such an op in those pieces, and an output
+  near zero that an affine shift made by cancelling (``x * gamma + beta`` of opposite signs)
+  carries the rounding of the terms, not of the result. Perturbing only its output would
+  judge that element as strictly as a well-conditioned one. Pointwise ops and views are one
+  rounding (or none) and run whole.
 
 Discrete decisions are eager float32's: every integer or bool value a node produces (a
 comparison, an argmax, a float cast to an index) is taken from the float32 run, so the
@@ -27,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from coreml_lint.verifier.eager import lifted_arguments
 
@@ -107,16 +115,26 @@ class _Float64Runner(torch.fx.Interpreter):
 
     def run_node(self, n: torch.fx.Node) -> Any:
         out = super().run_node(n)
-        perturb = self.generator is not None and n.op in ("placeholder", "call_function")
+        # a call's own ops are perturbed as they run (_Rounding); its output is their output
+        perturb = self.generator is not None and n.op == "placeholder"
         out = self._settle(out, self.eager.get(n.name), perturb)
         self.values[n.name] = out
         return out
 
     def call_function(self, target: Any, args: Any, kwargs: Any) -> Any:
         try:
-            return super().call_function(target, _widened(args), _widened(kwargs))
+            return self._call(target, _widened(args), _widened(kwargs))
         except Exception:  # an op that takes float32 only (quantize): it computes in float32
-            return super().call_function(target, _narrowed(args), _narrowed(kwargs))
+            return self._call(target, _narrowed(args), _narrowed(kwargs))
+
+    def _call(self, target: Any, args: Any, kwargs: Any) -> Any:
+        if self.generator is None:
+            return super().call_function(target, args, kwargs)
+        with _Rounding(self.generator):
+            out = super().call_function(target, args, kwargs)
+        if not _dispatches(target):  # a Python callable on tensors: round its result here
+            out = _perturbed(out, self.generator)
+        return out
 
     def _settle(self, out: Any, pinned: Any, perturb: bool) -> Any:
         if isinstance(out, (tuple, list)):
@@ -130,10 +148,54 @@ class _Float64Runner(torch.fx.Interpreter):
             return pinned if same and not pinned.is_floating_point() else out
         if out.dtype == torch.float32:
             out = out.double()
-        if perturb and out.dtype == torch.float64 and out.numel():
-            signs = torch.randint(0, 2, out.shape, generator=self.generator) * 2 - 1
-            out = out * (1.0 + UNIT_ROUNDOFF * signs.to(torch.float64))
-        return out
+        return _perturbed(out, self.generator) if perturb else out
+
+
+def _perturbed(value: Any, generator: Any) -> Any:
+    """``value``'s float64 tensors, each element times ``1 +- UNIT_ROUNDOFF`` (random sign)."""
+    if isinstance(value, (tuple, list)):
+        return type(value)(_perturbed(v, generator) for v in value)
+    if isinstance(value, torch.Tensor) and value.dtype == torch.float64 and value.numel():
+        signs = torch.randint(0, 2, value.shape, generator=generator) * 2 - 1
+        return value * (1.0 + UNIT_ROUNDOFF * signs.to(torch.float64))
+    return value
+
+
+def _dispatches(target: Any) -> bool:
+    """Whether ``target`` reaches the dispatcher (an ATen op), where _Rounding sees it."""
+    return isinstance(target, (torch._ops.OpOverload, torch._ops.OpOverloadPacket))
+
+
+def _decomposable(func: Any) -> Any:
+    """torch's decomposition of ``func``, when it is made of several roundings: not for a
+    pointwise op (one rounding), a view or a copy (none)."""
+    if torch.Tag.pointwise in func.tags or func.is_view or "copy" in func.__name__:
+        return None
+    from torch._decomp import decomposition_table
+
+    return decomposition_table.get(func)
+
+
+class _Rounding(TorchDispatchMode):
+    """Every float64 value an ATen op makes is rounded once (perturbed) as float32 would
+    round it; an op torch decomposes runs as its pieces, each rounded (module docstring)."""
+
+    def __init__(self, generator: Any) -> None:
+        super().__init__()
+        self.generator = generator
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        kwargs = kwargs or {}
+        decomposition = _decomposable(func)
+        if decomposition is not None:
+            try:
+                with self:  # its pieces dispatch here again (a handler runs outside the mode)
+                    out = decomposition(*args, **kwargs)
+            except Exception:  # a decomposition that cannot take these arguments: run whole
+                out = NotImplemented
+            if out is not NotImplemented:
+                return out
+        return _perturbed(func(*args, **kwargs), self.generator)
 
 
 def _narrowed(value: Any) -> Any:
