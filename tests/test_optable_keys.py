@@ -231,3 +231,38 @@ def test_shape_derived_values_are_keyed_alike_by_the_lint_the_sweep_and_the_hook
         assert mine <= _fx_keys_of_returned(case), case["label"]
         variants |= {k.variant for k in mine}
     assert any(derived in v for v in variants), variants
+
+
+def test_an_argument_spelled_out_at_its_default_is_the_call_that_leaves_it_out():
+    """``nn.Softplus(beta=2.0)`` passes ``threshold=20.0``, the schema's default (``20``),
+    which the sweep's call leaves out: the lint answers it with that call's measurement."""
+    from coreml_lint.engine.exported import graph_of
+    from coreml_lint.measured.key import at_default
+    from coreml_lint.measured.table import MEASURED
+    from coreml_lint.program.canonical import canonicalize
+    from coreml_lint.program.placement import predict_placement
+
+    table = active_table()
+    settings = PartitionerSettings(minimum_deployment_target=TARGET)
+
+    def key(module: Any) -> Key:
+        ep = torch.export.export(module.eval(), (torch.randn(4, 8),))
+        graph = canonicalize(graph_of(ep))
+        maker = KeyMaker(graph, predict_placement(graph, settings), table.arg_defaults)
+        (node,) = [n for n in graph.nodes if n.target == "aten.softplus.default"]
+        return maker.key(node)
+
+    spelled = key(torch.nn.Softplus(beta=2.0))  # threshold=20.0 given
+    assert spelled.variant == "a1=whole;a2=20"
+    left_out = table.spelled(spelled)
+    assert left_out.variant == "a1=whole" and left_out.variant in {
+        e.variant for e in table.by_op[spelled.op]
+    }
+    answer = table.answer(spelled, TARGET)
+    assert answer is not None and answer.basis == MEASURED
+    assert answer.entry is table.answer(left_out, TARGET).entry
+    # another threshold is another call
+    other = key(torch.nn.Softplus(beta=2.0, threshold=3.0))
+    assert other.variant == "a1=whole;a2=whole" and table.spelled(other) == other
+    assert at_default(20.0, "20") and at_default(1, "1") and not at_default(True, "1")
+    assert not at_default(20.5, "20") and not at_default(1e-5, "tiny")

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Mapping
-from dataclasses import astuple, dataclass, field
+from dataclasses import astuple, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -103,6 +103,10 @@ def unit_twin(shape: str) -> str | None:
     return f"r{rank}" if shape.endswith("u") else f"r{rank}u"
 
 
+def _spelling(changed: dict[str, str]) -> str:
+    return ";".join(f"{name}={value}" for name, value in sorted(changed.items()))
+
+
 def same_call(entry: Entry, key: Key) -> bool:
     """Whether an entry measured the key's own call: its exact variant, or the variant's
     classes in a table keyed by classes."""
@@ -168,18 +172,47 @@ class BehaviourTable:
 
     def lookup(self, key: Key, target: int, context: str = "") -> Entry | None:
         """The measured outcome for a node key at a target, or None when unmeasured."""
+        key = self.spelled(key, context)
         return self._lookup(key.op, key.operands, key.variant, key.shape, target, context)
+
+    def spelled(self, key: Key, context: str = "") -> Key:
+        """The key with its variant as the table spells the same call: a call that spells
+        out an argument at its default (``threshold=20``) is the call that leaves it out,
+        and the reverse (``changes``). The key itself when the table spells it so, or has no
+        such call."""
+        if not self.arg_defaults.get(key.op):
+            return key
+        if (key.op, key.operands, key.variant, context) in self.entries:
+            return key
+        changed = _spelling(self.changes(key.op, key.variant))
+        for variant in self._spellings(key.op).get((key.operands, context, changed), ()):
+            return replace(key, variant=variant)
+        return key
+
+    def _spellings(self, op: str) -> dict[tuple[str, str, str], list[str]]:
+        """(operands, context, what a variant changes) -> the variants of ``op`` measured
+        so; built per op, once."""
+        memo = ("spellings", op)
+        if memo not in self._free:
+            index: dict[tuple[str, str, str], set[str]] = {}
+            for e in self.by_op.get(op, ()):
+                changed = _spelling(self.changes(op, e.variant))
+                index.setdefault((e.operands, e.context, changed), set()).add(e.variant)
+            self._free[memo] = {k: sorted(v, key=len) for k, v in index.items()}
+        return self._free[memo]
 
     def answer(self, key: Key, target: int, context: str = "") -> Answer | None:
         """The measured outcome for a node key, else one measured on this machine
         (``--measure``), else the predicted one, saying which."""
-        entry = self.lookup(key, target, context)
+        spelled = self.spelled(key, context)
+        entry = self.lookup(spelled, target, context)
         if entry is not None and entry.shape in ("*", key.shape):
-            basis = MEASURED if same_call(entry, key) else CLASS
+            basis = MEASURED if same_call(entry, spelled) else CLASS
             if self.holds(basis, key.op):
                 return Answer(entry, basis)
-        local = local_table()
+        local = local_table()  # measured here with the node's own spelling
         here = local._lookup(*astuple(key), target, context) if local is not None else None
+        key = spelled
         if here is not None:
             return Answer(here, HERE)
         twin = unit_twin(key.shape)

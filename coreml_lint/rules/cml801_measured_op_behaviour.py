@@ -119,7 +119,7 @@ class MeasuredOpBehaviour(Rule):
         table = active_table()
         if table is None:
             return
-        maker = KeyMaker(ctx.graph, ctx.placement)
+        maker = KeyMaker(ctx.graph, ctx.placement, table.arg_defaults)
         target = ctx.settings.minimum_deployment_target
         note = version_note(table)
         whole = set(map(id, ctx.coreml_nodes()))
