@@ -616,6 +616,27 @@ def test_an_op_of_three_operands_is_measured_with_every_one_after_the_first_cons
     )
 
 
+def test_a_pointwise_op_on_integers_is_measured_across_dtypes_and_origins():
+    """``bitwise_and`` takes integers only: its int64 operands are its data, so it is measured
+    in each integer dtype, made inside Core ML and as a constant (``ids & 0xFF`` of a value
+    a cast made inside crashes where nothing measured an input of another origin)."""
+    pytest.importorskip("torch")
+    from coreml_lint.program.optable import load_optable
+    from coreml_lint.sweep.generate import op_cases
+    from coreml_lint.sweep.schema import in_scope
+
+    scope = {i.name: i for i in in_scope(load_optable())[0]}
+    cases, _ = op_cases(scope["bitwise_and.Tensor"])
+    forms = {tuple((t["dtype"], t.get("origin", "in")) for t in c["tensors"]) for c in cases}
+    assert (("int64", "op"), ("int64", "in")) in forms
+    assert (("int64", "in"), ("int64", "const")) in forms
+    assert (("int32", "in"), ("int32", "in")) in forms and (("bool", "in"), ("bool", "in")) in forms
+    assert {c["axis"] for c in cases} >= {"dtype", "origin", "shape"}
+    # an op taking an index stays on its index (a one_hot of typical values is illegal)
+    one_hot, _ = op_cases(scope["one_hot.default"])
+    assert all(t["values"] == "index" for c in one_hot for t in c["tensors"])
+
+
 def test_the_shipped_table_is_measured_on_the_installed_stack():
     table = load_table(measured_table.TABLE_PATH)
     assert set(table.measured_with) == {"torch", "executorch", "coremltools"}

@@ -4,7 +4,8 @@ What is sampled (the full product of dtypes x ranks x argument values x operand 
 targets is millions of lowerings; this keeps every dimension, one factor at a time, and
 crosses the factors the catalogue shows interacting):
 
-- *dtype*: the base call with its float operands in each of the nine dtypes;
+- *dtype*: the base call with its float operands in each of the nine dtypes (a pointwise
+  op on integers, ``bitwise_and``, with its integer operands: they are its data);
 - *variant*: each non-tensor argument, and each optional tensor, at up to eight other legal
   values of distinct value classes (the classes the table keys on), in float32 and float16:
   special scalars (0, 1, -1, negative, non-integral, past float16's range, tiny, past 2048,
@@ -108,8 +109,10 @@ FLOATS_VARIANTS = (2.0, 1.3, 0.5, 1.5, 0.7)  # 1.3 first: its class's riskier va
 # 9: ``[3] * n`` for a fixed-length int list (a kernel of 3); 10: lists whose dims differ
 # (``schema.mixed_lists``: ``[1, 0]``, ``[2, 1]``), alone and beside each other argument;
 # 11: every operand after the first constant, for an op of three or more (origin axis);
-# 12: a ``min`` and a ``max`` tensor that never cross (``BOUNDS``).
-GENERATOR = 12
+# 12: a ``min`` and a ``max`` tensor that never cross (``BOUNDS``); 13: a pointwise op on
+# integers (``bitwise_and``) with its operands as data, so dtypes, origins and shapes vary
+# them (``_integer_data``).
+GENERATOR = 13
 
 # The model axis's batches: one (a size-1 dim in the key), and two, where a layer's call
 # keys as its base call's rank without a size-1 dim but with constant weights (a transposed
@@ -123,6 +126,7 @@ def op_cases(info: OpInfo) -> tuple[list[Case], str | None]:
     if found is None:
         return [], "no legal call found by the generic search"
     base, shape, _ = found
+    base = _integer_data(info, base)
     cases: list[dict[str, Any]] = [_case(info, base, "base", "float32")]
     dtype_calls = dict(_dtypes(info, base))
     cases += [_case(info, c, "dtype", d) for d, c in dtype_calls.items() if d != "float32"]
@@ -190,6 +194,48 @@ def _at_targets(cases: list[dict[str, Any]], targets: tuple[int, ...] = TARGETS)
     return out
 
 
+def _integer_data(info: OpInfo, base: Call) -> Call:
+    """A pointwise op whose base call takes integers (``bitwise_and``) with its int64
+    operands as data (typical values) rather than indices, when that is legal: its values
+    are the op's data, so the axes that vary data (dtypes, origins, shapes) apply to them."""
+    if _data_operands(base) or not torch_tag(info.op, "pointwise"):
+        return base
+    made = base.copy()
+    for spec in made.tensors:
+        if spec["dtype"] == "int64" and spec.get("values") == "index":
+            spec["values"] = "typical"
+    return made if made.tensors != base.tensors and is_legal(info, made) else base
+
+
+def torch_tag(op: Any, tag: str) -> bool:
+    """Whether the ATen op carries torch's tag ``tag`` (``pointwise``)."""
+    import torch
+
+    return getattr(torch.Tag, tag) in getattr(op, "tags", ())
+
+
+def _data_operands(call: Call) -> list[int]:
+    """The operands a retyping changes: the float32 ones, or, in a call of integer data
+    (``bitwise_and`` on int64), its typical-valued integer operands."""
+    floats = [i for i, t in enumerate(call.tensors) if t["dtype"] == "float32"]
+    if floats:
+        return floats
+    return [
+        i
+        for i, t in enumerate(call.tensors)
+        if t.get("values") == "typical" and t["dtype"] not in (*FLOATS, "bool")
+    ]
+
+
+def _primary_dtype(call: Call, label: str) -> str:
+    """The dtype a ``_dtypes`` entry's data operands have (its label, except for the base
+    call of integer data, labelled float32)."""
+    if label != "float32":
+        return label
+    operands = _data_operands(call)
+    return call.tensors[operands[0]]["dtype"] if operands else label
+
+
 def _has_float(call: Call) -> bool:
     return any(t["dtype"] in FLOATS and t.get("values") == "typical" for t in call.tensors)
 
@@ -201,8 +247,8 @@ def _retyped(
     ``origin="op"`` makes them inside the program, as a float16 model does (a float16
     *input* fails below iOS16 whatever the op, which would hide what the op does)."""
     made = call.copy()
-    floats = [i for i, t in enumerate(made.tensors) if t["dtype"] == "float32"]
-    if not floats:
+    floats = _data_operands(made)
+    if not floats or made.tensors[floats[0]]["dtype"] == dtype:
         return None
     chosen = floats[:1] if only_first else floats
     for i in chosen:
@@ -489,6 +535,7 @@ def _reshaped(spec: Any, cube: tuple[int, ...], shape: tuple[int, ...]) -> Any:
 
 
 def _origins(info: OpInfo, base: Call, dtype_calls: dict[str, Call]) -> Iterator[tuple[str, Call]]:
+    dtype_calls = {_primary_dtype(c, d): c for d, c in dtype_calls.items()}
     for dtype, call in dtype_calls.items():
         if dtype in ("float32", "bfloat16") or not call.tensors:
             continue
