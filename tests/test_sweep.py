@@ -637,6 +637,37 @@ def test_a_pointwise_op_on_integers_is_measured_across_dtypes_and_origins():
     assert all(t["values"] == "index" for c in one_hot for t in c["tensors"])
 
 
+def test_a_pointwise_ops_later_operand_is_measured_as_a_python_number():
+    """``ids * 1000`` exports as ``mul.Tensor(ids, 1000)``: the number stays in the Tensor
+    slot, keyed ``a1=int``, which no call with a tensor there measures."""
+    pytest.importorskip("torch")
+    from coreml_lint.measured.key import Key
+    from coreml_lint.program.optable import load_optable
+    from coreml_lint.sweep.generate import op_cases
+    from coreml_lint.sweep.schema import in_scope
+
+    info = {i.name: i for i in in_scope(load_optable())[0]}["mul.Tensor"]
+    cases, _ = op_cases(info)
+    scalar = [c for c in cases if c["axis"] == "scalar"]
+    made = [c for c in scalar if c["label"] == "int64 made in Core ML operand 1 = big"]
+    assert made and all(
+        len(c["tensors"]) == 1 and c["args"][1] == 10_000_000 and c["tensors"][0]["origin"] == "op"
+        for c in made
+    )
+    assert {c["label"].split(" = ")[0] for c in scalar} >= {
+        "float32 operand 1",
+        "int64 operand 1",
+        "float16 made in Core ML operand 1",
+    }
+    # the sweep's program of such a case is keyed as the lint keys a user's ``ids * 1000``
+    from test_optable_keys import lint_keys, sweep_keys
+
+    case = next(c for c in scalar if c["label"] == "int64 operand 1 = int")
+    assert lint_keys(case) == sweep_keys(case)
+    (key,) = sweep_keys(case)
+    assert key == Key("aten.mul.Tensor", "int64:in", "a1=int", key.shape)
+
+
 def test_the_shipped_table_is_measured_on_the_installed_stack():
     table = load_table(measured_table.TABLE_PATH)
     assert set(table.measured_with) == {"torch", "executorch", "coremltools"}

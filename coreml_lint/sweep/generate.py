@@ -28,6 +28,10 @@ crosses the factors the catalogue shows interacting):
   operand a constant (a buffer Core ML owns, seeded random values, never one repeated
   value) in every dtype but bfloat16; for an op of three operands or more, every operand
   after the first constant too (``clamp(x, lo, hi)`` with both bounds buffers);
+- *scalar*: a pointwise op's operands after the first given as Python numbers of each
+  class (``x * 0.5``, ``ids * 1000``: export keeps the number in the Tensor slot), on
+  float32 and int32 inputs, on int64 inputs and int64 made inside Core ML, and on float16
+  made inside;
 - *context*: in float16, the op's output feeding ``linear``, ``addmm`` and ``matmul`` with
   constant weights (the base call and every variant);
 - *model*: the op as a model calls it (``model_call``): its activation batched with a
@@ -111,8 +115,9 @@ FLOATS_VARIANTS = (2.0, 1.3, 0.5, 1.5, 0.7)  # 1.3 first: its class's riskier va
 # 11: every operand after the first constant, for an op of three or more (origin axis);
 # 12: a ``min`` and a ``max`` tensor that never cross (``BOUNDS``); 13: a pointwise op on
 # integers (``bitwise_and``) with its operands as data, so dtypes, origins and shapes vary
-# them (``_integer_data``).
-GENERATOR = 13
+# them (``_integer_data``); 14: a pointwise op's later operands as Python numbers
+# (``_scalar_operands``).
+GENERATOR = 14
 
 # The model axis's batches: one (a size-1 dim in the key), and two, where a layer's call
 # keys as its base call's rank without a size-1 dim but with constant weights (a transposed
@@ -147,6 +152,7 @@ def op_cases(info: OpInfo) -> tuple[list[Case], str | None]:
     cases += [_case(info, c, "shape", s) for s, c in _shapes(info, base, shape)]
     cases += [_case(info, c, "rank", s) for s, c in _edge_ranks(info, base)]
     cases += [_case(info, c, "origin", s) for s, c in _origins(info, base, dtype_calls)]
+    cases += [_case(info, c, "scalar", s) for s, c in _scalar_operands(info, dtype_calls)]
     for dtype, call in dtype_calls.items():  # the output consumed inside the partition
         if dtype not in ("bfloat16", "int8", "uint8"):
             cases.append(_case(info, call, CONSUMED, f"{dtype} consumed", CONSUMED))
@@ -560,6 +566,69 @@ def _origins(info: OpInfo, base: Call, dtype_calls: dict[str, Call]) -> Iterator
             for i in operands[1:]:
                 made.tensors[i]["origin"] = "const"
             yield f"operands after the first{name} constant", made
+
+
+# The numbers a pointwise op's later operand takes as a Python number (``x * 0.5``,
+# ``ids * 1000``, ``x % 7``), one per class the keys record, and the dtypes (and origins)
+# of the first operand beside them.
+SCALAR_OPERANDS = (2, 7, -1, 0, 1000, 10_000_000, 0.5, -0.5, 3.0, 7e4)
+SCALAR_OPERAND_DTYPES = ("float32", "float16", "int64", "int32")
+
+
+def _scalar_operands(info: OpInfo, dtype_calls: dict[str, Call]) -> Iterator[tuple[str, Call]]:
+    """A pointwise op's operands after the first, each given as a Python number: export
+    keeps the number in the Tensor slot (``mul.Tensor(x, 1000)``) and ExecuTorch makes it a
+    constant of the promoted dtype, a call no tensor operand measures; in float32, in
+    float16 and int64 made inside Core ML (``(x.abs() * 1000).long() * 10_000_000``), and
+    on int64 and int32 inputs."""
+    if not torch_tag(info.op, "pointwise"):
+        return
+    calls = {_primary_dtype(c, d): c for d, c in dtype_calls.items()}
+    for dtype in SCALAR_OPERAND_DTYPES:
+        call = calls.get(dtype)
+        if call is None:
+            continue
+        origins = (
+            ("in", "op") if dtype in ("int64",) else ("op",) if dtype == "float16" else ("in",)
+        )
+        for origin in origins:
+            for index in _later_operands(call):
+                for value in SCALAR_OPERANDS:
+                    made = _with_number(call, index, value, origin)
+                    if made is not None and is_legal(info, made):
+                        where = " made in Core ML" if origin == "op" else ""
+                        label = f"{dtype}{where} operand {index} = {value_text(value)}"
+                        yield label, made
+
+
+def _later_operands(call: Call) -> list[int]:
+    """The tensor operands after the first that an argument holds alone (not in a list)."""
+    alone = [
+        a["t"] for a in [*call.args, *call.kwargs.values()] if isinstance(a, dict) and "t" in a
+    ]
+    return sorted(i for i in alone if i > 0 and call.tensors[i].get("values") == "typical")
+
+
+def _with_number(call: Call, index: int, value: Any, origin: str) -> Call | None:
+    """The call with tensor operand ``index`` replaced by the number ``value`` (the other
+    operands renumbered), its first operand made with ``origin``; None if no argument
+    holds the operand alone."""
+    made = call.copy()
+
+    def put(argument: Any) -> Any:
+        if isinstance(argument, dict) and "t" in argument:
+            t = argument["t"]
+            return encode_float(value) if t == index else {"t": t - (t > index)}
+        if isinstance(argument, list):
+            return [put(a) for a in argument]
+        return argument
+
+    made.args = [put(a) for a in made.args]
+    made.kwargs = {k: put(v) for k, v in made.kwargs.items()}
+    del made.tensors[index]
+    if made.tensors and made.tensors[0].get("origin", "in") == "in":
+        made.tensors[0]["origin"] = origin
+    return made
 
 
 # ---------------------------------------------------------------- the model axis
