@@ -11,9 +11,13 @@ lands elsewhere. So each partition's eager module runs twice more in float64:
   an op produces (and every input and weight) multiplied by ``1 +- 2**-24`` (a random sign
   per element): a float32 rounding of full size at each op (Monte Carlo arithmetic). How
   far a perturbed run lands from the exact one says how hard the element is for float32
-  arithmetic on this graph, whatever order a kernel sums in. The size is fixed, not
-  uniform: where one rounding dominates an element (``1 - exp(-t)`` for a tiny ``t``) the
-  spread is then that rounding's full effect in every sample, not a lucky small draw.
+  arithmetic on this graph, whatever order a kernel sums in. In the first run the size is
+  fixed, not uniform: where one rounding dominates an element (``1 - exp(-t)`` for a tiny
+  ``t``) the spread is then that rounding's full effect, not a lucky small draw. In the
+  second it is uniform in ``[-2**-24, 2**-24]``: where two roundings of one size meet
+  (``1 - (1 - e)``: the propagated one and the result's own), fixed sizes of opposite signs
+  cancel exactly, in a quarter of the elements over two fixed runs, and an element whose
+  float32 error is real then looked exact. Uniform sizes cancel that closely almost never.
   An op is perturbed at the ops it is made of: one that torch can decompose (a group norm
   is a mean, a difference, a scale and a shift) runs as its decomposition, so a rounding
   inside it is perturbed too. Core ML computes such an op in those pieces, and an output
@@ -68,8 +72,9 @@ def float64_reference(ep: Any, user_inputs: list[Any], eager: dict[str, Any]) ->
     try:
         reference.exact = _run(ep, user_inputs, eager, None)
         generator = torch.Generator().manual_seed(SEED)
-        for _ in range(SAMPLES):
-            perturbed = _run(ep, user_inputs, eager, generator)
+        for sample in range(SAMPLES):
+            draws = _Draws(generator, uniform=sample % 2 == 1)
+            perturbed = _run(ep, user_inputs, eager, draws)
             _widen_spread(reference, perturbed)
     except Exception as exc:  # an op without a float64 kernel: judged as before, and said
         reference.exact, reference.spread = {}, {}
@@ -93,9 +98,9 @@ def _is_wide(value: Any) -> bool:
     return isinstance(value, torch.Tensor) and value.dtype == torch.float64
 
 
-def _run(ep: Any, user_inputs: list[Any], eager: dict[str, Any], generator: Any) -> dict:
+def _run(ep: Any, user_inputs: list[Any], eager: dict[str, Any], draws: _Draws | None) -> dict:
     args, _ = lifted_arguments(ep, user_inputs)
-    runner = _Float64Runner(ep.graph_module, eager, generator)
+    runner = _Float64Runner(ep.graph_module, eager, draws)
     previous = torch.get_default_dtype()
     torch.set_default_dtype(torch.float64)  # factories without a dtype (scalar_tensor, ...)
     try:
@@ -107,16 +112,16 @@ def _run(ep: Any, user_inputs: list[Any], eager: dict[str, Any], generator: Any)
 
 
 class _Float64Runner(torch.fx.Interpreter):
-    def __init__(self, gm: Any, eager: dict[str, Any], generator: Any) -> None:
+    def __init__(self, gm: Any, eager: dict[str, Any], draws: _Draws | None) -> None:
         super().__init__(gm)
         self.eager = eager
-        self.generator = generator
+        self.draws = draws
         self.values: dict[str, Any] = {}
 
     def run_node(self, n: torch.fx.Node) -> Any:
         out = super().run_node(n)
         # a call's own ops are perturbed as they run (_Rounding); its output is their output
-        perturb = self.generator is not None and n.op == "placeholder"
+        perturb = self.draws is not None and n.op == "placeholder"
         out = self._settle(out, self.eager.get(n.name), perturb)
         self.values[n.name] = out
         return out
@@ -128,12 +133,12 @@ class _Float64Runner(torch.fx.Interpreter):
             return self._call(target, _narrowed(args), _narrowed(kwargs))
 
     def _call(self, target: Any, args: Any, kwargs: Any) -> Any:
-        if self.generator is None:
+        if self.draws is None:
             return super().call_function(target, args, kwargs)
-        with _Rounding(self.generator):
+        with _Rounding(self.draws):
             out = super().call_function(target, args, kwargs)
         if not _dispatches(target):  # a Python callable on tensors: round its result here
-            out = _perturbed(out, self.generator)
+            out = _perturbed(out, self.draws)
         return out
 
     def _settle(self, out: Any, pinned: Any, perturb: bool) -> Any:
@@ -148,16 +153,30 @@ class _Float64Runner(torch.fx.Interpreter):
             return pinned if same and not pinned.is_floating_point() else out
         if out.dtype == torch.float32:
             out = out.double()
-        return _perturbed(out, self.generator) if perturb else out
+        return _perturbed(out, self.draws) if perturb else out
 
 
-def _perturbed(value: Any, generator: Any) -> Any:
-    """``value``'s float64 tensors, each element times ``1 +- UNIT_ROUNDOFF`` (random sign)."""
+@dataclass
+class _Draws:
+    """The roundings of one perturbed run: ``+-UNIT_ROUNDOFF`` with a random sign, or
+    (``uniform``) a random size up to it (module docstring)."""
+
+    generator: Any
+    uniform: bool = False
+
+    def sizes(self, shape: Any) -> Any:
+        if self.uniform:
+            return torch.rand(shape, generator=self.generator, dtype=torch.float64) * 2 - 1
+        signs = torch.randint(0, 2, shape, generator=self.generator) * 2 - 1
+        return signs.to(torch.float64)
+
+
+def _perturbed(value: Any, draws: _Draws) -> Any:
+    """``value``'s float64 tensors, each element times ``1 + UNIT_ROUNDOFF * size``."""
     if isinstance(value, (tuple, list)):
-        return type(value)(_perturbed(v, generator) for v in value)
+        return type(value)(_perturbed(v, draws) for v in value)
     if isinstance(value, torch.Tensor) and value.dtype == torch.float64 and value.numel():
-        signs = torch.randint(0, 2, value.shape, generator=generator) * 2 - 1
-        return value * (1.0 + UNIT_ROUNDOFF * signs.to(torch.float64))
+        return value * (1.0 + UNIT_ROUNDOFF * draws.sizes(value.shape))
     return value
 
 
@@ -180,9 +199,9 @@ class _Rounding(TorchDispatchMode):
     """Every float64 value an ATen op makes is rounded once (perturbed) as float32 would
     round it; an op torch decomposes runs as its pieces, each rounded (module docstring)."""
 
-    def __init__(self, generator: Any) -> None:
+    def __init__(self, draws: _Draws) -> None:
         super().__init__()
-        self.generator = generator
+        self.draws = draws
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         kwargs = kwargs or {}
@@ -195,7 +214,7 @@ class _Rounding(TorchDispatchMode):
                 out = NotImplemented
             if out is not NotImplemented:
                 return out
-        return _perturbed(func(*args, **kwargs), self.generator)
+        return _perturbed(func(*args, **kwargs), self.draws)
 
 
 def _narrowed(value: Any) -> Any:
