@@ -206,3 +206,28 @@ def test_a_rounding_inside_a_decomposable_op_widens_the_spread():
     assert abs(float(exact.flatten()[0])) < 1e-5  # the cancelling element
     # a rounding of the terms, not of the near-zero result (that would be ~1e-5 * 6e-8)
     assert float(spread.flatten()[0]) > 0.25 * UNIT_ROUNDOFF
+
+
+def test_each_op_of_an_edge_program_is_rounded_once_and_a_view_not_at_all():
+    """verify judges a partition's edge module, whose targets are edge ops wrapping ATen
+    ops: each rounds once (the input, the relu and the pad, which makes a new tensor: at
+    most 3 roundings), a slice (an edge ``slice_copy`` of a view) not at all, and the pad,
+    which writes its input into a view of its output, keeps its values (a perturbed copy of
+    that view would leave the output unwritten)."""
+    exir = pytest.importorskip("executorch.exir")
+    from coreml_lint.verifier.reference import UNIT_ROUNDOFF, float64_reference
+
+    class Padded(torch.nn.Module):
+        def forward(self, x):
+            return torch.nn.functional.pad(torch.relu(x)[:, 1:], (2, 0))
+
+    x = torch.rand(4, 64) + 0.5
+    ep = exir.to_edge(torch.export.export(Padded(), (x,))).exported_program()
+    run = run_partition(ep, [x])
+    reference = float64_reference(ep, [x], run.values)
+    assert reference.failure is None
+    (out,) = next(n for n in ep.graph.nodes if n.op == "output").args[0]
+    exact, spread = reference.of(out.name)
+    assert torch.equal(exact[:, :2], torch.zeros(4, 2, dtype=torch.float64))
+    assert torch.allclose(exact[:, 2:], run.outputs[0][:, 2:].double(), rtol=1e-6)
+    assert float((spread[:, 2:] / exact[:, 2:]).max()) <= 3 * UNIT_ROUNDOFF * (1 + 1e-6)

@@ -18,13 +18,14 @@ lands elsewhere. So each partition's eager module runs twice more in float64:
   (``1 - (1 - e)``: the propagated one and the result's own), fixed sizes of opposite signs
   cancel exactly, in a quarter of the elements over two fixed runs, and an element whose
   float32 error is real then looked exact. Uniform sizes cancel that closely almost never.
-  An op is perturbed at the ops it is made of: one that torch can decompose (a group norm
-  is a mean, a difference, a scale and a shift) runs as its decomposition, so a rounding
+  A normalization is perturbed at the ops it is made of (a group norm is a mean, a
+  difference, a scale and a shift): it runs as torch's decomposition, so a rounding
   inside it is perturbed too. Core ML computes such an op in those pieces, and an output
   near zero that an affine shift made by cancelling (``x * gamma + beta`` of opposite signs)
   carries the rounding of the terms, not of the result. Perturbing only its output would
-  judge that element as strictly as a well-conditioned one. Pointwise ops and views are one
-  rounding (or none) and run whole.
+  judge that element as strictly as a well-conditioned one. The normalizations only
+  (:data:`DECOMPOSED`). A view, or an op writing into its input, rounds nothing and is not
+  perturbed.
 
 Discrete decisions are eager float32's: every integer or bool value a node produces (a
 comparison, an argmax, a float cast to an index) is taken from the float32 run, so the
@@ -135,11 +136,10 @@ class _Float64Runner(torch.fx.Interpreter):
     def _call(self, target: Any, args: Any, kwargs: Any) -> Any:
         if self.draws is None:
             return super().call_function(target, args, kwargs)
+        # whatever the target (an ATen op, an edge op wrapping one, a Python function), the
+        # ATen ops it runs are rounded as they run, each once; ``getitem`` runs none
         with _Rounding(self.draws):
-            out = super().call_function(target, args, kwargs)
-        if not _dispatches(target):  # a Python callable on tensors: round its result here
-            out = _perturbed(out, self.draws)
-        return out
+            return super().call_function(target, args, kwargs)
 
     def _settle(self, out: Any, pinned: Any, perturb: bool) -> Any:
         if isinstance(out, (tuple, list)):
@@ -180,19 +180,39 @@ def _perturbed(value: Any, draws: _Draws) -> Any:
     return value
 
 
-def _dispatches(target: Any) -> bool:
-    """Whether ``target`` reaches the dispatcher (an ATen op), where _Rounding sees it."""
-    return isinstance(target, (torch._ops.OpOverload, torch._ops.OpOverloadPacket))
+# The ops run as their pieces: a normalization, which Core ML computes as a mean, a
+# difference, a scale and an affine shift, so an output near zero carries the roundings of
+# its terms. Only these: another op's reference decomposition can cost far more than the op
+# (torch's ``cumsum`` builds an n x n mask).
+DECOMPOSED = frozenset(
+    {
+        "aten::native_group_norm",
+        "aten::native_layer_norm",
+        "aten::native_batch_norm",
+        "aten::_native_batch_norm_legit",
+        "aten::_native_batch_norm_legit_no_training",
+        "aten::_native_batch_norm_legit_functional",
+    }
+)
 
 
-def _decomposable(func: Any) -> Any:
-    """torch's decomposition of ``func``, when it is made of several roundings: not for a
-    pointwise op (one rounding), a view or a copy (none)."""
-    if torch.Tag.pointwise in func.tags or func.is_view or "copy" in func.__name__:
+def _decomposition(func: Any) -> Any:
+    """torch's decomposition of ``func`` when it is one of :data:`DECOMPOSED`, else None."""
+    if func._schema.name not in DECOMPOSED:
         return None
     from torch._decomp import decomposition_table
 
     return decomposition_table.get(func)
+
+
+def _rounds(func: Any) -> bool:
+    """Whether ``func`` makes a new value (counted as one float32 rounding), rather than a
+    view of its input (or an edge program's copy of one, ``slice_copy``), or a write into
+    one (a pad copies its input into a view of its output: a perturbed copy of that view
+    would leave the output unwritten)."""
+    schema = func._schema
+    aliases = func.is_view or schema.is_mutable or any(r.alias_info for r in schema.returns)
+    return not (aliases or torch.Tag.view_copy in func.tags)
 
 
 class _Rounding(TorchDispatchMode):
@@ -205,16 +225,14 @@ class _Rounding(TorchDispatchMode):
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         kwargs = kwargs or {}
-        decomposition = _decomposable(func)
+        decomposition = _decomposition(func)
         if decomposition is not None:
-            try:
-                with self:  # its pieces dispatch here again (a handler runs outside the mode)
-                    out = decomposition(*args, **kwargs)
-            except Exception:  # a decomposition that cannot take these arguments: run whole
-                out = NotImplemented
+            with self:  # its pieces dispatch here again (a handler runs outside the mode)
+                out = decomposition(*args, **kwargs)
             if out is not NotImplemented:
                 return out
-        return _perturbed(func(*args, **kwargs), self.draws)
+        out = func(*args, **kwargs)
+        return _perturbed(out, self.draws) if _rounds(func) else out
 
 
 def _narrowed(value: Any) -> Any:
