@@ -28,6 +28,15 @@ from coreml_lint.measured.versions import active_table  # noqa: E402
 TARGET = 15
 
 
+class Fn(torch.nn.Module):
+    def __init__(self, fn: Any) -> None:
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, *xs: Any) -> Any:
+        return self.fn(*xs)
+
+
 class UserModel(torch.nn.Module):
     """The call a case describes, as a model's author writes it."""
 
@@ -89,7 +98,7 @@ def lint_keys(case: dict[str, Any]) -> set[Key]:
     ep = torch.export.export(UserModel(case).eval(), _inputs(case), strict=False)
     graph = canonicalize(graph_of(ep))
     settings = PartitionerSettings(minimum_deployment_target=case["target"])
-    maker = KeyMaker(graph, predict_placement(graph, settings))
+    maker = KeyMaker(graph, predict_placement(graph, settings), active_table().arg_defaults)
     # The op's own nodes return the model's outputs (a cast making an operand is also a
     # ``_to_copy`` when the op is one; export may call the op another: reshape_as -> view).
     returned = {o.name for o in graph.outputs[: len(graph.outputs) - (not case["tensors"])]}
@@ -264,5 +273,12 @@ def test_an_argument_spelled_out_at_its_default_is_the_call_that_leaves_it_out()
     # another threshold is another call
     other = key(torch.nn.Softplus(beta=2.0, threshold=3.0))
     assert other.variant == "a1=whole;a2=whole" and table.spelled(other) == other
+    # an op without tensor operands takes its dtype from its numbers: never read as defaults
+    ep = torch.export.export(Fn(lambda x: x + torch.arange(1, 9, 1.0)), (torch.randn(8),))
+    graph = canonicalize(graph_of(ep))
+    maker = KeyMaker(graph, predict_placement(graph, settings), table.arg_defaults)
+    (arange,) = [n for n in graph.nodes if n.target.startswith("aten.arange")]
+    assert table.arg_defaults[arange.target].get("a2") == "1"
+    assert "a2=whole" in maker.key(arange).variant
     assert at_default(20.0, "20") and at_default(1, "1") and not at_default(True, "1")
     assert not at_default(20.5, "20") and not at_default(1e-5, "tiny")

@@ -221,7 +221,10 @@ class KeyMaker:
         operands = ",".join(f"{self.graph.dtype(r)}:{self.origin(r, node)}" for r in refs)
         shape = self.first_shape(node)
         node = self.keyed_node(node)
-        variant = variant_of(node, shape, self.defaults.get(node.target))
+        # an op without tensor operands takes its dtype from its numbers (``arange(1, 9,
+        # 1.0)`` is float, ``arange(1, 9)`` int64): its numbers are never read as defaults
+        defaults = self.defaults.get(node.target) if refs else None
+        variant = variant_of(node, shape, defaults)
         if len(node.outputs) > 1 and not all(o in self.read for o in node.outputs):
             variant += ";" * bool(variant) + UNUSED_OUTPUTS
         return Key(node.target, operands, variant, shape_class(shape))

@@ -210,7 +210,7 @@ class BehaviourTable:
             basis = MEASURED if same_call(entry, spelled) else CLASS
             if self.holds(basis, key.op):
                 return Answer(entry, basis)
-        local = local_table()  # measured here with the node's own spelling
+        local = local_table()  # measured here, spelled as the lint spells the node
         here = local._lookup(*astuple(key), target, context) if local is not None else None
         key = spelled
         if here is not None:
