@@ -137,6 +137,31 @@ def test_value_dependent_outcomes_say_what_range_fails(tmp_path):
     assert not value_dependent(frac)  # wrong in the float32 pass: the op's semantics
 
 
+def test_an_int32_wrap_beside_a_big_argument_depends_on_the_values(tmp_path):
+    """Core ML computes int64 as int32: ``ids * 10_000_000`` wraps only where the ids pass
+    214, so the measured wrap is a warning naming int32's range, and the fix never offers
+    another kind of dtype (float16 ids are another model)."""
+    op = "aten.mul.Tensor"
+    table = _table(
+        tmp_path,
+        {
+            op: [
+                ["int64:op", "a1=big", "", "r2", "15", "wrong", "semantic integer (mul): 3e10"],
+                ["int64:op", "a1=-1", "", "r2", "15", "ok", None],
+                ["float16:op", "a1=big", "", "r2", "15", "ok", None],
+                ["int64:op", "a1=7", "", "r2", "15", "wrong", "semantic integer (mul): 5"],
+            ]
+        },
+        {op: ""},
+    )
+    wrap = table.lookup(Key(op, "int64:op", "a1=big", "r2"), 15)
+    assert value_dependent(wrap) and "int32's range" in value_range(wrap)
+    assert not any("float16" in w for w in table.workarounds(wrap, 15))
+    assert any("other=-1" in w or "a1=-1" in w for w in table.workarounds(wrap, 15))
+    # a wrong integer with no argument past int32's reach is the op's, whatever the values
+    assert not value_dependent(table.lookup(Key(op, "int64:op", "a1=7", "r2"), 15))
+
+
 def test_zero_stride_crashes_are_the_boundarys():
     assert outcomes.boundary_crash("RuntimeError: 0 in strides is not supported for ExecuTorch.")
     shipped = load_table(measured_table.TABLE_PATH)

@@ -44,9 +44,18 @@ def boundary_crash(message: str) -> bool:
 
 def value_dependent(entry: Entry) -> bool:
     """Wrong values the verify oracle saw only in its float16 pass (overflow, underflow,
-    integers past 2048): they depend on the values the operands hold, which the sweep
+    integers past 2048), or integers that wrap past int32's range beside an argument the
+    sweep picked past it (Core ML computes int64 as int32: ``ids * 10_000_000`` wraps only
+    where the ids pass 214): they depend on the values the operands hold, which the sweep
     picked at their limits; a model's own values may never reach them."""
-    return entry.outcome == WRONG and entry.message.startswith("float16 ")
+    if entry.outcome != WRONG:
+        return False
+    if entry.message.startswith("float16 "):
+        return True
+    return entry.message.startswith(INT32_WRAP) and bool(_big_values(entry.variant))
+
+
+INT32_WRAP = "semantic integer"  # the float32 pass's integers: int64 computed as int32
 
 
 BIG_CLASSES = frozenset({"big", "-big", "huge", "-huge", "tiny", "-tiny", "inf", "-inf"})
@@ -56,9 +65,16 @@ def value_range(entry: Entry, names: list[str] | None = None) -> str:
     """The values a value-dependent outcome needs, in words (``names``: the schema's)."""
     kind = entry.message.split()[1] if len(entry.message.split()) > 1 else ""
     found = VALUE_RANGES.get(kind, "values reach float16's limits")
-    big = [p for p in entry.variant.split(";") if p.partition("=")[2] in BIG_CLASSES]
+    if entry.message.startswith(INT32_WRAP):
+        found = "integer results pass int32's range (|x| > 2**31 - 1; int64 is int32 there)"
+    big = _big_values(entry.variant)
     said = describe_variant(";".join(big), names)
     return found + (f" (measured with {said})" if big else "")
+
+
+def _big_values(variant: str) -> list[str]:
+    """A variant's arguments at a value past float16's or int32's reach."""
+    return [p for p in variant.split(";") if p.partition("=")[2] in BIG_CLASSES]
 
 
 def normalized(message: str) -> str:

@@ -510,6 +510,11 @@ class BehaviourTable:
         return ", ".join(f"{k} {v}" for k, v in self.measured_with.items())
 
 
+def _dtype_kind(dtype: str) -> str:
+    """float, int or bool: what a value of the dtype means to a model."""
+    return "float" if "float" in dtype else dtype if dtype == "bool" else "int"
+
+
 def _workarounds(
     table: BehaviourTable, bad: Entry, target: int, key: Key | None = None
 ) -> Iterator[str]:
@@ -532,9 +537,17 @@ def _workarounds(
         and e.shape in ("*", bad.shape)
     ]
     origins = [o.partition(":")[2] for o in bad.operands.split(",")]
+    kinds = [_dtype_kind(o.partition(":")[0]) for o in bad.operands.split(",")]
     for e in others:
         theirs = [o.partition(":")[2] for o in e.operands.split(",")]
-        if e.variant == bad.variant and theirs == origins and e.operands != bad.operands:
+        # another dtype of the same kind: float ids or integer activations are another model
+        same_kind = [_dtype_kind(o.partition(":")[0]) for o in e.operands.split(",")] == kinds
+        if (
+            e.variant == bad.variant
+            and theirs == origins
+            and e.operands != bad.operands
+            and same_kind
+        ):
             dtypes = ", ".join(o.partition(":")[0] for o in e.operands.split(","))
             yield f"operands of dtype {dtypes} (measured ok)"
             break
