@@ -116,8 +116,8 @@ FLOATS_VARIANTS = (2.0, 1.3, 0.5, 1.5, 0.7)  # 1.3 first: its class's riskier va
 # 12: a ``min`` and a ``max`` tensor that never cross (``BOUNDS``); 13: a pointwise op on
 # integers (``bitwise_and``) with its operands as data, so dtypes, origins and shapes vary
 # them (``_integer_data``); 14: a pointwise op's later operands as Python numbers
-# (``_scalar_operands``).
-GENERATOR = 14
+# (``_scalar_operands``); 15: those on small integers where typical ones overflow in eager.
+GENERATOR = 15
 
 # The model axis's batches: one (a size-1 dim in the key), and two, where a layer's call
 # keys as its base call's rank without a size-1 dim but with constant weights (a transposed
@@ -595,6 +595,8 @@ def _scalar_operands(info: OpInfo, dtype_calls: dict[str, Call]) -> Iterator[tup
             for index in _later_operands(call):
                 for value in SCALAR_OPERANDS:
                     made = _with_number(call, index, value, origin)
+                    if made is not None and dtype not in FLOATS and overflows(info, made):
+                        made.tensors[0]["values"] = "small"  # eager's overflow is not the op
                     if made is not None and is_legal(info, made):
                         where = " made in Core ML" if origin == "op" else ""
                         label = f"{dtype}{where} operand {index} = {value_text(value)}"
