@@ -81,7 +81,6 @@ def test_a_node_the_table_keys_whole_is_measured_as_its_keyed_op(tmp_path):
 
     class Unmeasured:  # whatever the shipped table holds
         arg_names: dict = {}
-        arg_defaults: dict = {}
 
         def lookup(self, key, target):
             return None
@@ -119,7 +118,6 @@ def _unmeasured(table):
 
     class Unmeasured:
         arg_names = table.arg_names
-        arg_defaults = table.arg_defaults
 
         def lookup(self, key, target):
             return None

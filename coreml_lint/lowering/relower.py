@@ -178,9 +178,9 @@ def measure_call(linted: Any, name: str, say: Say) -> str:
     node = next((n for n in graph.nodes if n.name == name), None)
     if node is None or not node.target.startswith("aten."):
         return "its call is not measured (not an ATen node of the linted program)"
-    table = active_table()
-    maker = KeyMaker(graph, placement, table.arg_defaults if table is not None else None)
+    maker = KeyMaker(graph, placement)
     key, target = maker.key(node), placement.settings.minimum_deployment_target
+    table = active_table()
     entry = table.lookup(key, target) if table is not None else None
     if entry is not None and entry.shape in ("*", key.shape):
         return f"the shipped op table measured this call alone: {entry.outcome}"

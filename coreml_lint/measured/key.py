@@ -23,7 +23,6 @@ axis there.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import Any, TypedDict
@@ -169,15 +168,9 @@ def keyed_whole(target: str) -> bool:
 class KeyMaker:
     """Keys of the nodes of one placed graph (shared lookups worked out once)."""
 
-    def __init__(
-        self,
-        graph: Graph,
-        placement: Placement,
-        defaults: Mapping[str, Mapping[str, str]] | None = None,
-    ) -> None:
+    def __init__(self, graph: Graph, placement: Placement) -> None:
         self.graph = graph
         self.placement = placement
-        self.defaults = defaults or {}  # the table's ``arg_defaults`` (``variant_of``)
         self.producers = graph.producers()
         self.kinds = {spec.name: spec.kind for spec in graph.inputs}
 
@@ -221,10 +214,7 @@ class KeyMaker:
         operands = ",".join(f"{self.graph.dtype(r)}:{self.origin(r, node)}" for r in refs)
         shape = self.first_shape(node)
         node = self.keyed_node(node)
-        # an op without tensor operands takes its dtype from its numbers (``arange(1, 9,
-        # 1.0)`` is float, ``arange(1, 9)`` int64): its numbers are never read as defaults
-        defaults = self.defaults.get(node.target) if refs else None
-        variant = variant_of(node, shape, defaults)
+        variant = variant_of(node, shape)
         if len(node.outputs) > 1 and not all(o in self.read for o in node.outputs):
             variant += ";" * bool(variant) + UNUSED_OUTPUTS
         return Key(node.target, operands, variant, shape_class(shape))
@@ -237,26 +227,13 @@ class KeyMaker:
         return found
 
 
-def variant_of(
-    node: Node,
-    shape: tuple[Any, ...] | None = None,
-    defaults: Mapping[str, str] | None = None,
-) -> str:
+def variant_of(node: Node, shape: tuple[Any, ...] | None = None) -> str:
     """The non-tensor arguments of a node as export recorded them: small integers and
     lists of them exactly, other values by class; scale factors, a pooling's ceil and a
     squeeze's dims by what they do to the first operand's ``shape`` (``values.scaled_text``,
-    ``ceil_text``, ``squeeze_text``). Given the op's ``defaults`` (argument -> the default
-    as keys record it), a value equal to its default is spelled as the default is
-    (``nn.Softplus`` passes ``threshold=20.0``, the schema's default is ``20``), so the
-    table knows it for the default it is (``BehaviourTable.changes``)."""
-    defaults = defaults or {}
-
-    def text(name: str, value: Any) -> str:
-        default = defaults.get(name)
-        return default if at_default(value, default) else value_text(value, shape)
-
+    ``ceil_text``, ``squeeze_text``)."""
     parts = [
-        f"a{i}={text(f'a{i}', v)}"
+        f"a{i}={value_text(v, shape)}"
         for i, v in enumerate(node.args)
         if not isinstance(v, TensorRef) and not _only_tensors(v)
     ]
@@ -266,22 +243,11 @@ def variant_of(
     if (derived := squeeze_text(node.target, node.args, shape)) is not None:
         parts = [f"a1={derived}" if p.startswith("a1=") else p for p in parts]
     parts += [
-        f"{k}={text(k, v)}"
+        f"{k}={value_text(v, shape)}"
         for k, v in sorted(node.kwargs.items())
         if not isinstance(v, TensorRef) and not _only_tensors(v)
     ]
     return ";".join(parts)
-
-
-def at_default(value: Any, default: str | None) -> bool:
-    """Whether a number equals a numeric default as keys record it (``20.0`` and ``"20"``):
-    a float's key records its class only, which cannot say so."""
-    if default is None or isinstance(value, bool) or not isinstance(value, (int, float)):
-        return False
-    try:
-        return float(value) == float(default)
-    except ValueError:  # a default recorded by class
-        return False
 
 
 def _only_tensors(value: Any) -> bool:

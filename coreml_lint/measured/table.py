@@ -103,8 +103,9 @@ def unit_twin(shape: str) -> str | None:
     return f"r{rank}" if shape.endswith("u") else f"r{rank}u"
 
 
-def _spelling(changed: dict[str, str]) -> str:
-    return ";".join(f"{name}={value}" for name, value in sorted(changed.items()))
+def _exact_text(text: str) -> bool:
+    """Whether a value as keys record it is the value itself, not a class of values."""
+    return text in ("True", "False", "None") or text.startswith("[") or text.lstrip("-").isdigit()
 
 
 def same_call(entry: Entry, key: Key) -> bool:
@@ -177,17 +178,30 @@ class BehaviourTable:
 
     def spelled(self, key: Key, context: str = "") -> Key:
         """The key with its variant as the table spells the same call: a call that spells
-        out an argument at its default (``threshold=20``) is the call that leaves it out,
-        and the reverse (``changes``). The key itself when the table spells it so, or has no
-        such call."""
+        out an argument at its default (``dilation=[1,1]``) is the call that leaves it out,
+        and the reverse (:meth:`_spelling`). The key itself when the table spells it so, or
+        has no such call."""
         if not self.arg_defaults.get(key.op):
             return key
         if (key.op, key.operands, key.variant, context) in self.entries:
             return key
-        changed = _spelling(self.changes(key.op, key.variant))
+        changed = self._spelling(key.op, key.variant)
         for variant in self._spellings(key.op).get((key.operands, context, changed), ()):
             return replace(key, variant=variant)
         return key
+
+    def _spelling(self, op: str, variant: str) -> str:
+        """A variant less the arguments at a default keys record exactly (an integer, a
+        list of them, a bool or None). Not a float's class: ``elu``'s default alpha is the
+        integer 1, and ``nn.ELU`` passes 1.0, keyed ``whole``, which coremltools converts
+        where the integer crashes; and a class holds other values than the default."""
+        defaults = self.arg_defaults.get(op, {})
+        kept = {
+            f: v
+            for f, v in factors(variant).items()
+            if not (defaults.get(f) == v and _exact_text(v))
+        }
+        return ";".join(f"{name}={value}" for name, value in sorted(kept.items()))
 
     def _spellings(self, op: str) -> dict[tuple[str, str, str], list[str]]:
         """(operands, context, what a variant changes) -> the variants of ``op`` measured
@@ -196,7 +210,7 @@ class BehaviourTable:
         if memo not in self._free:
             index: dict[tuple[str, str, str], set[str]] = {}
             for e in self.by_op.get(op, ()):
-                changed = _spelling(self.changes(op, e.variant))
+                changed = self._spelling(op, e.variant)
                 index.setdefault((e.operands, e.context, changed), set()).add(e.variant)
             self._free[memo] = {k: sorted(v, key=len) for k, v in index.items()}
         return self._free[memo]
@@ -210,7 +224,7 @@ class BehaviourTable:
             basis = MEASURED if same_call(entry, spelled) else CLASS
             if self.holds(basis, key.op):
                 return Answer(entry, basis)
-        local = local_table()  # measured here, spelled as the lint spells the node
+        local = local_table()  # measured here with the node's own spelling
         here = local._lookup(*astuple(key), target, context) if local is not None else None
         key = spelled
         if here is not None:

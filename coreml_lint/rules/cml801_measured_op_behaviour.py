@@ -119,7 +119,7 @@ class MeasuredOpBehaviour(Rule):
         table = active_table()
         if table is None:
             return
-        maker = KeyMaker(ctx.graph, ctx.placement, table.arg_defaults)
+        maker = KeyMaker(ctx.graph, ctx.placement)
         target = ctx.settings.minimum_deployment_target
         note = version_note(table)
         whole = set(map(id, ctx.coreml_nodes()))
@@ -421,16 +421,12 @@ def fx_keys(node: Any) -> list[tuple[Key, str]]:
     dims = dims and tuple(d if isinstance(d, int) else str(d) for d in dims)
     shape = shape_class(dims)
     keys = []
-    table = active_table()
     # a view op at the edge is its copy, which the sweep measured under either name
     names = [name, _copy_name(name)] if _is_copy(node.target) else [name]
     for made_inside in ("op", "in"):
         parts = [f"{_dtype(o)}:{_origin(o, made_inside)}" for o in operands]
         for op in names:
-            # spelled as the lint spells it (an argument at its default as the default)
-            defaults = table.arg_defaults.get(op) if table is not None and operands else None
-            variant = variant_of(replace(shell, target=op), dims, defaults)
-            key = Key(op, ",".join(parts), variant, shape)
+            key = Key(op, ",".join(parts), variant_of(replace(shell, target=op), dims), shape)
             keys.append((key, ""))
             for user in node.users:
                 if user.op == "call_function" and fx_name(user.target) in CONTEXT_OPS:

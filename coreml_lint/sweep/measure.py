@@ -178,15 +178,13 @@ def case_keys(ep: Any, cases: list[Case]) -> list[list[MeasuredKey]]:
     graph of the exported program, placed as the linter predicts at the case's target."""
     from coreml_lint.core.settings import PartitionerSettings
     from coreml_lint.engine.exported import graph_of
-    from coreml_lint.measured.versions import active_table
     from coreml_lint.program.canonical import canonicalize
     from coreml_lint.program.placement import COREML, predict_placement
 
     graph = canonicalize(graph_of(ep))
     settings = PartitionerSettings(minimum_deployment_target=cases[0]["target"])
     placement = predict_placement(graph, settings)
-    table = active_table()  # its defaults: a case is spelled as the lint spells a node
-    maker = KeyMaker(graph, placement, table.arg_defaults if table is not None else None)
+    maker = KeyMaker(graph, placement)
     users = graph.users()
     found: list[list[MeasuredKey]] = [[] for _ in cases]
     for index, node in case_nodes(ep, graph):

@@ -76,7 +76,7 @@ def quiet() -> Iterator[None]:
 
 def wanted(graph: Graph, placement: Placement, table: BehaviourTable) -> Iterator[Wanted]:
     """One single-op case per key of a whole Core ML node the table has not measured."""
-    maker = KeyMaker(graph, placement, table.arg_defaults)
+    maker = KeyMaker(graph, placement)
     target = placement.settings.minimum_deployment_target
     seen: set[Key] = set()
     for node in graph.nodes:

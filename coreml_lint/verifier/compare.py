@@ -26,8 +26,8 @@ verdict is "wrong" exactly when it exceeds ``EXACT_FACTOR``). On the 154 clean m
 at most 17 (one element of a transformer block's residual sum, 1.1e-4 off; next 7.5,
 Gemma; every other model below 2); on the wrong models judged by this pass it is at least
 4,010 (``inverse(x, epsilon=1e-4)``; tanh GELU run as exact 9,600; ``log(x + 1)`` 2.5e5).
-100 sits 6 times above the clean maximum and 40 times below the wrong minimum. 1e-4 is the issue's bound that matters to a user; the wrong values are 3e-4 of the
-element or more.
+100 sits 6 times above the clean maximum and 40 times below the wrong minimum. 1e-4 is the
+issue's bound that matters to a user; the wrong values are 3e-4 of the element or more.
 Without a float64 reference (the float64 run failed), the partition is judged as before:
 ``|c - e| <= 1e-5 * |e| + 1e-5 * scale``, ``scale`` the largest finite ``|e|``.
 
