@@ -554,8 +554,11 @@ def _workarounds(
     kinds = [_dtype_kind(o.partition(":")[0]) for o in bad.operands.split(",")]
     for e in others:
         theirs = [o.partition(":")[2] for o in e.operands.split(",")]
-        # another dtype of the same kind: float ids or integer activations are another model
-        same_kind = [_dtype_kind(o.partition(":")[0]) for o in e.operands.split(",")] == kinds
+        # the same kind of values: float16 ids, integer activations or bool bits are another
+        # model (a float's truth is a bool: ``(x != 0).any(dim)`` for ``x.any(dim)``)
+        theirs_kinds = [_dtype_kind(o.partition(":")[0]) for o in e.operands.split(",")]
+        swaps = zip(kinds, theirs_kinds, strict=False)
+        same_kind = all(a == b or {a, b} == {"float", "bool"} for a, b in swaps)
         if (
             e.variant == bad.variant
             and theirs == origins
