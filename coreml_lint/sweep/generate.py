@@ -12,6 +12,9 @@ crosses the factors the catalogue shows interacting):
   infinite), scale factors making fractional and whole output sizes, equations with
   ellipsis and repeated labels; a dtype, bool or string argument takes every value it has
   (a string: the words torch's error lists, and ATen's enum words the op takes);
+- *defaults as floats*: every number argument whose default is an integer given as that
+  float, as a module passes it (``nn.Hardtanh``: ``min_val=-1.0, max_val=1.0``), in
+  float32 and float16;
 - *pairs*: every two non-tensor arguments changed together (their first three other values
   and three more legal alone, crossed, legal calls only, four per pair; and a fixed-length
   list whose dims differ, ``[1, 0]`` or ``[2, 1]``, beside each other argument's values,
@@ -116,8 +119,9 @@ FLOATS_VARIANTS = (2.0, 1.3, 0.5, 1.5, 0.7)  # 1.3 first: its class's riskier va
 # 12: a ``min`` and a ``max`` tensor that never cross (``BOUNDS``); 13: a pointwise op on
 # integers (``bitwise_and``) with its operands as data, so dtypes, origins and shapes vary
 # them (``_integer_data``); 14: a pointwise op's later operands as Python numbers
-# (``_scalar_operands``); 15: those on small integers where typical ones overflow in eager.
-GENERATOR = 15
+# (``_scalar_operands``); 15: those on small integers where typical ones overflow in eager;
+# 16: every number argument of an integer default given as that float (``_float_defaults``).
+GENERATOR = 16
 
 # The model axis's batches: one (a size-1 dim in the key), and two, where a layer's call
 # keys as its base call's rank without a size-1 dim but with constant weights (a transposed
@@ -148,6 +152,11 @@ def op_cases(info: OpInfo) -> tuple[list[Case], str | None]:
             wide = _retyped(info, call, "int64")
             if wide is not None:
                 cases.append(_case(info, wide, "variant", f"{label} int64"))
+    for label, call in _float_defaults(info, base):
+        cases.append(_case(info, call, "variant", label))
+        half = _retyped(info, call, "float16", origin="op") if float16 else None
+        if half is not None:
+            cases.append(_case(info, half, "variant", f"{label} float16"))
     cases += [_case(info, c, "pairs", label) for label, c in _pairs(info, base)]
     cases += [_case(info, c, "shape", s) for s, c in _shapes(info, base, shape)]
     cases += [_case(info, c, "rank", s) for s, c in _edge_ranks(info, base)]
@@ -410,6 +419,28 @@ def _class(value: Any, shape: tuple[Any, ...] | None = None) -> str:
 
 def _first_shape(call: Call) -> tuple[Any, ...] | None:
     return tuple(call.tensors[0]["shape"]) if call.tensors else None
+
+
+def _float_defaults(info: OpInfo, base: Call) -> Iterator[tuple[str, Call]]:
+    """The call as a module spells it: every number argument whose schema default is an
+    integer given as that float (``nn.Hardtanh`` passes ``min_val=-1.0, max_val=1.0``,
+    ``nn.ELU`` ``alpha=1.0``). A float reaches another conversion than the integer the
+    base call leaves out (``elu``'s default alpha crashes in coremltools, 1.0 converts),
+    and no one-value-at-a-time variant gives them all."""
+    import torch
+
+    numbers = [
+        a
+        for a in info.args
+        if a.kind == "scalar" and type(a.default) is int and a.name not in _named(info, base)
+    ]
+    if not numbers:
+        return
+    given = {**_named(info, base), **{a.name: float(a.default) for a in numbers}}
+    call = with_given(info, base, given)
+    with torch.no_grad():
+        if is_legal(info, call):
+            yield "defaults as floats", call
 
 
 def _equal_default(arg: Arg, value: Any) -> bool:
