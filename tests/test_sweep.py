@@ -668,6 +668,21 @@ def test_a_pointwise_ops_later_operand_is_measured_as_a_python_number():
     assert key == Key("aten.mul.Tensor", "int64:in", "a1=int", key.shape)
 
 
+def test_a_modules_float_spelling_of_integer_defaults_is_measured():
+    """``nn.Hardtanh()`` calls ``hardtanh(x, -1.0, 1.0)``: floats where the schema's defaults
+    are integers, both at once, which no one-value-at-a-time variant makes."""
+    pytest.importorskip("torch")
+    from coreml_lint.program.optable import load_optable
+    from coreml_lint.sweep.generate import op_cases
+    from coreml_lint.sweep.schema import in_scope
+
+    info = {i.name: i for i in in_scope(load_optable())[0]}["hardtanh.default"]
+    cases, _ = op_cases(info)
+    spelled = [c for c in cases if c["label"] == "defaults as floats"]
+    assert spelled and all(c["args"][1:] == [-1.0, 1.0] for c in spelled)
+    assert any(c["label"] == "defaults as floats float16" for c in cases)
+
+
 def test_the_shipped_table_is_measured_on_the_installed_stack():
     table = load_table(measured_table.TABLE_PATH)
     assert set(table.measured_with) == {"torch", "executorch", "coremltools"}
