@@ -6,6 +6,7 @@ partition. Torch-free: a small table written in the shipped format."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -269,3 +270,22 @@ def test_the_shipped_table_carries_what_its_hold_out_measured():
     table = measured_table.load_table(measured_table.TABLE_PATH)
     assert table.refused is not None, "benchmarks/optable_holdout.py --write-gates"
     assert measured_table.load_table(measured_table.TABLE_PATH, gated=False).refused is None
+
+
+def test_a_way_of_answering_is_refused_where_its_held_out_answers_fall_short():
+    """95 % precision on five answers or more; below five, two wrong answers already say it
+    does not hold there (a new family's first misses count)."""
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "optable_holdout.py"
+    spec = importlib.util.spec_from_file_location("optable_holdout", path)
+    holdout = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(holdout)
+    counts = {
+        ("ALL", "activation", "factor"): [4, 0, 0, 0],  # four answers, all wrong
+        ("ALL", "pooling", "factor"): [3, 2, 0, 0],  # one wrong: too little to judge
+        ("ALL", "matmul/linear", "factor"): [40, 39, 0, 0],  # 97.5 %
+        ("ALL", "reduction", "factor"): [20, 18, 0, 0],  # 90 %
+        ("ALL", "ALL", "factor"): [67, 59, 0, 0],  # the total is no family
+    }
+    assert holdout.gate_file(counts) == {"refused": {"factor": ["activation", "reduction"]}}
