@@ -222,7 +222,7 @@ def _rounds(func: Any) -> bool:
 
 class _Rounding(TorchDispatchMode):
     """Every float64 value an ATen op makes is rounded once (perturbed) as float32 would
-    round it; an op torch decomposes runs as its pieces, each rounded (module docstring)."""
+    round it; a normalization runs as its pieces, each rounded (module docstring)."""
 
     def __init__(self, draws: _Draws) -> None:
         super().__init__()
