@@ -255,3 +255,7 @@ def test_an_argument_spelled_out_at_its_default_is_the_call_that_leaves_it_out()
     assert found is None or found.entry.outcome != "crash"
     assert table._spelling("aten.softplus.default", "a1=whole;a2=whole") == "a1=whole;a2=whole"
     assert table._spelling("aten.softplus.default", "a1=1;a2=3") == "a2=3"
+    from coreml_lint.measured.values import is_exact_text
+
+    assert all(map(is_exact_text, ("1", "-1", "[1,1]", "True", "None")))
+    assert not any(map(is_exact_text, ("whole", "[whole,whole]", "ints2", "big")))

@@ -42,6 +42,10 @@ def boundary_crash(message: str) -> bool:
     return any(m in message for m in BOUNDARY_CRASH_MESSAGES)
 
 
+INT32_WRAP = "semantic integer"  # the float32 pass's integers: int64 computed as int32
+INT32_RANGE = "integer results pass int32's range (|x| > 2**31 - 1; int64 is int32 there)"
+
+
 def value_dependent(entry: Entry) -> bool:
     """Wrong values the verify oracle saw only in its float16 pass (overflow, underflow,
     integers past 2048), or integers that wrap past int32's range beside an argument the
@@ -55,9 +59,6 @@ def value_dependent(entry: Entry) -> bool:
     return entry.message.startswith(INT32_WRAP) and bool(_big_values(entry.variant))
 
 
-INT32_WRAP = "semantic integer"  # the float32 pass's integers: int64 computed as int32
-
-
 BIG_CLASSES = frozenset({"big", "-big", "huge", "-huge", "tiny", "-tiny", "inf", "-inf"})
 
 
@@ -66,7 +67,7 @@ def value_range(entry: Entry, names: list[str] | None = None) -> str:
     kind = entry.message.split()[1] if len(entry.message.split()) > 1 else ""
     found = VALUE_RANGES.get(kind, "values reach float16's limits")
     if entry.message.startswith(INT32_WRAP):
-        found = "integer results pass int32's range (|x| > 2**31 - 1; int64 is int32 there)"
+        found = INT32_RANGE
     big = _big_values(entry.variant)
     said = describe_variant(";".join(big), names)
     return found + (f" (measured with {said})" if big else "")

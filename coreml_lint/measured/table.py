@@ -30,6 +30,7 @@ from coreml_lint.measured.values import (
     class_variant,
     describe_variant,
     factors,
+    is_exact_text,
     is_word,
 )
 
@@ -101,11 +102,6 @@ def unit_twin(shape: str) -> str | None:
     if not shape.startswith("r") or not rank.isdigit() or int(rank) < 2 or "e" in shape:
         return None
     return f"r{rank}" if shape.endswith("u") else f"r{rank}u"
-
-
-def _exact_text(text: str) -> bool:
-    """Whether a value as keys record it is the value itself, not a class of values."""
-    return text in ("True", "False", "None") or text.startswith("[") or text.lstrip("-").isdigit()
 
 
 def same_call(entry: Entry, key: Key) -> bool:
@@ -199,7 +195,7 @@ class BehaviourTable:
         kept = {
             f: v
             for f, v in factors(variant).items()
-            if not (defaults.get(f) == v and _exact_text(v))
+            if not (defaults.get(f) == v and is_exact_text(v))
         }
         return ";".join(f"{name}={value}" for name, value in sorted(kept.items()))
 
@@ -219,7 +215,7 @@ class BehaviourTable:
         """The measured outcome for a node key, else one measured on this machine
         (``--measure``), else the predicted one, saying which."""
         spelled = self.spelled(key, context)
-        entry = self.lookup(spelled, target, context)
+        entry = self._lookup(*astuple(spelled), target, context)
         if entry is not None and entry.shape in ("*", key.shape):
             basis = MEASURED if same_call(entry, spelled) else CLASS
             if self.holds(basis, key.op):

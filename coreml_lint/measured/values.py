@@ -208,6 +208,13 @@ def class_of_text(text: str) -> str:
     return text
 
 
+def is_exact_text(text: str) -> bool:
+    """Whether a value as a key records it is the value itself (an integer, a list of
+    them, a bool, None), not a class of values."""
+    exact = _EXACT_INT.fullmatch(text) or _EXACT_LIST.fullmatch(text)
+    return text in ("True", "False", "None") or exact is not None
+
+
 def class_variant(variant: str) -> str:
     """A variant with every exact value replaced by its class."""
     return ";".join(

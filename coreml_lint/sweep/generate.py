@@ -242,13 +242,14 @@ def _data_operands(call: Call) -> list[int]:
     ]
 
 
-def _primary_dtype(call: Call, label: str) -> str:
-    """The dtype a ``_dtypes`` entry's data operands have (its label, except for the base
-    call of integer data, labelled float32)."""
-    if label != "float32":
-        return label
-    operands = _data_operands(call)
-    return call.tensors[operands[0]]["dtype"] if operands else label
+def _by_data_dtype(dtype_calls: dict[str, Call]) -> dict[str, Call]:
+    """``_dtypes``'s calls by the dtype their data operands have: their labels, except for
+    the base call of integer data (``bitwise_and`` on int64), labelled float32."""
+    found = {}
+    for label, call in dtype_calls.items():
+        operands = _data_operands(call) if label == "float32" else []
+        found[call.tensors[operands[0]]["dtype"] if operands else label] = call
+    return found
 
 
 def _has_float(call: Call) -> bool:
@@ -427,8 +428,6 @@ def _float_defaults(info: OpInfo, base: Call) -> Iterator[tuple[str, Call]]:
     ``nn.ELU`` ``alpha=1.0``). A float reaches another conversion than the integer the
     base call leaves out (``elu``'s default alpha crashes in coremltools, 1.0 converts),
     and no one-value-at-a-time variant gives them all."""
-    import torch
-
     numbers = [
         a
         for a in info.args
@@ -438,9 +437,8 @@ def _float_defaults(info: OpInfo, base: Call) -> Iterator[tuple[str, Call]]:
         return
     given = {**_named(info, base), **{a.name: float(a.default) for a in numbers}}
     call = with_given(info, base, given)
-    with torch.no_grad():
-        if is_legal(info, call):
-            yield "defaults as floats", call
+    if is_legal(info, call):
+        yield "defaults as floats", call
 
 
 def _equal_default(arg: Arg, value: Any) -> bool:
@@ -572,7 +570,7 @@ def _reshaped(spec: Any, cube: tuple[int, ...], shape: tuple[int, ...]) -> Any:
 
 
 def _origins(info: OpInfo, base: Call, dtype_calls: dict[str, Call]) -> Iterator[tuple[str, Call]]:
-    dtype_calls = {_primary_dtype(c, d): c for d, c in dtype_calls.items()}
+    dtype_calls = _by_data_dtype(dtype_calls)
     for dtype, call in dtype_calls.items():
         if dtype in ("float32", "bfloat16") or not call.tensors:
             continue
@@ -603,7 +601,12 @@ def _origins(info: OpInfo, base: Call, dtype_calls: dict[str, Call]) -> Iterator
 # ``ids * 1000``, ``x % 7``), one per class the keys record, and the dtypes (and origins)
 # of the first operand beside them.
 SCALAR_OPERANDS = (2, 7, -1, 0, 1000, 10_000_000, 0.5, -0.5, 3.0, 7e4)
-SCALAR_OPERAND_DTYPES = ("float32", "float16", "int64", "int32")
+SCALAR_OPERAND_ORIGINS = {  # dtype -> where its first operand comes from
+    "float32": ("in",),
+    "float16": ("op",),  # a float16 input fails below iOS16 whatever the op
+    "int64": ("in", "op"),
+    "int32": ("in",),
+}
 
 
 def _scalar_operands(info: OpInfo, dtype_calls: dict[str, Call]) -> Iterator[tuple[str, Call]]:
@@ -614,21 +617,18 @@ def _scalar_operands(info: OpInfo, dtype_calls: dict[str, Call]) -> Iterator[tup
     on int64 and int32 inputs."""
     if not torch_tag(info.op, "pointwise"):
         return
-    calls = {_primary_dtype(c, d): c for d, c in dtype_calls.items()}
-    for dtype in SCALAR_OPERAND_DTYPES:
+    calls = _by_data_dtype(dtype_calls)
+    for dtype, origins in SCALAR_OPERAND_ORIGINS.items():
         call = calls.get(dtype)
         if call is None:
             continue
-        origins = (
-            ("in", "op") if dtype in ("int64",) else ("op",) if dtype == "float16" else ("in",)
-        )
         for origin in origins:
             for index in _later_operands(call):
                 for value in SCALAR_OPERANDS:
                     made = _with_number(call, index, value, origin)
-                    if made is not None and dtype not in FLOATS and overflows(info, made):
+                    if dtype not in FLOATS and overflows(info, made):
                         made.tensors[0]["values"] = "small"  # eager's overflow is not the op
-                    if made is not None and is_legal(info, made):
+                    if is_legal(info, made):
                         where = " made in Core ML" if origin == "op" else ""
                         label = f"{dtype}{where} operand {index} = {value_text(value)}"
                         yield label, made
@@ -642,10 +642,10 @@ def _later_operands(call: Call) -> list[int]:
     return sorted(i for i in alone if i > 0 and call.tensors[i].get("values") == "typical")
 
 
-def _with_number(call: Call, index: int, value: Any, origin: str) -> Call | None:
-    """The call with tensor operand ``index`` replaced by the number ``value`` (the other
-    operands renumbered), its first operand made with ``origin``; None if no argument
-    holds the operand alone."""
+def _with_number(call: Call, index: int, value: Any, origin: str) -> Call:
+    """The call with tensor operand ``index`` (one an argument holds alone:
+    ``_later_operands``) replaced by the number ``value``, the other operands renumbered,
+    its first operand made with ``origin``."""
     made = call.copy()
 
     def put(argument: Any) -> Any:
