@@ -23,7 +23,9 @@ Severity
     (``torch.full(..., 3) + arange`` feeding ``embedding``, which casts its indices) computes
     the right values while they stay at or below 2048: ``warning``. No finding when every
     use is float arithmetic (``torch.full(size, 2) * x``): torch promotes the integer to float
-    there too, so the float fill computes the same values.
+    there too, so the float fill computes the same values; nor when a small fill is only
+    read as it is (``torch.zeros(..., dtype=torch.long)`` as an embedding's indices, or
+    compared): fp16 holds every integer up to 2048 exactly.
 
 Example
     ``pos = torch.full((1, 4), 3001) + xi``
@@ -50,7 +52,7 @@ from coreml_lint.core.findings import Finding, Outcome, Severity, replacement
 from coreml_lint.core.settings import PartitionerSettings
 from coreml_lint.program.graph import FLOAT_DTYPES, DType, Node
 from coreml_lint.rulekit.context import ProgramContext, not_one_call
-from coreml_lint.rulekit.examples import Invalid, Valid, case, module, returns, torch
+from coreml_lint.rulekit.examples import F, Invalid, Valid, case, module, returns, torch
 from coreml_lint.rulekit.rule import Rule
 from coreml_lint.source.context import (
     SourceContext,
@@ -67,6 +69,10 @@ INTEGER_DTYPES = {"uint8", "int8", "int16", "int32", "int64"}
 PASS_THROUGH = {"add", "sub", "mul", "remainder", "clamp", "view", "expand", "unsqueeze", "repeat"}
 INDEX_CONSUMERS = {"gather": 2, "index_select": 2}
 FLOAT_PROMOTING = {"add", "sub", "rsub", "mul", "div", "true_divide", "pow", "where", "lerp"}
+# Uses that read an integer's value and make nothing integer from it: a fill that reaches only
+# these (through views) keeps its own value, which fp16 holds exactly up to 2048.
+VALUE_READERS = {"embedding", "eq", "ne", "lt", "le", "gt", "ge"}
+SHAPE_ONLY = {"view", "expand", "unsqueeze", "repeat"}
 
 
 def _has_dtype(node: Node) -> bool:
@@ -172,13 +178,15 @@ class FillDtypeIgnored(Rule):
             why = self._why(ctx, node)
             if why is None:
                 continue
-            index_user, reached, integer_use = self._follow(ctx, node)
+            index_user, reached, integer_use, only_read = self._follow(ctx, node)
             part = ctx.placement.partition_of(node)
             leaves = part is not None and any(v in part.outputs for v in reached)
             if not (index_user or leaves or integer_use):
                 continue  # only ever promoted to float, as torch promotes it: same values
             value = node.arg(1, "fill_value") if node.target == "aten.full.default" else 0
             large = isinstance(value, (int, float)) and abs(value) > 2048
+            if only_read and not (index_user or leaves or large):
+                continue  # its one value, exact in fp16, is only read: nothing is rounded
             severity = Severity.ERROR
             if index_user is not None:
                 message = (
@@ -227,12 +235,15 @@ class FillDtypeIgnored(Rule):
         return None
 
     @staticmethod
-    def _follow(ctx: ProgramContext, node: Node) -> tuple[Node | None, set[str], bool]:
+    def _follow(ctx: ProgramContext, node: Node) -> tuple[Node | None, set[str], bool, bool]:
         """The gather/index_select the fill feeds as indices, if any; every value it
-        reaches through integer-preserving Core ML ops; and whether any Core ML op uses it
-        as an integer. Arithmetic whose result torch types as float (``full(.., 2) * x``)
-        promotes the fill exactly as Core ML's float fill does, so it is not an integer use;
-        an index (embedding), a comparison or an integer result is."""
+        reaches through integer-preserving Core ML ops; whether any Core ML op uses it
+        as an integer; and whether every use only reads the fill's own value (through
+        views, an embedding index or a comparison: MobileBERT's ``torch.zeros(..., dtype=
+        torch.long)`` token types), so no integer but the fill itself is ever made.
+        Arithmetic whose result torch types as float (``full(.., 2) * x``) promotes the
+        fill exactly as Core ML's float fill does, so it is not an integer use; an index
+        (embedding), a comparison or an integer result is."""
 
         def result(user: Node) -> str | None:
             return ctx.dtype(user.outputs[0]) if user.outputs else None
@@ -241,18 +252,19 @@ class FillDtypeIgnored(Rule):
             return user.op_base in PASS_THROUGH and result(user) in INTEGER_DTYPES
 
         start = node.outputs[0]
-        reached, integer_use = {start}, False
+        reached, integer_use, only_read = {start}, False, True
         for value, user in ctx.coreml_users_downstream([start], follow=passes_integers, depth=8):
             position = INDEX_CONSUMERS.get(user.op_base)
             arg = user.arg(position, "index") if position is not None else None
             if position is not None and getattr(arg, "name", None) == value:
-                return user, reached, True
+                return user, reached, True, False
             if user.op_base in FLOAT_PROMOTING and result(user) in FLOAT_DTYPES:
                 continue
             integer_use = True
+            only_read = only_read and user.op_base in VALUE_READERS | SHAPE_ONLY
             if passes_integers(user):
                 reached.update(user.outputs)
-        return None, reached, integer_use
+        return None, reached, integer_use, only_read
 
     @staticmethod
     def _fix(node: Node, dtype: str) -> str:
@@ -488,6 +500,18 @@ def _():
 @case("zeros-like-int", expect=set(), clean=returns(r"3001"))
 def _():
     return module(lambda s, xi: torch.zeros_like(xi) + xi + 3001), xi()
+
+
+@case("zeros-int-embedding-index", expect=set(), warnings=set(), clean=returns(r"= gather\("))
+def _():
+    """MobileBERT's token types: ``torch.zeros(..., dtype=torch.long)`` only indexes an
+    embedding. Made as fp32 0.0, it is still index 0: nothing to round, nothing to say.
+    (The table is an input here, so that Core ML cannot fold the lookup away.)"""
+
+    def forward(s, x, table):
+        return F.embedding(torch.zeros(1, 4, dtype=torch.long), table) + x
+
+    return module(forward), (torch.randn(1, 4, 8), torch.randn(2, 8))
 
 
 @case("full-int-float-use", expect=set(), clean=returns(r"mul\(x=\[\[2\.0"))
