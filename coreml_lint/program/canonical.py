@@ -67,6 +67,13 @@ _RENAMES = {
     "aten.unsafe_chunk.default": "aten.unsafe_split.Tensor",
     "aten.lift_fresh_copy.default": "aten.clone.default",
 }
+# The op that writes a view's new value back into its source, by the view's op.
+_SCATTERS = {
+    "slice": "aten.slice_scatter.default",
+    "select": "aten.select_scatter.default",
+    "diagonal": "aten.diagonal_scatter.default",
+    "as_strided": "aten.as_strided_scatter.default",
+}
 _DROPOUTS = {"aten.dropout.default", "aten.feature_dropout.default", "aten.alpha_dropout.default"}
 SUBCLASS_ACCESS = "export.access_subclass_inner_tensor.default"
 _CONSTANT_KINDS = ("parameter", "buffer", "constant")
@@ -94,7 +101,7 @@ class _Canonicalizer:
         self.table = table
         self.tensors: dict[str, TensorInfo] = dict(graph.tensors)
         self.rename: dict[str, str] = {}  # a value that torch elides -> the value it stands for
-        self.view_of: dict[str, tuple[str, str]] = {}  # view value -> (base value, view op)
+        self.view_of: dict[str, tuple[str, Node]] = {}  # view value -> (its source, view node)
         self.current: dict[str, str] = {}  # mutated base value -> its latest value
         self.alias_of: dict[str, str] = {}  # whole new value of a mutated base -> the base
         self.nodes: list[Node] = []
@@ -165,12 +172,13 @@ class _Canonicalizer:
             else:
                 aten = node.aten_name
                 opaque = aten in self.table.cia and aten not in self.table.cia_preserved
-                self._emit(node, opaque_decomposition=opaque)
+                emitted = self._emit(node, opaque_decomposition=opaque)
                 if aten in self.table.view and node.outputs:
                     src = node.tensor_inputs()[0] if node.tensor_inputs() else None
                     if src is not None:
-                        base = self.view_of.get(src, (src, ""))[0]
-                        self.view_of[node.outputs[0]] = (base, node.op_base)
+                        # A view of a written value is a view of the base it stands for
+                        # (``z[1:] = a; z[0].fill_(b)``: the second write is into ``z``).
+                        self.view_of[node.outputs[0]] = (self.alias_of.get(src, src), emitted)
         return self._finish()
 
     def _unwrap_subclass(self, node: Node) -> bool:
@@ -291,30 +299,55 @@ class _Canonicalizer:
         if mutated in self.reshaped and mutated not in self.view_of:
             self._regenerate_views(new, mutated)
             return
-        base, view_op = self.view_of.get(mutated, (self.alias_of.get(mutated, mutated), ""))
         result = new.outputs[0]
         if mutated in self.view_of:
-            scatter = {
-                "slice": "aten.slice_scatter.default",
-                "select": "aten.select_scatter.default",
-            }
-            name = f"{new.name}_scatter"
-            self.tensors[name] = self.tensors.get(base, TensorInfo("unknown", ()))
-            self.nodes.append(
-                Node(
-                    name=name,
-                    target=scatter.get(view_op, "aten.copy.default"),
-                    args=[TensorRef(self.resolve(base)), TensorRef(result)],
-                    kwargs={},
-                    outputs=[name],
-                    stack_trace=node.stack_trace,
-                    origin=node.target,
-                )
-            )
-            result = name
+            base, result = self._scatter_into_base(new, mutated)
+        else:
+            base = self.alias_of.get(mutated, mutated)
         self.current[base] = result
         self.mutated[base] = result
         self.alias_of[result] = base
+
+    def _scatter_into_base(self, new: Node, mutated: str) -> tuple[str, str]:
+        """A write into a view (``z[1:, 1:] = a``: ``copy_`` into a slice of a slice), as
+        functionalization makes it: the outer views taken again of the base's latest value,
+        then each level's scatter (``slice_scatter``, ``select_scatter``) from the innermost
+        out. Returns the base and its new value."""
+        chain: list[Node] = []  # the view nodes from the written view out to the base
+        value = mutated
+        while value in self.view_of:
+            value, view = self.view_of[value]
+            chain.append(view)
+        base = value
+        sources = [self.resolve(base)]  # what each level's view is taken of, outermost first
+        for level, view in enumerate(reversed(chain[1:])):
+            name = f"{new.name}_view{level}"
+            self.tensors[name] = self.tensors.get(view.outputs[0], TensorInfo("unknown", ()))
+            regenerated = view.replaced(
+                name=name, args=[TensorRef(sources[-1]), *view.args[1:]], outputs=[name]
+            )
+            self.nodes.append(regenerated)
+            sources.append(name)
+        written = new.outputs[0]
+        for level, (view, source) in enumerate(zip(chain, reversed(sources), strict=True)):
+            outermost = level == len(chain) - 1
+            name = f"{new.name}_scatter" if outermost else f"{new.name}_scatter{level}"
+            self.tensors[name] = self.tensors.get(source, TensorInfo("unknown", ()))
+            scatter = _SCATTERS.get(view.op_base)
+            where = view.args[1:] if scatter else []  # dim, start, end... (select: dim, index)
+            self.nodes.append(
+                Node(
+                    name=name,
+                    target=scatter or "aten.copy.default",
+                    args=[TensorRef(source), TensorRef(written), *where],
+                    kwargs=dict(view.kwargs) if scatter else {},
+                    outputs=[name],
+                    stack_trace=new.stack_trace,
+                    origin=new.target,
+                )
+            )
+            written = name
+        return base, written
 
     def _regenerate_views(self, new: Node, mutated: str) -> None:
         """An in-place op on a reshaped intermediate (torchao's ``mm(...).reshape(...).add_(b)``):

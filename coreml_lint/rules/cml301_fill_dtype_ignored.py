@@ -66,13 +66,25 @@ from coreml_lint.source.triggers import CalleeNames
 
 INTEGER_DTYPES = {"uint8", "int8", "int16", "int32", "int64"}
 
-PASS_THROUGH = {"add", "sub", "mul", "remainder", "clamp", "view", "expand", "unsqueeze", "repeat"}
+SHAPE_ONLY = {"view", "expand", "unsqueeze", "squeeze", "repeat", "clone", "slice", "select"}
+PASS_THROUGH = {"add", "sub", "mul", "remainder", "clamp", *SHAPE_ONLY}
 INDEX_CONSUMERS = {"gather": 2, "index_select": 2}
+# Writes into a destination, by the position of what they write. Core ML keeps the fill's
+# fp32 as the destination's dtype and the integers written as int32, and its scatter and
+# tensor_assign ops refuse the mix: "the named input `updates` must have the same data type
+# as the named input `data`". slice_scatter lowers (its updates are cast), so it only
+# passes the fill on.
+WRITERS = {
+    "select_scatter": (1, "src"),
+    "index_put": (2, "values"),
+    "scatter": (3, "src"),
+    "scatter_add": (3, "src"),
+}
+KEEPS_DESTINATION = {"slice_scatter"}
 FLOAT_PROMOTING = {"add", "sub", "rsub", "mul", "div", "true_divide", "pow", "where", "lerp"}
 # Uses that read an integer's value and make nothing integer from it: a fill that reaches only
 # these (through views) keeps its own value, which fp16 holds exactly up to 2048.
 VALUE_READERS = {"embedding", "eq", "ne", "lt", "le", "gt", "ge"}
-SHAPE_ONLY = {"view", "expand", "unsqueeze", "repeat"}
 
 
 def _has_dtype(node: Node) -> bool:
@@ -188,7 +200,14 @@ class FillDtypeIgnored(Rule):
             if only_read and not (index_user or leaves or large):
                 continue  # its one value, exact in fp16, is only read: nothing is rounded
             severity = Severity.ERROR
-            if index_user is not None:
+            if index_user is not None and index_user.op_base in WRITERS:
+                message = (
+                    f"{why}, and {ctx.edge_name(index_user)} writes integers into it: lowering "
+                    "fails with `ValueError: ... the named input `updates` must have the same "
+                    "data type as the named input` (fp32 destination, int32 updates)"
+                )
+                outcome = Outcome.CRASH
+            elif index_user is not None:
                 message = (
                     f"{why}, and it feeds the indices of {ctx.edge_name(index_user)}: lowering "
                     "fails with `ValueError: ... expects tensor or scalar of dtype from type "
@@ -236,33 +255,49 @@ class FillDtypeIgnored(Rule):
 
     @staticmethod
     def _follow(ctx: ProgramContext, node: Node) -> tuple[Node | None, set[str], bool, bool]:
-        """The gather/index_select the fill feeds as indices, if any; every value it
-        reaches through integer-preserving Core ML ops; whether any Core ML op uses it
-        as an integer; and whether every use only reads the fill's own value (through
-        views, an embedding index or a comparison: MobileBERT's ``torch.zeros(..., dtype=
-        torch.long)`` token types), so no integer but the fill itself is ever made.
-        Arithmetic whose result torch types as float (``full(.., 2) * x``) promotes the
-        fill exactly as Core ML's float fill does, so it is not an integer use; an index
-        (embedding), a comparison or an integer result is."""
+        """The Core ML op that fails on the fill, if any (a gather/index_select it feeds as
+        indices, a scatter that writes integers into it); every value it reaches through
+        integer-preserving Core ML ops (and writes that keep it as their destination);
+        whether any Core ML op uses it as an integer; and whether every use only reads the
+        fill's own value (through views, an embedding index or a comparison: MobileBERT's
+        ``torch.zeros(..., dtype=torch.long)`` token types), so no integer but the fill
+        itself is ever made. Arithmetic whose result torch types as float (``full(.., 2) *
+        x``) promotes the fill exactly as Core ML's float fill does, so it is not an integer
+        use; an index (embedding), a comparison or an integer result is."""
 
         def result(user: Node) -> str | None:
             return ctx.dtype(user.outputs[0]) if user.outputs else None
 
-        def passes_integers(user: Node) -> bool:
-            return user.op_base in PASS_THROUGH and result(user) in INTEGER_DTYPES
+        def name(value: Any) -> str | None:
+            return getattr(value, "name", None)
+
+        def writes_integers(user: Node) -> bool:
+            position, keyword = WRITERS[user.op_base]
+            written = user.arg(position, keyword)
+            if isinstance(written, bool) or written is None:
+                return False
+            return isinstance(written, int) or ctx.dtype(name(written)) in INTEGER_DTYPES
 
         start = node.outputs[0]
         reached, integer_use, only_read = {start}, False, True
-        for value, user in ctx.coreml_users_downstream([start], follow=passes_integers, depth=8):
+        # The walk passes through a user once this loop has put its output in ``reached``
+        # (the walk asks after each user has been looked at).
+        walk = ctx.coreml_users_downstream(
+            [start], follow=lambda user: bool(user.outputs) and user.outputs[0] in reached, depth=8
+        )
+        for value, user in walk:
             position = INDEX_CONSUMERS.get(user.op_base)
-            arg = user.arg(position, "index") if position is not None else None
-            if position is not None and getattr(arg, "name", None) == value:
+            if position is not None and name(user.arg(position, "index")) == value:
+                return user, reached, True, False
+            destination = name(user.arg(0, "self")) == value
+            if destination and user.op_base in WRITERS and writes_integers(user):
                 return user, reached, True, False
             if user.op_base in FLOAT_PROMOTING and result(user) in FLOAT_DTYPES:
                 continue
             integer_use = True
             only_read = only_read and user.op_base in VALUE_READERS | SHAPE_ONLY
-            if passes_integers(user):
+            keeps = destination and user.op_base in KEEPS_DESTINATION
+            if keeps or (user.op_base in PASS_THROUGH and result(user) in INTEGER_DTYPES):
                 reached.update(user.outputs)
         return None, reached, integer_use, only_read
 
@@ -512,6 +547,39 @@ def _():
         return F.embedding(torch.zeros(1, 4, dtype=torch.long), table) + x
 
     return module(forward), (torch.randn(1, 4, 8), torch.randn(2, 8))
+
+
+def _relative_positions(fill: Any) -> Any:
+    """BEiT's relative position index: a table of integer positions written into a fill
+    (a block of offsets, then the class token's row), which then indexes a bias table."""
+
+    def forward(s, bias, offsets):
+        index = fill()
+        index[1:, 1:] = offsets
+        index[0, :] = 7
+        return bias[index.view(-1)]
+
+    return module(forward), (torch.randn(9, 2), torch.arange(4).view(2, 2))
+
+
+@case("zeros-int-written", expect={"CML301"}, crash=r"`updates` must have the same data type")
+def _():
+    return _relative_positions(lambda: torch.zeros(3, 3, dtype=torch.long))
+
+
+@case("full-int-dtype-written", expect=set(), clean=returns(r"= gather\("))
+def _():
+    return _relative_positions(lambda: torch.full((3, 3), 0, dtype=torch.long))
+
+
+@case("full-int-index-put", expect={"CML301"}, crash=r"`updates` must have the same data type")
+def _():
+    def forward(s, x, ids):
+        counts = torch.full((4, 4), 0)
+        counts[torch.tensor([0, 2])] = ids
+        return x * counts
+
+    return module(forward), (torch.randn(4, 4), torch.arange(8).view(2, 4))
 
 
 @case("full-int-float-use", expect=set(), clean=returns(r"mul\(x=\[\[2\.0"))
