@@ -16,6 +16,7 @@ from typing import Any
 
 from coreml_lint.program.optable import OpTable
 from coreml_lint.program.placement import REFUSED_OPS
+from coreml_lint.sweep.scope import DECOMPOSED
 
 # Argument types that are never worth varying: the sweep leaves them at their default.
 FIXED_TYPES = ("Device", "Layout", "MemoryFormat", "Generator")
@@ -114,7 +115,7 @@ def in_scope(table: OpTable) -> tuple[list[OpInfo], dict[str, str]]:
         name = f"{base}.{overload}"
         if (base.endswith("_") and not base.endswith("__")) or overload.endswith("out"):
             continue
-        if not table.coreml_has_converter(name):
+        if not table.coreml_has_converter(name) and name not in DECOMPOSED:
             continue
         try:
             op = getattr(getattr(torch.ops.aten, base), overload)
