@@ -81,6 +81,8 @@ WRITERS = {
     "scatter_add": (3, "src"),
 }
 KEEPS_DESTINATION = {"slice_scatter"}
+# Ops that refuse a bool fill made as float (measured: ``~torch.eye(n, dtype=torch.bool)``).
+BITWISE_BOOL_ONLY = {"bitwise_not", "bitwise_and"}
 FLOAT_PROMOTING = {"add", "sub", "rsub", "mul", "div", "true_divide", "pow", "where", "lerp"}
 # Uses that read an integer's value and make nothing integer from it: a fill that reaches only
 # these (through views) keeps its own value, which fp16 holds exactly up to 2048.
@@ -185,10 +187,25 @@ class FillDtypeIgnored(Rule):
             if not node.outputs or node.namespace != "aten":
                 continue
             dtype = ctx.dtype(node.outputs[0])
-            if dtype not in INTEGER_DTYPES:
+            if dtype not in INTEGER_DTYPES and dtype != "bool":
                 continue
             why = self._why(ctx, node)
             if why is None:
+                continue
+            if dtype == "bool":  # 0.0 and 1.0 are the right values: only a bitwise op fails
+                user = self._bitwise_user(ctx, node)
+                if user is not None:
+                    yield ctx.finding(
+                        node,
+                        f"{why}, and {ctx.edge_name(user)} takes only bools: lowering fails "
+                        "with `Not supported type ... double ... for 'bitwise_not' op` (or "
+                        "`The bitwise_and op only supports boolean input`)",
+                        outcome=Outcome.CRASH,
+                        severity=Severity.ERROR,
+                        fix=self._fix(node, dtype),
+                        partitioner=ctx.skip_advice(node),
+                        dtype=dtype,
+                    )
                 continue
             index_user, reached, integer_use, only_read = self._follow(ctx, node)
             part = ctx.placement.partition_of(node)
@@ -247,6 +264,8 @@ class FillDtypeIgnored(Rule):
             return f"torch.zeros(dtype={dtype}) is made as fp32: coremltools ignores its dtype"
         if node.target == "aten.new_zeros.default":
             return f"new_zeros of a {dtype} tensor is made as fp32: coremltools always fills 0.0"
+        if node.target in ("aten.eye.default", "aten.eye.m"):
+            return f"torch.eye(dtype={dtype}) is made as fp32: coremltools ignores its dtype"
         if node.target == "aten.new_empty.default":
             users = ctx.users.get(node.outputs[0], [])
             if not any(u.op_base in ("fill", "copy") for u in users):
@@ -302,13 +321,31 @@ class FillDtypeIgnored(Rule):
         return None, reached, integer_use, only_read
 
     @staticmethod
+    def _bitwise_user(ctx: ProgramContext, node: Node) -> Node | None:
+        """The Core ML ``bitwise_not``/``bitwise_and`` a bool fill reaches through views: made
+        as float, it is refused there (``|`` and ``^``, ``logical_not``, ``masked_fill``
+        and ``where`` take it)."""
+
+        def view(user: Node) -> bool:
+            out = user.outputs[0] if user.outputs else None
+            return user.op_base in SHAPE_ONLY and ctx.dtype(out) == "bool"
+
+        for _, user in ctx.coreml_users_downstream([node.outputs[0]], follow=view, depth=8):
+            if user.op_base in BITWISE_BOOL_ONLY:
+                return user
+        return None
+
+    @staticmethod
     def _fix(node: Node, dtype: str) -> str:
         torch_dtype = f"torch.{dtype}"
+        zero = "False" if dtype == "bool" else "0"
         if node.target == "aten.full.default":
             return f"pass dtype={torch_dtype} to torch.full"
         if node.target == "aten.zeros.default":
-            return f"use torch.full(size, 0, dtype={torch_dtype}) instead of torch.zeros"
-        return f"use torch.zeros_like(...) or torch.full(size, 0, dtype={torch_dtype})"
+            return f"use torch.full(size, {zero}, dtype={torch_dtype}) instead of torch.zeros"
+        if node.target in ("aten.eye.default", "aten.eye.m"):
+            return f"use torch.eye(n).to({torch_dtype}): Core ML makes the cast it is given"
+        return f"use torch.zeros_like(...) or torch.full(size, {zero}, dtype={torch_dtype})"
 
     source_triggers = (CalleeNames(*_CALLEES),)
     source_pattern = (
@@ -494,6 +531,10 @@ def integer_fills(ep: Any, *, likes: bool = False) -> tuple[Any, list[str]]:
             value = node.args[1] if fake.dtype not in FLOATS else None
         elif target in zero_fills and fake.dtype not in FLOATS:
             value = 0
+        elif target in (aten.eye.default, aten.eye.m) and fake.dtype not in FLOATS:
+            _cast_eye(ep, node, fake)
+            done.append(f"{node.name}: made as aten.eye(...) cast to {fake.dtype}")
+            continue
         if value is None:
             continue
         with ep.graph.inserting_before(node):
@@ -505,6 +546,25 @@ def integer_fills(ep: Any, *, likes: bool = False) -> tuple[Any, list[str]]:
         ep.graph.erase_node(node)
         done.append(f"{node.name}: made as aten.full(..., dtype={fake.dtype})")
     return finish(ep), done
+
+
+def _cast_eye(ep: Any, node: Any, fake: Any) -> None:
+    """``eye(n, dtype=d)`` as ``eye(n)`` and a cast to ``d``, which coremltools makes."""
+    import torch
+    from torch._guards import detect_fake_mode
+
+    from coreml_lint.rulekit.fx import aten
+
+    with detect_fake_mode([fake]) or torch._subclasses.FakeTensorMode():
+        float_val = torch.empty(fake.shape, dtype=torch.float32)
+    kwargs = {k: v for k, v in node.kwargs.items() if k != "dtype"}
+    with ep.graph.inserting_before(node):
+        eye = ep.graph.call_function(node.target, node.args, kwargs)
+        cast = ep.graph.call_function(aten._to_copy.default, (eye,), {"dtype": fake.dtype})
+    eye.meta = {**node.meta, "val": float_val}
+    cast.meta = dict(node.meta)
+    node.replace_all_uses_with(cast)
+    ep.graph.erase_node(node)
 
 
 # -- program cases: what the stock CoreMLPartitioner really does (the oracle lowers each) --
@@ -580,6 +640,26 @@ def _():
         return x * counts
 
     return module(forward), (torch.randn(4, 4), torch.arange(8).view(2, 4))
+
+
+def _off_diagonal(mask: Any) -> Any:
+    """Contrastive logits with the diagonal (each item against itself) masked out."""
+    return module(lambda s, x: x.masked_fill(~mask(), 0.0)), (torch.randn(4, 4),)
+
+
+@case("eye-bool-bitwise-not", expect={"CML301"}, crash=r"found for 'bitwise_not' op")
+def _():
+    return _off_diagonal(lambda: torch.eye(4, dtype=torch.bool))
+
+
+@case("eye-cast-bool", expect=set(), clean=returns(r"= select\(cond="))
+def _():
+    return _off_diagonal(lambda: torch.eye(4).bool())
+
+
+@case("eye-int-gather", expect={"CML301"}, crash=r"gather_along_axis.*\['int32'\] but got")
+def _():
+    return module(lambda s, x: x.gather(1, torch.eye(4, dtype=torch.long))), (torch.randn(4, 4),)
 
 
 @case("full-int-float-use", expect=set(), clean=returns(r"mul\(x=\[\[2\.0"))
