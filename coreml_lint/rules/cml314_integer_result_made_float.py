@@ -1,0 +1,243 @@
+"""CML314 integer-result-made-float: an integer floor division or one-sided clamp that
+coremltools makes as float, and an op that needs an integer reads it.
+
+What it does
+    Flags a delegated floor or truncating division of integers (``a // b``,
+    ``torch.div(a, b, rounding_mode="floor")``, ``floor_divide``) or a clamp of integers with
+    one bound (``ids.clamp(min=0)``) whose result reaches, through integer arithmetic and
+    views, the indices of ``gather``/``index_select``, or a ``stack``/``cat`` beside an
+    integer made another way.
+
+Why it breaks
+    coremltools converts these ops into float ones (``floor_div``/``real_div`` on values cast
+    to fp32; ``clip`` with an infinite other bound), so the value that torch types as int64
+    is fp32 in Core ML, and so is everything computed from it there. ``gather_along_axis``
+    takes int32 indices only: ``expects tensor or scalar of dtype from type domain
+    ['int32'] but got tensor[...,fp32]``; ``stack`` refuses the mix of fp32 and int32:
+    ``Tensors in 'values' of the stack op should share the same data type``. ``%``,
+    ``clamp`` with both bounds, ``clamp_min``, ``maximum`` and the rest of integer
+    arithmetic stay integer (measured).
+
+Example
+    ``cell = heat.argmax(-1) // width`` then ``feat.gather(-1, cell.clamp(min=0))``.
+
+Fix
+    (a) divide as float and cast back, which Core ML makes as written:
+    ``torch.floor(a / b).long()`` (``torch.trunc`` for ``rounding_mode="trunc"``); clamp
+    with ``x.clamp_min(lo)``/``x.clamp_max(hi)`` or both bounds; (b) ``coreml-lint lower``
+    rewrites them so in the program.
+
+References
+    None found: apple/coremltools and pytorch/executorch issues were searched (2026-12)
+    without one that reports this pitfall.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from coreml_lint.core.findings import Finding, Outcome
+from coreml_lint.core.settings import PartitionerSettings
+from coreml_lint.program.graph import Node
+from coreml_lint.rulekit.context import ProgramContext
+from coreml_lint.rulekit.examples import case, module, returns, torch
+from coreml_lint.rulekit.rule import Rule
+
+INTEGER_DTYPES = {"uint8", "int8", "int16", "int32", "int64"}
+DIVISIONS = {"aten.div.Tensor_mode", "aten.floor_divide.default"}
+CLAMP = "aten.clamp.default"
+# Ops whose integer result Core ML computes from its (here fp32) operands in their type:
+# the float carries on to what reads them.
+CARRY = {
+    "add", "sub", "rsub", "mul", "remainder", "clamp", "clamp_min", "clamp_max", "maximum",
+    "minimum", "neg", "abs", "where", "view", "expand", "unsqueeze", "squeeze", "repeat",
+    "clone", "slice", "select", "permute", "transpose", "flip", "roll",
+}  # fmt: skip
+INDEX_READERS = {"gather": (2, "index"), "index_select": (2, "index")}
+JOINS = {"stack", "cat"}
+
+
+class IntegerResultMadeFloat(Rule):
+    code = "CML314"
+    name = "integer-result-made-float"
+    outcome = Outcome.CRASH
+    summary = "integer floor division or one-sided clamp made as float, read as an index"
+
+    def check(self, ctx: ProgramContext) -> Iterator[Finding]:
+        for node in ctx.coreml_nodes():
+            why = _made_float(ctx, node)
+            if why is None:
+                continue
+            reader = _integer_reader(ctx, node)
+            if reader is None:
+                continue  # its values are the table's to judge (CML801), not a crash
+            user, failure = reader
+            yield ctx.finding(
+                node,
+                f"{why}, and {ctx.edge_name(user)} {failure}",
+                fix=_fix(node),
+                partitioner=ctx.skip_advice(node),
+            )
+
+    def rewrite(self, ep: Any, settings: PartitionerSettings) -> tuple[Any, list[str]]:
+        """A floor/trunc division of integers as ``floor``/``trunc`` of the true division
+        cast back to the integer dtype; a one-sided clamp as ``clamp_min``/``clamp_max``.
+        Every one of them in the program (torch computes the same values)."""
+        from coreml_lint.rulekit.fx import aten, emit, fake_mode, finish, val
+
+        mode, done = None, []
+        for node in list(ep.graph.nodes):
+            fake = val(node)
+            if node.op != "call_function" or fake is None or fake.is_floating_point():
+                continue
+            if fake.dtype == torch.bool:
+                continue
+            if node.target == aten.clamp.default:
+                low, high = [*node.args[1:], None, None][:2]
+                low, high = node.kwargs.get("min", low), node.kwargs.get("max", high)
+                if (low is None) == (high is None):
+                    continue
+                node.target = aten.clamp_min.default if high is None else aten.clamp_max.default
+                node.args, node.kwargs = (node.args[0], high if low is None else low), {}
+                done.append(f"{node.name}: clamp with one bound as {node.target.__name__}")
+                continue
+            rounding = _rounding(node.target, node.args, node.kwargs)
+            if rounding is None:
+                continue
+            mode = mode or fake_mode(ep)
+            with ep.graph.inserting_before(node):
+                ratio = emit(ep, mode, aten.div.Tensor, tuple(node.args[:2]))
+                rounded = emit(ep, mode, getattr(aten, rounding).default, (ratio,))
+                made = emit(ep, mode, aten._to_copy.default, (rounded,), {"dtype": fake.dtype})
+            made.meta = {**node.meta, "val": made.meta["val"]}
+            node.replace_all_uses_with(made)
+            ep.graph.erase_node(node)
+            done.append(f"{node.name}: divided as float, {rounding}ed and cast to {fake.dtype}")
+        return finish(ep), done
+
+
+def _rounding(target: Any, args: Any, kwargs: Any) -> str | None:
+    """``"floor"``/``"trunc"`` for an integer division that rounds, else None (ATen
+    targets: the rewrite's; the lint's are their names, see :func:`_made_float`)."""
+    name = getattr(target, "__name__", str(target)).removeprefix("aten.")
+    if name == "floor_divide.default":
+        return "floor"
+    if name == "div.Tensor_mode":
+        mode = kwargs.get("rounding_mode", args[2] if len(args) > 2 else None)
+        return mode if mode in ("floor", "trunc") else None
+    return None
+
+
+def _made_float(ctx: ProgramContext, node: Node) -> str | None:
+    """Why Core ML makes this integer node as float, or None when it does not."""
+    if not node.outputs or ctx.dtype(node.outputs[0]) not in INTEGER_DTYPES:
+        return None
+    if node.target in DIVISIONS:
+        rounding = _rounding(node.target, node.args, node.kwargs)
+        if rounding is not None:
+            return (
+                f"the {rounding} division of integers is made as float by coremltools "
+                f"({ctx.dtype(node.outputs[0])} in torch, fp32 in Core ML)"
+            )
+    if node.target == CLAMP:
+        low, high = node.arg(1, "min"), node.arg(2, "max")
+        if (low is None) != (high is None):
+            bound = "min" if high is None else "max"
+            return (
+                f"a clamp of integers with only a {bound} is made as a float clip by "
+                "coremltools (its other bound is infinite)"
+            )
+    return None
+
+
+def _integer_reader(ctx: ProgramContext, node: Node) -> tuple[Node, str] | None:
+    """The Core ML op that fails on the float this node's result is there: an index it
+    reaches through integer arithmetic and views (the first one), else a join with another
+    integer."""
+    carried = {node.outputs[0]}
+    joins: list[Node] = []
+
+    def carries(user: Node) -> bool:
+        return bool(user.outputs) and user.outputs[0] in carried
+
+    for value, user in ctx.coreml_users_downstream([node.outputs[0]], follow=carries, depth=8):
+        position = INDEX_READERS.get(user.op_base)
+        index = user.arg(*position) if position else None
+        if position and getattr(index, "name", None) == value:
+            return user, (
+                "reads it as indices: lowering fails with `ValueError: ... expects tensor or "
+                "scalar of dtype from type domain ['int32'] but got tensor[...,fp32]`"
+            )
+        if user.op_base in JOINS and _joins_another_integer(ctx, user, carried):
+            joins.append(user)
+        out = user.outputs[0] if user.outputs else None
+        if user.op_base in CARRY and ctx.dtype(out) in INTEGER_DTYPES:
+            carried.add(out)
+    if joins:
+        return joins[0], (
+            "joins it with an integer made otherwise: lowering fails with `ValueError: "
+            "Tensors in 'values' of the stack op ... should share the same data type`"
+        )
+    return None
+
+
+def _joins_another_integer(ctx: ProgramContext, join: Node, carried: set[str]) -> bool:
+    others = [v for v in join.tensor_inputs() if v not in carried]
+    return any(ctx.dtype(v) in INTEGER_DTYPES for v in others)
+
+
+def _fix(node: Node) -> str:
+    if node.target == CLAMP:
+        return "clamp with `x.clamp_min(lo)` / `x.clamp_max(hi)`, or give both bounds"
+    rounding = _rounding(node.target, node.args, node.kwargs) or "floor"
+    return f"divide as float and cast back: `torch.{rounding}(a / b).long()`"
+
+
+# -- program cases: what the stock CoreMLPartitioner really does (the oracle lowers each) --
+INDICES_FP32 = r"gather_along_axis.*\['int32'\] but got"
+GATHERED = r"= gather_along_axis\("
+
+
+def _keypoints(cell: Any) -> tuple[Any, tuple[Any, ...]]:
+    """A heatmap's peak cell turned into indices of a feature row (``cell(peak)``)."""
+    return module(lambda s, x: x.gather(1, cell(x.argmax(1, keepdim=True)))), (torch.randn(4, 8),)
+
+
+@case("floor-div-gather-index", expect={"CML314"}, crash=INDICES_FP32)
+def _() -> Any:
+    return _keypoints(lambda peak: peak // 2)
+
+
+@case("trunc-div-add-gather-index", expect={"CML314"}, crash=INDICES_FP32)
+def _() -> Any:
+    return _keypoints(lambda peak: torch.div(peak, 2, rounding_mode="trunc") + 1)
+
+
+@case("floor-of-true-div-gather-index", expect=set(), clean=returns(GATHERED))
+def _() -> Any:
+    return _keypoints(lambda peak: torch.floor(peak / 2).long())
+
+
+@case("clamp-min-gather-index", expect={"CML314"}, crash=INDICES_FP32)
+def _() -> Any:
+    return _keypoints(lambda peak: (peak - 1).clamp(min=0))
+
+
+@case("clamp-min-method-gather-index", expect=set(), clean=returns(GATHERED))
+def _() -> Any:
+    return _keypoints(lambda peak: (peak - 1).clamp_min(0))
+
+
+@case("floor-div-stack", expect={"CML314"}, crash=r"should share the same data type")
+def _() -> Any:
+    def forward(s, x, ids):
+        return torch.stack([ids // 4, ids], 1) + 1
+
+    return module(forward), (torch.randn(4), torch.arange(8))
+
+
+@case("floor-div-returned", expect=set())
+def _() -> Any:
+    """Only returned: its values are the op table's to judge, no index reads it."""
+    return module(lambda s, ids: ids // 4), (torch.arange(8),)
