@@ -85,6 +85,16 @@ def test_a_crash_one_changed_argument_causes_is_predicted_with_other_arguments(t
     assert table.answer(sorted_call, 15) is None  # no change the crash needs
 
 
+def test_a_prediction_at_a_shape_class_is_made_from_its_size_one_twin(table):
+    """A layer's batch of one keys ``r2u``; the crash its change causes was measured at
+    ``r2``: predicted from there, as a measurement at the twin is read (not at ``r3``)."""
+    users = Key(TOPK, "float32:in", "a1=int;a2=-1;a3=True;a4=False;outputs=partly-unused", "r2u")
+    answer = table.answer(users, 15)
+    assert answer is not None and answer.basis == FACTOR and answer.entry.message == SORT
+    assert table.answer(users, 16) is None
+    assert table.answer(Key(TOPK, users.operands, users.variant, "r3"), 15) is None
+
+
 def test_a_change_that_crashes_like_the_base_call_predicts_nothing(table):
     # the pool's base call crashes "E: 2 inputs" everywhere, so a variant crashing the same
     # way says nothing about its own change

@@ -233,6 +233,10 @@ class BehaviourTable:
         if entry is not None and entry.shape not in ("*", key.shape):
             return Answer(entry, SHAPE) if self.holds(SHAPE, key.op) else None
         found = self.predicted(key, target, context)
+        if found is None and twin is not None and self.holds(UNIT, key.op):
+            # predicted from the cells of the size-1 twin (``r5u`` from ``r5``), as a
+            # measurement is read there: a prediction's cells are measured at one batch
+            found = self.predicted(replace(key, shape=twin), target, context)
         return found if found is not None and self.holds(found.basis, key.op) else None
 
     def holds(self, basis: str, op: str) -> bool:
