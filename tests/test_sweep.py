@@ -683,6 +683,25 @@ def test_a_modules_float_spelling_of_integer_defaults_is_measured():
     assert any(c["label"] == "defaults as floats float16" for c in cases)
 
 
+def test_a_pair_illegal_alone_is_measured_beside_the_value_that_makes_it_legal():
+    """A decoder's ``ConvTranspose1d(k, stride=2, padding=1, output_padding=1)``: the pair
+    of padding and output_padding is illegal at the base call's stride of 1, so it is
+    measured beside the first stride that allows it (and a legal pair gets no third)."""
+    pytest.importorskip("torch")
+    from coreml_lint.program.optable import load_optable
+    from coreml_lint.sweep.generate import op_cases
+    from coreml_lint.sweep.schema import in_scope
+
+    info = {i.name: i for i in in_scope(load_optable())[0]}["conv_transpose1d.default"]
+    cases, _ = op_cases(info)
+    labels = {c["label"] for c in cases if c["axis"] == "pairs"}
+    decoder = "padding=[1] output_padding=[1] with stride=[2]"
+    assert decoder in labels
+    (call, *_) = [c for c in cases if c["label"] == decoder]
+    assert call["args"][3:6] == [[2], [1], [1]]  # stride, padding, output_padding
+    assert "stride=[2] padding=[1]" in labels  # legal alone: no third argument
+
+
 def test_the_shipped_table_is_measured_on_the_installed_stack():
     table = load_table(measured_table.TABLE_PATH)
     assert set(table.measured_with) == {"torch", "executorch", "coremltools"}

@@ -120,8 +120,10 @@ FLOATS_VARIANTS = (2.0, 1.3, 0.5, 1.5, 0.7)  # 1.3 first: its class's riskier va
 # integers (``bitwise_and``) with its operands as data, so dtypes, origins and shapes vary
 # them (``_integer_data``); 14: a pointwise op's later operands as Python numbers
 # (``_scalar_operands``); 15: those on small integers where typical ones overflow in eager;
-# 16: every number argument of an integer default given as that float (``_float_defaults``).
-GENERATOR = 16
+# 16: every number argument of an integer default given as that float (``_float_defaults``);
+# 17: a pair illegal on its own completed by the first value of a third argument that makes
+# it legal (``output_padding`` and ``padding`` of 1 beside a stride of 2: a decoder's layer).
+GENERATOR = 17
 
 # The model axis's batches: one (a size-1 dim in the key), and two, where a layer's call
 # keys as its base call's rank without a size-1 dim but with constant weights (a transposed
@@ -375,12 +377,30 @@ def _pairs(info: OpInfo, base: Call) -> Iterator[tuple[str, Call]]:
             for b in b_values:
                 if made >= cap:
                     return
-                call = with_given(info, base, {**given, first: a, second: b})
+                pair = {first: a, second: b}
+                label = f"{first}={_class(a, shape)} {second}={_class(b, shape)}"
+                call = with_given(info, base, {**given, **pair})
                 with torch.no_grad():
                     if not is_legal(info, call):
-                        continue
+                        third = _completed(pair)
+                        if third is None:
+                            continue
+                        name, value = third
+                        call = with_given(info, base, {**given, **pair, name: value})
+                        label += f" with {name}={_class(value, shape)}"
                 made += 1
-                yield f"{first}={_class(a, shape)} {second}={_class(b, shape)}", call
+                yield label, call
+
+    def _completed(pair: dict[str, Any]) -> tuple[str, Any] | None:
+        """The first other argument value that makes an illegal pair legal: an
+        ``output_padding`` of 1 beside a padding of 1 needs a stride of 2."""
+        for name in names:
+            if name in pair:
+                continue
+            for value in options[name]:
+                if is_legal(info, with_given(info, base, {**given, **pair, name: value})):
+                    return name, value
+        return None
 
     for i, first in enumerate(names):
         for second in names[i + 1 :]:
