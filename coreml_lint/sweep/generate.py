@@ -122,7 +122,8 @@ FLOATS_VARIANTS = (2.0, 1.3, 0.5, 1.5, 0.7)  # 1.3 first: its class's riskier va
 # (``_scalar_operands``); 15: those on small integers where typical ones overflow in eager;
 # 16: every number argument of an integer default given as that float (``_float_defaults``);
 # 17: a pair illegal on its own completed by the first value of a third argument that makes
-# it legal (``output_padding`` and ``padding`` of 1 beside a stride of 2: a decoder's layer).
+# it legal (``output_padding`` and ``padding`` of 1 beside a stride of 2: a decoder's layer);
+# and a call whose outputs pass ``legal.OUTPUT_LIMIT`` elements is not legal.
 GENERATOR = 17
 
 # The model axis's batches: one (a size-1 dim in the key), and two, where a layer's call

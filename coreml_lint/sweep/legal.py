@@ -61,9 +61,15 @@ def run_eager(op: Any, call: Call, seed: int = 0) -> Any:
     return op(*args, **kwargs)
 
 
+# The most elements a call's outputs may hold: ``diag_embed`` with an offset of 3001 makes
+# 144 million, whose conversion and judging take minutes and measure nothing a small call
+# does not (``eye(3001)``, 9 million, stays).
+OUTPUT_LIMIT = 2**24
+
+
 def is_legal(info: OpInfo, call: Call) -> bool:
-    """The call runs in eager, returns tensors, and (unless it makes uninitialised memory)
-    gives the same result twice."""
+    """The call runs in eager, returns tensors of at most ``OUTPUT_LIMIT`` elements, and
+    (unless it makes uninitialised memory) gives the same result twice."""
     import torch
 
     try:
@@ -71,6 +77,8 @@ def is_legal(info: OpInfo, call: Call) -> bool:
             first = run_eager(info.op, call)
             flat = flat_outputs(first)
             if not flat or not all(isinstance(t, torch.Tensor) for t in flat):
+                return False
+            if sum(t.numel() for t in flat) > OUTPUT_LIMIT:
                 return False
             if "empty" in info.name:
                 return True
