@@ -84,6 +84,11 @@ CONTRAST = "contrast"
 WORD = "word"
 WORD_SUPPORT = 3  # cells measured with the word, all crashing alike
 
+# Predicted from every operand origin measured with the key's dtypes, two or more, crashing
+# for one reason (``_every_origin_crashes``): ``&`` of int64 crashes as an input, beside a
+# constant and made in the program, so an int64 made in the program beside a constant does.
+ORIGIN = "origin"
+
 HERE = "here"  # measured on this machine by ``check --measure``
 
 # Measured at other values of the same classes, which all agree (``_lookup_class``).
@@ -102,6 +107,11 @@ def unit_twin(shape: str) -> str | None:
     if not shape.startswith("r") or not rank.isdigit() or int(rank) < 2 or "e" in shape:
         return None
     return f"r{rank}" if shape.endswith("u") else f"r{rank}u"
+
+
+def _dtypes_of(operands: str) -> list[str]:
+    """``"int64:op,int64:const"`` -> ``["int64", "int64"]``."""
+    return [o.partition(":")[0] for o in operands.split(",")] if operands else []
 
 
 def same_call(entry: Entry, key: Key) -> bool:
@@ -149,7 +159,7 @@ class Answer:
 
     @property
     def predicted(self) -> bool:
-        return self.basis in (BASE, EVERY, FACTOR, WORD, CONTRAST)
+        return self.basis in (BASE, EVERY, FACTOR, WORD, CONTRAST, ORIGIN)
 
 
 @dataclass
@@ -281,7 +291,29 @@ class BehaviourTable:
         if found is not None:
             return Answer(found, FACTOR)
         cause = self._contrast_crashes(key, target, context)
-        return None if cause is None else Answer(cause[1], CONTRAST, cause[0])
+        if cause is not None:
+            return Answer(cause[1], CONTRAST, cause[0])
+        found = self._every_origin_crashes(key, target, context)
+        return None if found is None else Answer(found, ORIGIN)
+
+    def _every_origin_crashes(self, key: Key, target: int, context: str) -> Entry | None:
+        """The crash every measured combination of operand origins with the key's dtypes
+        shows for its call at its shape class and target, for one reason, where two
+        combinations or more were measured; None otherwise."""
+        dtypes = _dtypes_of(key.operands)
+        found = [
+            e
+            for e in self.by_op.get(key.op, ())
+            if e.variant == key.variant
+            and e.context == context
+            and target in e.targets
+            and e.shape in ("*", key.shape)
+            and e.operands != key.operands
+            and _dtypes_of(e.operands) == dtypes
+        ]
+        reasons = {(e.outcome, normalized(e.message)) for e in found}
+        crash_alike = len(reasons) == 1 and found[0].outcome == CRASH
+        return found[0] if crash_alike and len({e.operands for e in found}) >= 2 else None
 
     def changes(self, op: str, variant: str) -> dict[str, str]:
         """A variant's arguments less those at their schema default (export spells out

@@ -90,6 +90,7 @@ from coreml_lint.measured.table import (
     FACTOR,
     HERE,
     MEASURED,
+    ORIGIN,
     SHAPE,
     UNIT,
     WORD,
@@ -302,6 +303,8 @@ BASIS_WORDS = {
     "and the node has {cause})",
     CONTRAST: "predicted (this combination of arguments was not measured; {cause} crashes "
     "where a measured call differing only in it converts, and the node has {cause})",
+    ORIGIN: "predicted (these operands were not measured where they come from; every "
+    "measured origin of operands of these dtypes crashes alike)",
 }
 
 
