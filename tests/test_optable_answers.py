@@ -96,14 +96,16 @@ def test_a_prediction_at_a_shape_class_is_made_from_its_size_one_twin(table):
 
 
 def test_a_crash_at_every_measured_origin_is_predicted_at_another(tmp_path):
-    """``&`` of int64 crashes as two inputs and beside a constant: int64 made in the
-    program beside a constant is predicted to crash. Not where one origin converts, nor
-    from a single origin measured."""
+    """``&`` of int64 crashes as two inputs, made in the program beside an input and beside
+    a constant: int64 made in the program beside a constant is predicted to crash. Not
+    where one origin converts, from a single origin measured, or for an origin never
+    measured in its place (a crash of int8 inputs says nothing of int8 made inside)."""
     from coreml_lint.measured.table import ORIGIN
 
     band, refused = "aten.bitwise_and.Tensor", "E: only bool"
     rows = [
         ["int64:in,int64:in", "", "", "r2", "15", "crash", refused],
+        ["int64:op,int64:in", "", "", "r2", "15", "crash", refused],
         ["int64:in,int64:const", "", "", "r2", "15", "crash", refused],
         ["int32:in,int32:in", "", "", "r2", "15", "crash", refused],
         ["int32:in,int32:const", "", "", "r2", "15", "ok", ""],
@@ -113,6 +115,7 @@ def test_a_crash_at_every_measured_origin_is_predicted_at_another(tmp_path):
     assert answer.basis == ORIGIN and answer.entry.message == refused and answer.predicted
     assert found.answer(Key(band, "int32:op,int32:const", "", "r2"), 15) is None  # one is ok
     assert found.answer(Key(band, "int16:op,int16:const", "", "r2"), 15) is None
+    assert found.answer(Key(band, "int64:op,int64:op", "", "r2"), 15) is None  # never 2nd
     alone = _table(tmp_path, {band: rows[:1]}, {band: ""})
     assert alone.answer(Key(band, "int64:op,int64:const", "", "r2"), 15) is None
 

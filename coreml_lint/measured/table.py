@@ -299,7 +299,8 @@ class BehaviourTable:
     def _every_origin_crashes(self, key: Key, target: int, context: str) -> Entry | None:
         """The crash every measured combination of operand origins with the key's dtypes
         shows for its call at its shape class and target, for one reason, where two
-        combinations or more were measured; None otherwise."""
+        combinations or more were measured and each of the key's operands was measured
+        crashing with its origin in its place; None otherwise."""
         dtypes = _dtypes_of(key.operands)
         found = [
             e
@@ -312,8 +313,13 @@ class BehaviourTable:
             and _dtypes_of(e.operands) == dtypes
         ]
         reasons = {(e.outcome, normalized(e.message)) for e in found}
-        crash_alike = len(reasons) == 1 and found[0].outcome == CRASH
-        return found[0] if crash_alike and len({e.operands for e in found}) >= 2 else None
+        if len(reasons) != 1 or found[0].outcome != CRASH or len({e.operands for e in found}) < 2:
+            return None
+        # each operand's origin measured crashing in its place: a crash of int8 or float16
+        # partition inputs says nothing of the same dtype made in the program beside another
+        seen = {(i, o) for e in found for i, o in enumerate(e.operands.split(","))}
+        mine = set(enumerate(key.operands.split(",")))
+        return found[0] if mine <= seen else None
 
     def changes(self, op: str, variant: str) -> dict[str, str]:
         """A variant's arguments less those at their schema default (export spells out
