@@ -175,6 +175,9 @@ class BehaviourTable:
     arg_defaults: dict[str, dict[str, str]] = field(default_factory=dict)
     # basis -> the op families where it did not hold out (None: no hold-out measured)
     refused: dict[str, frozenset[str]] | None = None
+    # ops measured as users write them though ``to_edge`` decomposes them (``nn.Hardshrink``):
+    # a node of one is answered by its own key, as a delegated op's is
+    measured_decomposed: frozenset[str] = frozenset()
     _free: dict[Any, Any] = field(default_factory=dict, repr=False)  # answers worked out once
 
     def lookup(self, key: Key, target: int, context: str = "") -> Entry | None:
@@ -657,6 +660,7 @@ def load_table(path: Path, gated: bool = True) -> BehaviourTable:
         dict(data.get("arg_names", {})),
         dict(data.get("arg_defaults", {})),
         refused=load_gates(path) if gated else None,
+        measured_decomposed=frozenset(data.get("measured_decomposed", ())),
     )
 
 

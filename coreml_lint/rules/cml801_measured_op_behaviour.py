@@ -125,7 +125,8 @@ class MeasuredOpBehaviour(Rule):
         note = version_note(table)
         whole = set(map(id, ctx.coreml_nodes()))
         for node in ctx.coreml_nodes(include_decomposed=True):
-            if id(node) not in whole and not keyed_whole(node.target):
+            decomposed = id(node) not in whole and not keyed_whole(node.target)
+            if decomposed and node.target not in table.measured_decomposed:
                 continue  # decomposed into pieces the table keys apart (a rename is kept)
             found = measured(table, maker, node, ctx, target)
             if found is None:

@@ -28,16 +28,22 @@ from coreml_lint.measured.outcomes import (
 )
 from coreml_lint.measured.table import FORMAT
 from coreml_lint.measured.values import class_variant, underived
+from coreml_lint.sweep.scope import DECOMPOSED
 
 Cell = tuple[str, str, int]  # outcome, message, cases
 
 
 def keyed(result: Result) -> MeasuredKey | None:
-    """The one key of a case whose op became one delegated node (float32 made inside Core ML
-    keyed as an input, as ``KeyMaker.origin`` keys it)."""
+    """The one key of a case whose op became one delegated node, or one node ``to_edge``
+    decomposes into delegated pieces (``dec``: ``nn.Hardshrink``, measured as users write
+    it); float32 made inside Core ML keyed as an input, as ``KeyMaker.origin`` keys it."""
     keys = result.get("keys") or []
-    # "coreai": a Core AI case (``coreai.py``), where the whole program is Core AI's
-    if len(keys) != 1 or keys[0]["placed"] not in ("coreml", "coreai") or keys[0]["context"] == "?":
+    if len(keys) != 1 or keys[0]["context"] == "?":
+        return None
+    # "coreai": a Core AI case (``coreai.py``), where the whole program is Core AI's; "dec"
+    # only for an op the sweep measures decomposed (another op's decomposition is not it)
+    placed = keys[0]["placed"]
+    if placed not in ("coreml", "coreai") and not (placed == "dec" and result["op"] in DECOMPOSED):
         return None
     operands = ",".join(
         "float32:in" if o == "float32:op" else o for o in keys[0]["operands"].split(",")
@@ -212,6 +218,7 @@ def build_table(
         "bases": bases(results, cases),
         "arg_names": arg_names(set(ops)),
         "arg_defaults": arg_defaults(set(ops)),
+        "measured_decomposed": sorted(o for o in ops if o.removeprefix("aten.") in DECOMPOSED),
         "messages": messages,
         "ops": dict(sorted(ops.items())),
     }
