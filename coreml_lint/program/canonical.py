@@ -301,6 +301,8 @@ class _Canonicalizer:
             return
         result = new.outputs[0]
         if mutated in self.view_of:
+            # what the in-place op returns is that view too: ``a.mul_(2).add_(b)`` writes twice
+            self.view_of[result] = self.view_of[mutated]
             base, result = self._scatter_into_base(new, mutated)
         else:
             base = self.alias_of.get(mutated, mutated)
@@ -310,9 +312,11 @@ class _Canonicalizer:
 
     def _scatter_into_base(self, new: Node, mutated: str) -> tuple[str, str]:
         """A write into a view (``z[1:, 1:] = a``: ``copy_`` into a slice of a slice), as
-        functionalization makes it: the outer views taken again of the base's latest value,
-        then each level's scatter (``slice_scatter``, ``select_scatter``) from the innermost
-        out. Returns the base and its new value."""
+        functionalization makes it for slices, selects, diagonals and strided views: the
+        outer views taken again of the base's latest value, then each level's scatter
+        (``slice_scatter``, ``select_scatter``) from the innermost out. A level of another
+        view (``view``, ``t``) becomes a ``copy`` into its source, where torch writes the
+        inverse view: the ops it counts differ there. Returns the base and its new value."""
         chain: list[Node] = []  # the view nodes from the written view out to the base
         value = mutated
         while value in self.view_of:

@@ -295,6 +295,13 @@ class FillDtypeIgnored(Rule):
             written = user.arg(position, keyword)
             if isinstance(written, bool) or written is None:
                 return False
+            # ``idx[0] = x[0] * 3``: a copy into the fill's view, which coremltools makes as
+            # its source (``identity``), so a float source stays float beside the fill
+            seen = 0
+            while (source := ctx.producers.get(name(written) or "")) is not None and seen < 8:
+                if source.target != "aten.copy.default":
+                    break
+                written, seen = source.arg(1, "src"), seen + 1
             return isinstance(written, int) or ctx.dtype(name(written)) in INTEGER_DTYPES
 
         start = node.outputs[0]

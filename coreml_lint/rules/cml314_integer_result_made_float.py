@@ -56,6 +56,7 @@ CARRY = {
 }  # fmt: skip
 INDEX_READERS = {"gather": (2, "index"), "index_select": (2, "index")}
 JOINS = {"stack", "cat"}
+READERS = {*INDEX_READERS, *JOINS}
 
 
 class IntegerResultMadeFloat(Rule):
@@ -65,11 +66,13 @@ class IntegerResultMadeFloat(Rule):
     summary = "integer floor division or one-sided clamp made as float, read as an index"
 
     def check(self, ctx: ProgramContext) -> Iterator[Finding]:
+        floats: set[str] | None = None
         for node in ctx.coreml_nodes():
             why = _made_float(ctx, node)
             if why is None:
                 continue
-            reader = _integer_reader(ctx, node)
+            floats = _floats(ctx) if floats is None else floats
+            reader = _integer_reader(ctx, node, floats)
             if reader is None:
                 continue  # its values are the table's to judge (CML801), not a crash
             user, failure = reader
@@ -83,8 +86,9 @@ class IntegerResultMadeFloat(Rule):
     def rewrite(self, ep: Any, settings: PartitionerSettings) -> tuple[Any, list[str]]:
         """A floor/trunc division of integers as ``floor``/``trunc`` of the true division
         cast back to the integer dtype; a one-sided clamp as ``clamp_min``/``clamp_max``.
-        Every one of them in the program (torch computes the same values)."""
-        from coreml_lint.rulekit.fx import aten, emit, fake_mode, finish, val
+        Only those whose result reaches an index or a join (what the check follows): the
+        float32 division is exact only up to 2^24, so no other division is touched."""
+        from coreml_lint.rulekit.fx import aten, emit, fake_mode, finish, op_base, reaches, val
 
         mode, done = None, []
         for node in list(ep.graph.nodes):
@@ -92,6 +96,8 @@ class IntegerResultMadeFloat(Rule):
             if node.op != "call_function" or fake is None or fake.is_floating_point():
                 continue
             if fake.dtype == torch.bool:
+                continue
+            if not reaches(node, lambda user: op_base(user) in READERS, depth=8):
                 continue
             if node.target == aten.clamp.default:
                 low, high = [*node.args[1:], None, None][:2]
@@ -151,7 +157,7 @@ def _made_float(ctx: ProgramContext, node: Node) -> str | None:
     return None
 
 
-def _integer_reader(ctx: ProgramContext, node: Node) -> tuple[Node, str] | None:
+def _integer_reader(ctx: ProgramContext, node: Node, floats: set[str]) -> tuple[Node, str] | None:
     """The Core ML op that fails on the float this node's result is there: an index it
     reaches through integer arithmetic and views (the first one), else a join with another
     integer."""
@@ -169,7 +175,7 @@ def _integer_reader(ctx: ProgramContext, node: Node) -> tuple[Node, str] | None:
                 "reads it as indices: lowering fails with `ValueError: ... expects tensor or "
                 "scalar of dtype from type domain ['int32'] but got tensor[...,fp32]`"
             )
-        if user.op_base in JOINS and _joins_another_integer(ctx, user, carried):
+        if user.op_base in JOINS and _joins_another_integer(ctx, user, floats):
             joins.append(user)
         out = user.outputs[0] if user.outputs else None
         if user.op_base in CARRY and ctx.dtype(out) in INTEGER_DTYPES:
@@ -182,9 +188,29 @@ def _integer_reader(ctx: ProgramContext, node: Node) -> tuple[Node, str] | None:
     return None
 
 
-def _joins_another_integer(ctx: ProgramContext, join: Node, carried: set[str]) -> bool:
-    others = [v for v in join.tensor_inputs() if v not in carried]
+def _joins_another_integer(ctx: ProgramContext, join: Node, floats: set[str]) -> bool:
+    """Whether the join also takes an integer Core ML keeps integer (not one this rule's ops
+    made float: ``stack([ids // 4, ids // 2])`` is fp32 beside fp32, and lowers)."""
+    others = [v for v in join.tensor_inputs() if v not in floats]
     return any(ctx.dtype(v) in INTEGER_DTYPES for v in others)
+
+
+def _floats(ctx: ProgramContext) -> set[str]:
+    """Every integer value Core ML holds as float because of this rule's ops: their results
+    and what integer arithmetic and views carry on from them."""
+    sources = [n.outputs[0] for n in ctx.coreml_nodes() if _made_float(ctx, n) is not None]
+    floats = set(sources)
+
+    def carries(user: Node) -> bool:
+        out = user.outputs[0] if user.outputs else None
+        if user.op_base in CARRY and ctx.dtype(out) in INTEGER_DTYPES:
+            floats.add(out)
+            return True
+        return False
+
+    for _ in ctx.coreml_users_downstream(sources, follow=carries, depth=8):
+        pass
+    return floats
 
 
 def _fix(node: Node) -> str:
@@ -233,6 +259,16 @@ def _() -> Any:
 def _() -> Any:
     def forward(s, x, ids):
         return torch.stack([ids // 4, ids], 1) + 1
+
+    return module(forward), (torch.randn(4), torch.arange(8))
+
+
+@case("floor-divs-stacked", expect=set(), clean=returns(r"= stack\("))
+def _() -> Any:
+    """Two of its floor divisions joined: fp32 beside fp32 in Core ML, which lowers."""
+
+    def forward(s, x, ids):
+        return torch.stack([ids // 4, ids // 2], 1) + 1
 
     return module(forward), (torch.randn(4), torch.arange(8))
 
