@@ -23,9 +23,10 @@ Example
 
 Fix
     (a) divide as float and cast back, which Core ML makes as written:
-    ``torch.floor(a / b).long()`` (``torch.trunc`` for ``rounding_mode="trunc"``); clamp
-    with ``x.clamp_min(lo)``/``x.clamp_max(hi)`` or both bounds; (b) ``coreml-lint lower``
-    rewrites them so in the program.
+    ``torch.floor(a / b).long()`` (``torch.trunc`` for ``rounding_mode="trunc"``; exact while
+    ``|a|`` stays below 2^24, and Core ML's float division was float already); clamp with
+    ``x.clamp_min(lo)``/``x.clamp_max(hi)`` or both bounds; (b) ``coreml-lint lower``
+    rewrites the ones whose result reaches an index or a join so in the program.
 
 References
     None found: apple/coremltools and pytorch/executorch issues were searched (2026-12)
