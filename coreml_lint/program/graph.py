@@ -15,6 +15,7 @@ from typing import Any
 CONTIGUOUS_FORMAT, CHANNELS_LAST = 1, 2
 
 FLOAT_DTYPES = frozenset({"float16", "float32", "float64", "bfloat16"})
+INTEGER_DTYPES = frozenset({"uint8", "int8", "int16", "int32", "int64"})
 EIGHT_BIT_DTYPES = frozenset({"uint8", "int8"})
 
 

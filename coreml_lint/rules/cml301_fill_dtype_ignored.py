@@ -50,7 +50,7 @@ from typing import Any
 
 from coreml_lint.core.findings import Finding, Outcome, Severity, replacement
 from coreml_lint.core.settings import PartitionerSettings
-from coreml_lint.program.graph import FLOAT_DTYPES, DType, Node
+from coreml_lint.program.graph import FLOAT_DTYPES, INTEGER_DTYPES, DType, Node
 from coreml_lint.rulekit.context import ProgramContext, not_one_call
 from coreml_lint.rulekit.examples import F, Invalid, Valid, case, module, returns, torch
 from coreml_lint.rulekit.rule import Rule
@@ -63,8 +63,6 @@ from coreml_lint.source.context import (
 )
 from coreml_lint.source.patterns import bound_constant
 from coreml_lint.source.triggers import CalleeNames
-
-INTEGER_DTYPES = {"uint8", "int8", "int16", "int32", "int64"}
 
 SHAPE_ONLY = {"view", "expand", "unsqueeze", "squeeze", "repeat", "clone", "slice", "select"}
 PASS_THROUGH = {"add", "sub", "mul", "remainder", "clamp", *SHAPE_ONLY}

@@ -40,12 +40,11 @@ from typing import Any
 
 from coreml_lint.core.findings import Finding, Outcome
 from coreml_lint.core.settings import PartitionerSettings
-from coreml_lint.program.graph import Node
+from coreml_lint.program.graph import INTEGER_DTYPES, Node
 from coreml_lint.rulekit.context import ProgramContext
 from coreml_lint.rulekit.examples import case, module, returns, torch
 from coreml_lint.rulekit.rule import Rule
 
-INTEGER_DTYPES = {"uint8", "int8", "int16", "int32", "int64"}
 DIVISIONS = {"aten.div.Tensor_mode", "aten.floor_divide.default"}
 CLAMP = "aten.clamp.default"
 # Ops whose integer result Core ML computes from its (here fp32) operands in their type:
@@ -101,8 +100,7 @@ class IntegerResultMadeFloat(Rule):
             if not reaches(node, lambda user: op_base(user) in READERS, depth=8):
                 continue
             if node.target == aten.clamp.default:
-                low, high = [*node.args[1:], None, None][:2]
-                low, high = node.kwargs.get("min", low), node.kwargs.get("max", high)
+                low, high = _bounds(node.args, node.kwargs)
                 if (low is None) == (high is None):
                     continue
                 node.target = aten.clamp_min.default if high is None else aten.clamp_max.default
@@ -122,6 +120,12 @@ class IntegerResultMadeFloat(Rule):
             ep.graph.erase_node(node)
             done.append(f"{node.name}: divided as float, {rounding}ed and cast to {fake.dtype}")
         return finish(ep), done
+
+
+def _bounds(args: Any, kwargs: Any) -> tuple[Any, Any]:
+    """A clamp's ``min`` and ``max``, positional or keyword (None when left out)."""
+    low, high = [*args[1:], None, None][:2]
+    return kwargs.get("min", low), kwargs.get("max", high)
 
 
 def _rounding(target: Any, args: Any, kwargs: Any) -> str | None:
@@ -148,7 +152,7 @@ def _made_float(ctx: ProgramContext, node: Node) -> str | None:
                 f"({ctx.dtype(node.outputs[0])} in torch, fp32 in Core ML)"
             )
     if node.target == CLAMP:
-        low, high = node.arg(1, "min"), node.arg(2, "max")
+        low, high = _bounds(node.args, node.kwargs)
         if (low is None) != (high is None):
             bound = "min" if high is None else "max"
             return (
