@@ -113,6 +113,11 @@ def test_a_crash_at_every_measured_origin_is_predicted_at_another(tmp_path):
     found = _table(tmp_path, {band: rows}, {band: ""})
     answer = found.answer(Key(band, "int64:op,int64:const", "", "r2"), 15)
     assert answer.basis == ORIGIN and answer.entry.message == refused and answer.predicted
+    from coreml_lint.rules.cml801_measured_op_behaviour import _message
+
+    said = _message(Key(band, "int64:op,int64:const", "", "r2"), answer, 15, found, None)
+    assert "predicted (these operands were not measured where they come from" in said
+    assert f"lowering crashes: `{refused}`" in said
     assert found.answer(Key(band, "int32:op,int32:const", "", "r2"), 15) is None  # one is ok
     assert found.answer(Key(band, "int16:op,int16:const", "", "r2"), 15) is None
     assert found.answer(Key(band, "int64:op,int64:op", "", "r2"), 15) is None  # never 2nd

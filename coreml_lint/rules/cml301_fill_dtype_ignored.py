@@ -555,19 +555,14 @@ def integer_fills(ep: Any, *, likes: bool = False) -> tuple[Any, list[str]]:
 
 def _cast_eye(ep: Any, node: Any, fake: Any) -> None:
     """``eye(n, dtype=d)`` as ``eye(n)`` and a cast to ``d``, which coremltools makes."""
-    import torch
-    from torch._guards import detect_fake_mode
+    from coreml_lint.rulekit.fx import aten, emit, fake_mode
 
-    from coreml_lint.rulekit.fx import aten
-
-    with detect_fake_mode([fake]) or torch._subclasses.FakeTensorMode():
-        float_val = torch.empty(fake.shape, dtype=torch.float32)
+    mode = fake_mode(ep)
     kwargs = {k: v for k, v in node.kwargs.items() if k != "dtype"}
     with ep.graph.inserting_before(node):
-        eye = ep.graph.call_function(node.target, node.args, kwargs)
-        cast = ep.graph.call_function(aten._to_copy.default, (eye,), {"dtype": fake.dtype})
-    eye.meta = {**node.meta, "val": float_val}
-    cast.meta = dict(node.meta)
+        eye = emit(ep, mode, node.target, tuple(node.args), kwargs)
+        cast = emit(ep, mode, aten._to_copy.default, (eye,), {"dtype": fake.dtype})
+    cast.meta = {**node.meta, "val": cast.meta["val"]}
     node.replace_all_uses_with(cast)
     ep.graph.erase_node(node)
 
