@@ -702,6 +702,42 @@ def test_a_pair_illegal_alone_is_measured_beside_the_value_that_makes_it_legal()
     assert "stride=[2] padding=[1]" in labels  # legal alone: no third argument
 
 
+def test_an_index_buffer_and_a_negative_pad_are_measured():
+    """A relative position index or the columns an ``index_add`` writes are buffers of the
+    model (``int64:const``, which no index input measures), and a U-Net crops its skip
+    connection with a negative pad."""
+    pytest.importorskip("torch")
+    from coreml_lint.program.optable import load_optable
+    from coreml_lint.sweep.generate import op_cases
+    from coreml_lint.sweep.schema import in_scope
+
+    scope = {i.name: i for i in in_scope(load_optable())[0]}
+    cases, _ = op_cases(scope["index_add.default"])
+    buffers = [c for c in cases if c["label"] == "index operands constant"]
+    assert buffers and all(
+        [(t["dtype"], t["origin"]) for t in c["tensors"]]
+        == [("float32", "in"), ("int64", "const"), ("float32", "in")]
+        for c in buffers
+    )
+    cases, _ = op_cases(scope["constant_pad_nd.default"])
+    assert any(c["args"][1] == [-1, -1] for c in cases if c["axis"] == "variant")
+
+
+def test_an_op_legal_only_on_coordinates_finds_its_call():
+    """``grid_sample`` takes an ``[N, H, W, 2]`` grid beside an image, ``cross`` two
+    3-vectors: no cube shape is legal for them, a last dim of coordinates is."""
+    pytest.importorskip("torch")
+    from coreml_lint.program.optable import load_optable
+    from coreml_lint.sweep.legal import find_base
+    from coreml_lint.sweep.schema import in_scope
+
+    scope = {i.name: i for i in in_scope(load_optable())[0]}
+    grid, _, _ = find_base(scope["grid_sampler.default"])
+    assert [t["shape"] for t in grid.tensors] == [[4, 4, 4, 4], [4, 4, 4, 2]]
+    cross, _, _ = find_base(scope["cross.default"])
+    assert [t["shape"][-1] for t in cross.tensors] == [3, 3]
+
+
 def test_the_shipped_table_is_measured_on_the_installed_stack():
     table = load_table(measured_table.TABLE_PATH)
     assert set(table.measured_with) == {"torch", "executorch", "coremltools"}

@@ -123,8 +123,10 @@ FLOATS_VARIANTS = (2.0, 1.3, 0.5, 1.5, 0.7)  # 1.3 first: its class's riskier va
 # 16: every number argument of an integer default given as that float (``_float_defaults``);
 # 17: a pair illegal on its own completed by the first value of a third argument that makes
 # it legal (``output_padding`` and ``padding`` of 1 beside a stride of 2: a decoder's layer);
-# and a call whose outputs pass ``legal.OUTPUT_LIMIT`` elements is not legal.
-GENERATOR = 17
+# and a call whose outputs pass ``legal.OUTPUT_LIMIT`` elements is not legal; 18: index
+# operands constant (origin axis), negative pads (``[-1, -1]``: a crop), and for an op with no
+# legal call, layouts whose last dim holds coordinates (``legal.coordinate_layouts``).
+GENERATOR = 18
 
 # The model axis's batches: one (a size-1 dim in the key), and two, where a layer's call
 # keys as its base call's rank without a size-1 dim but with constant weights (a transposed
@@ -480,6 +482,8 @@ def _variant_values(info: OpInfo, base: Call, arg: Arg, given: dict[str, Any]) -
         from coreml_lint.sweep.schema import ints_candidates
 
         values = [[2] * (arg.length or max(len(shape) - 2, 1)), *ints_candidates(arg, shape)]
+        if not arg.length:  # a negative pad crops (a U-Net's skip connection)
+            values += [[-1, -1], [-1] * 2 * max(len(shape) - 2, 1)]
     elif kind == "float":
         values = [encode_float(v) for v in FLOAT_VARIANTS]
     elif kind == "floats":
@@ -616,6 +620,15 @@ def _origins(info: OpInfo, base: Call, dtype_calls: dict[str, Call]) -> Iterator
             for i in operands[1:]:
                 made.tensors[i]["origin"] = "const"
             yield f"operands after the first{name} constant", made
+    float_call = dtype_calls.get("float32")
+    indices = [
+        i for i, t in enumerate(float_call.tensors if float_call else []) if t.get("values") == "index"
+    ]
+    if float_call is not None and indices:  # a buffer of indices (a relative position index,
+        made = float_call.copy()  # the columns an ``index_add`` writes)
+        for i in indices:
+            made.tensors[i]["origin"] = "const"
+        yield "index operands constant", made
 
 
 # The numbers a pointwise op's later operand takes as a Python number (``x * 0.5``,

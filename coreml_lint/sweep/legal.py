@@ -344,7 +344,31 @@ def find_base(info: OpInfo) -> tuple[Call, tuple[int, ...], dict[str, Any]] | No
                 call = find_call(info, shape, layout, {}, cap, optional_too)
                 if call is not None:
                     return call, shape, _given(info, call)
+    for rank in BASE_RANKS:  # tried last, so that no op found before finds another call
+        shape = (SIDE,) * rank
+        for layout in coordinate_layouts(info, shape):
+            call = find_call(info, shape, layout, {}, 8)
+            if call is not None:
+                return call, shape, _given(info, call)
     return None
+
+
+COORDINATES = (2, 3)
+
+
+def coordinate_layouts(info: OpInfo, shape: tuple[int, ...]) -> Iterator[list[Any]]:
+    """Layouts whose last dim holds coordinates (2 or 3 of them): each required tensor
+    alone (``grid_sample``'s ``[N, H, W, 2]`` grid beside an image), then every one at once
+    (``cross`` of two 3-vectors)."""
+    if not shape:
+        return
+    base = default_layout(info, shape)
+    required = [i for i, a in enumerate(_slots(info)) if a.kind == "tensor"]
+    for k in COORDINATES:
+        coordinates = tensor_spec((*shape[:-1], k))
+        for i in required if len(required) > 1 else ():
+            yield [coordinates if j == i else s for j, s in enumerate(base)]
+        yield [coordinates if j in required else s for j, s in enumerate(base)]
 
 
 def _given(info: OpInfo, call: Call) -> dict[str, Any]:
