@@ -622,7 +622,9 @@ def _origins(info: OpInfo, base: Call, dtype_calls: dict[str, Call]) -> Iterator
             yield f"operands after the first{name} constant", made
     float_call = dtype_calls.get("float32")
     indices = [
-        i for i, t in enumerate(float_call.tensors if float_call else []) if t.get("values") == "index"
+        i
+        for i, t in enumerate(float_call.tensors if float_call else [])
+        if t.get("values") == "index"
     ]
     if float_call is not None and indices:  # a buffer of indices (a relative position index,
         made = float_call.copy()  # the columns an ``index_add`` writes)
