@@ -125,8 +125,9 @@ FLOATS_VARIANTS = (2.0, 1.3, 0.5, 1.5, 0.7)  # 1.3 first: its class's riskier va
 # it legal (``output_padding`` and ``padding`` of 1 beside a stride of 2: a decoder's layer);
 # and a call whose outputs pass ``legal.OUTPUT_LIMIT`` elements is not legal; 18: index
 # operands constant (origin axis), negative pads (``[-1, -1]``: a crop), and for an op with no
-# legal call, layouts whose last dim holds coordinates (``legal.coordinate_layouts``).
-GENERATOR = 18
+# legal call, layouts whose last dim holds coordinates (``legal.coordinate_layouts``); 19: a
+# negative pad of every dim too (a crop of a rank-2 call keyed beside a 4-element one).
+GENERATOR = 19
 
 # The model axis's batches: one (a size-1 dim in the key), and two, where a layer's call
 # keys as its base call's rank without a size-1 dim but with constant weights (a transposed
@@ -482,8 +483,9 @@ def _variant_values(info: OpInfo, base: Call, arg: Arg, given: dict[str, Any]) -
         from coreml_lint.sweep.schema import ints_candidates
 
         values = [[2] * (arg.length or max(len(shape) - 2, 1)), *ints_candidates(arg, shape)]
-        if not arg.length:  # a negative pad crops (a U-Net's skip connection)
-            values += [[-1, -1], [-1] * 2 * max(len(shape) - 2, 1)]
+        if not arg.length:  # a negative pad crops (a U-Net's skip connection), one dim,
+            spatial = max(len(shape) - 2, 1)  # the spatial dims or every dim
+            values += [[-1, -1], [-1] * 2 * spatial, [-1] * 2 * len(shape)]
     elif kind == "float":
         values = [encode_float(v) for v in FLOAT_VARIANTS]
     elif kind == "floats":
