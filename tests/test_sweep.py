@@ -124,6 +124,29 @@ def test_a_ceil_mode_is_keyed_by_what_it_does_to_the_output_size(op, args, shape
     assert ceil.partition("=")[2] == (text or str(args[-1]))
 
 
+@pytest.mark.parametrize(
+    "shapes, flag, text",
+    [
+        ([(1, 8, 5, 16), (1, 2, 5, 16), (1, 2, 5, 16)], True, "grouped"),
+        ([(1, 8, 5, 16), (1, 8, 5, 16), (1, 8, 5, 16)], True, "True"),
+        ([(1, 8, 5, 16), (1, 2, 5, 16), (1, 2, 5, 16)], False, "False"),
+        ([(1, 8, 5, 16), (1, "s0", 5, 16), (1, 2, 5, 16)], True, "True"),
+        ([(4, 4), (4, 4), (4, 4)], True, "True"),
+    ],
+)  # fmt: skip
+def test_grouped_query_attention_is_keyed_by_its_heads(shapes, flag, text):
+    """Light: an attention's ``enable_gqa`` is keyed by whether its key has other heads
+    than its query (dim -3), and as given where a size is unknown."""
+    from coreml_lint.measured.key import variant_of
+    from coreml_lint.program.graph import Node, TensorRef
+
+    op = "aten.scaled_dot_product_attention.default"
+    node = Node(
+        "n", op, [TensorRef("q"), TensorRef("k"), TensorRef("v")], {"enable_gqa": flag}, ["n"]
+    )
+    assert variant_of(node, shapes[0], shapes) == f"enable_gqa={text}"
+
+
 def test_a_ceil_keyed_as_adding_a_window_is_one_torch_sizes_otherwise():
     """Against torch's own output sizes, over random pools of every kind and rank: a ceil
     keyed ``True`` changes a size, one keyed otherwise changes none."""
@@ -721,6 +744,31 @@ def test_an_index_buffer_and_a_negative_pad_are_measured():
     )
     cases, _ = op_cases(scope["constant_pad_nd.default"])
     assert any(c["args"][1] == [-1, -1] for c in cases if c["axis"] == "variant")
+
+
+def test_grouped_query_attention_is_measured_and_keyed_apart_from_equal_heads():
+    """``enable_gqa=True`` with fewer key/value heads than query heads crashes in
+    coremltools 9.0 ("Incompatible dim"); with equal heads the flag changes nothing. The
+    sweep measures the grouped call, and both sides key it ``enable_gqa=grouped``."""
+    pytest.importorskip("torch")
+    from test_optable_keys import lint_keys, sweep_keys
+
+    from coreml_lint.program.optable import load_optable
+    from coreml_lint.sweep.generate import op_cases
+    from coreml_lint.sweep.schema import in_scope
+
+    info = {i.name: i for i in in_scope(load_optable())[0]}["scaled_dot_product_attention.default"]
+    cases, _ = op_cases(info)
+    grouped = [c for c in cases if c["label"] == "grouped heads batch 1 is_causal=True"]
+    assert grouped and all(
+        [t["shape"][1] for t in c["tensors"]] == [4, 2, 2] and c["kwargs"]["enable_gqa"]
+        for c in grouped
+    )
+    (key,) = sweep_keys(grouped[0])
+    assert lint_keys(grouped[0]) == {key}
+    assert key.variant == "a3=None;a4=0.0;a5=True;enable_gqa=grouped" and key.shape == "r4u"
+    equal = next(c for c in cases if c["label"] == "model batch 2 enable_gqa=True")
+    assert all(k.variant.endswith("enable_gqa=True") for k in sweep_keys(equal))
 
 
 def test_an_op_legal_only_on_coordinates_finds_its_call():

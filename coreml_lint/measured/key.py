@@ -31,6 +31,7 @@ from coreml_lint.measured.values import (
     POOLS,
     ceil_text,
     describe_variant,
+    grouped_text,
     shape_class,
     squeeze_text,
     value_text,
@@ -213,8 +214,9 @@ class KeyMaker:
         refs = node.tensor_inputs()
         operands = ",".join(f"{self.graph.dtype(r)}:{self.origin(r, node)}" for r in refs)
         shape = self.first_shape(node)
+        shapes = [info.shape if (info := self.graph.tensors.get(r)) else None for r in refs]
         node = self.keyed_node(node)
-        variant = variant_of(node, shape)
+        variant = variant_of(node, shape, shapes)
         if len(node.outputs) > 1 and not all(o in self.read for o in node.outputs):
             variant += ";" * bool(variant) + UNUSED_OUTPUTS
         return Key(node.target, operands, variant, shape_class(shape))
@@ -227,11 +229,16 @@ class KeyMaker:
         return found
 
 
-def variant_of(node: Node, shape: tuple[Any, ...] | None = None) -> str:
+def variant_of(
+    node: Node,
+    shape: tuple[Any, ...] | None = None,
+    shapes: list[tuple[Any, ...] | None] | None = None,
+) -> str:
     """The non-tensor arguments of a node as export recorded them: small integers and
     lists of them exactly, other values by class; scale factors, a pooling's ceil and a
     squeeze's dims by what they do to the first operand's ``shape`` (``values.scaled_text``,
-    ``ceil_text``, ``squeeze_text``)."""
+    ``ceil_text``, ``squeeze_text``), an attention's ``enable_gqa`` by whether the heads of
+    its operands (``shapes``, every tensor operand's) differ (``grouped_text``)."""
     parts = [
         f"a{i}={value_text(v, shape)}"
         for i, v in enumerate(node.args)
@@ -247,6 +254,8 @@ def variant_of(node: Node, shape: tuple[Any, ...] | None = None) -> str:
         for k, v in sorted(node.kwargs.items())
         if not isinstance(v, TensorRef) and not _only_tensors(v)
     ]
+    if (derived := grouped_text(node.target, node.kwargs, shapes)) is not None:
+        parts = [f"enable_gqa={derived}" if p == "enable_gqa=True" else p for p in parts]
     return ";".join(parts)
 
 

@@ -188,6 +188,29 @@ def squeeze_text(op: str, args: list[Any], shape: tuple[Any, ...] | None) -> str
     return value_text(args[1]) + SQUEEZE_WITHOUT_EFFECT
 
 
+# Grouped-query attention: ``scaled_dot_product_attention(q, k, v, enable_gqa=True)`` with
+# fewer key/value heads than query heads. coremltools 9.0 converts it as if the heads were
+# equal and fails to broadcast them ("Incompatible dim"); with equal heads the flag changes
+# nothing and it converts. The two are keyed apart by the operands' heads (dim -3).
+GROUPED_HEADS = "grouped"
+ATTENTION = frozenset({"aten.scaled_dot_product_attention.default"})
+
+
+def grouped_text(
+    op: str, kwargs: dict[str, Any], shapes: list[tuple[Any, ...] | None] | None
+) -> str | None:
+    """``GROUPED_HEADS`` for an attention node with ``enable_gqa=True`` whose key has other
+    heads than its query; None where it is not one or a size is unknown."""
+    if op not in ATTENTION or kwargs.get("enable_gqa") is not True or not shapes:
+        return None
+    if len(shapes) < 2 or any(s is None or len(s) < 3 for s in shapes[:2]):
+        return None
+    query, key = shapes[0][-3], shapes[1][-3]  # type: ignore[index]
+    if not (isinstance(query, int) and isinstance(key, int)) or query == key:
+        return None
+    return GROUPED_HEADS
+
+
 def _whole(size: float) -> bool:
     """Whole as coremltools reads an output size (``_is_float_value``: within 1e-3)."""
     return size - math.floor(size) <= 1e-3

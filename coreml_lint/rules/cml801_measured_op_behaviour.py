@@ -420,22 +420,29 @@ def fx_keys(node: Any) -> list[tuple[Key, str]]:
     kwargs = {k: light(v) for k, v in node.kwargs.items() if k != "dim_order"}
     shell = Node(node.name, name, [light(a) for a in node.args], kwargs, [node.name])
     operands = list(node.all_input_nodes)
-    first = operands[0].meta.get("val") if operands else node.meta.get("val")
-    dims = tuple(getattr(first, "shape", ()) or ()) if first is not None else None
-    dims = dims and tuple(d if isinstance(d, int) else str(d) for d in dims)
+    dims = _dims(operands[0].meta.get("val") if operands else node.meta.get("val"))
     shape = shape_class(dims)
+    shapes = [_dims(o.meta.get("val")) for o in operands]
     keys = []
     # a view op at the edge is its copy, which the sweep measured under either name
     names = [name, _copy_name(name)] if _is_copy(node.target) else [name]
     for made_inside in ("op", "in"):
         parts = [f"{_dtype(o)}:{_origin(o, made_inside)}" for o in operands]
         for op in names:
-            key = Key(op, ",".join(parts), variant_of(replace(shell, target=op), dims), shape)
+            variant = variant_of(replace(shell, target=op), dims, shapes)
+            key = Key(op, ",".join(parts), variant, shape)
             keys.append((key, ""))
             for user in node.users:
                 if user.op == "call_function" and fx_name(user.target) in CONTEXT_OPS:
                     keys.append((key, fx_name(user.target)))
     return keys
+
+
+def _dims(value: Any) -> tuple[Any, ...] | None:
+    """A fake tensor's shape as the light graph spells it (a symbol as its text)."""
+    if value is None:
+        return None
+    return tuple(d if isinstance(d, int) else str(d) for d in getattr(value, "shape", ()) or ())
 
 
 def _is_copy(target: Any) -> bool:

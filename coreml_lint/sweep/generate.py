@@ -126,7 +126,8 @@ FLOATS_VARIANTS = (2.0, 1.3, 0.5, 1.5, 0.7)  # 1.3 first: its class's riskier va
 # and a call whose outputs pass ``legal.OUTPUT_LIMIT`` elements is not legal; 18: index
 # operands constant (origin axis), negative pads (``[-1, -1]``: a crop), and for an op with no
 # legal call, layouts whose last dim holds coordinates (``legal.coordinate_layouts``); 19: a
-# negative pad of every dim too (a crop of a rank-2 call keyed beside a 4-element one).
+# negative pad of every dim too (a crop of a rank-2 call keyed beside a 4-element one), and
+# attention with fewer key/value heads than query heads (``_grouped_heads``).
 GENERATOR = 19
 
 # The model axis's batches: one (a size-1 dim in the key), and two, where a layer's call
@@ -158,6 +159,7 @@ def op_cases(info: OpInfo) -> tuple[list[Case], str | None]:
             wide = _retyped(info, call, "int64")
             if wide is not None:
                 cases.append(_case(info, wide, "variant", f"{label} int64"))
+    cases += [_case(info, c, "variant", label) for label, c in _grouped_heads(info, base)]
     for label, call in _float_defaults(info, base):
         cases.append(_case(info, call, "variant", label))
         half = _retyped(info, call, "float16", origin="op") if float16 else None
@@ -415,6 +417,30 @@ def _pairs(info: OpInfo, base: Call) -> Iterator[tuple[str, Call]]:
                 yield from crossed(first, [value], second, options[second], MIXED_PAIRS)
             for value in mixed[second]:
                 yield from crossed(first, options[first], second, [value], MIXED_PAIRS)
+
+
+def _grouped_heads(info: OpInfo, base: Call) -> Iterator[tuple[str, Call]]:
+    """Attention whose key and value have half the query's heads with ``enable_gqa=True``
+    (a Llama or Qwen decoder's grouped-query attention), at a batch of one and of two,
+    alone and beside each other bool argument set (``is_causal``). At equal heads the flag
+    changes nothing, so no variant reaches what it is for; ``values.grouped_text`` keys the
+    two apart."""
+    import torch
+
+    if not any(a.name == "enable_gqa" for a in info.args) or len(base.tensors) < 3:
+        return
+    given = _named(info, base)
+    flags = [a.name for a in info.args if a.kind == "bool" and a.name != "enable_gqa"]
+    for batch in MODEL_BATCHES:
+        query = [batch, 4, SIDE, SIDE]  # (batch, heads, tokens, features)
+        grouped = base.copy()
+        for i, spec in enumerate(grouped.tensors[:3]):  # the query, the key, the value
+            spec["shape"] = query if i == 0 else [batch, 2, SIDE, SIDE]
+        for label, extra in [("", {}), *((f" {f}=True", {f: True}) for f in flags)]:
+            call = with_given(info, grouped, {**given, "enable_gqa": True, **extra})
+            with torch.no_grad():
+                if is_legal(info, call):
+                    yield f"grouped heads batch {batch}{label}", call
 
 
 def _cast_range(call: Call, dtype: str) -> None:
