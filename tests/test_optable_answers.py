@@ -125,6 +125,41 @@ def test_a_crash_at_every_measured_origin_is_predicted_at_another(tmp_path):
     assert alone.answer(Key(band, "int64:op,int64:const", "", "r2"), 15) is None
 
 
+def test_an_op_crashing_alike_in_every_measured_call_is_predicted_to_crash_anywhere(tmp_path):
+    """``searchsorted`` is neither kept whole by the partitioner nor core ATen: every call
+    measured crashes in ExecuTorch's edge verifier, whatever its dtypes, origins, arguments
+    or shape, so a sorted constant of boundaries (never measured first) crashes too. Not
+    where one call converts, another reason shows, at a target measured ok, or from calls
+    of one dtype alone."""
+    from coreml_lint.measured.table import ALWAYS
+
+    op, refused = "aten.searchsorted.Tensor", "SpecViolationError: not in Core ATen opset"
+    rows = [
+        [o, v, "", s, "15-18", "crash", refused]
+        for o in ("float32:in,float32:in", "float32:in,float32:const", "int32:in,int32:in")
+        for v in ("", "right=True")
+        for s in ("r2", "r3")
+    ]
+    node = Key(op, "float32:const,float32:in", "", "r1")
+    found = _table(tmp_path, {op: rows}, {op: ""})
+    answer = found.answer(node, 15)
+    assert answer.basis == ALWAYS and answer.entry.message == refused and answer.predicted
+    from coreml_lint.rules.cml801_measured_op_behaviour import _message
+
+    said = _message(node, answer, 15, found, None)
+    assert "every call of the op measured at this target crashes alike" in said
+    one_ok = _table(tmp_path, {op: [*rows, [rows[0][0], "a4=left", "", "r2", "15", "ok", ""]]}, {})
+    assert one_ok.answer(node, 15) is None
+    other = _table(
+        tmp_path, {op: [*rows, [rows[0][0], "a4=left", "", "r2", "15", "crash", "E"]]}, {}
+    )
+    assert other.answer(node, 15) is None
+    one_dtype = _table(tmp_path, {op: [r for r in rows if r[0].startswith("float32")]}, {})
+    assert one_dtype.answer(node, 15) is None
+    later = _table(tmp_path, {op: [[*r[:4], "15", *r[5:]] for r in rows]}, {})
+    assert later.answer(node, 15) is not None and later.answer(node, 16) is None
+
+
 def test_a_change_that_crashes_like_the_base_call_predicts_nothing(table):
     # the pool's base call crashes "E: 2 inputs" everywhere, so a variant crashing the same
     # way says nothing about its own change

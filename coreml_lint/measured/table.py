@@ -89,6 +89,13 @@ WORD_SUPPORT = 3  # cells measured with the word, all crashing alike
 # constant and made in the program, so an int64 made in the program beside a constant does.
 ORIGIN = "origin"
 
+# Predicted from every call of the op measured at the target crashing for one reason, with
+# two operand dtypes or more at two shape classes or more (``_op_crashes``): the op itself
+# is refused whatever its operands, arguments or shape (``searchsorted`` is neither kept
+# whole by the partitioner nor core ATen, so ExecuTorch's edge verifier stops).
+ALWAYS = "always"
+ALWAYS_SUPPORT = 8  # cells measured at the target, all crashing alike
+
 HERE = "here"  # measured on this machine by ``check --measure``
 
 # Measured at other values of the same classes, which all agree (``_lookup_class``).
@@ -159,7 +166,7 @@ class Answer:
 
     @property
     def predicted(self) -> bool:
-        return self.basis in (BASE, EVERY, FACTOR, WORD, CONTRAST, ORIGIN)
+        return self.basis in (BASE, EVERY, FACTOR, WORD, CONTRAST, ORIGIN, ALWAYS)
 
 
 @dataclass
@@ -297,7 +304,25 @@ class BehaviourTable:
         if cause is not None:
             return Answer(cause[1], CONTRAST, cause[0])
         found = self._every_origin_crashes(key, target, context)
-        return None if found is None else Answer(found, ORIGIN)
+        if found is not None:
+            return Answer(found, ORIGIN)
+        found = self._op_crashes(key, target)
+        return None if found is None else Answer(found, ALWAYS)
+
+    def _op_crashes(self, key: Key, target: int) -> Entry | None:
+        """The crash every call of the op measured at the target shows, for one reason,
+        where ``ALWAYS_SUPPORT`` cells or more of two operand dtypes or more at two shape
+        classes or more (a ``*`` entry holds several) were measured; None otherwise."""
+        found = [e for e in self.by_op.get(key.op, ()) if target in e.targets]
+        if len(found) < ALWAYS_SUPPORT or found[0].outcome != CRASH:
+            return None
+        if len({(e.outcome, normalized(e.message)) for e in found}) != 1:
+            return None
+        shapes = {e.shape for e in found}
+        dtypes = {tuple(_dtypes_of(e.operands)) for e in found}
+        if len(dtypes) < 2 or (len(shapes) < 2 and "*" not in shapes):
+            return None
+        return found[0]
 
     def _every_origin_crashes(self, key: Key, target: int, context: str) -> Entry | None:
         """The crash every measured combination of operand origins with the key's dtypes

@@ -1,22 +1,24 @@
-"""CML314 integer-result-made-float: an integer floor division or one-sided clamp that
-coremltools makes as float, and an op that needs an integer reads it.
+"""CML314 integer-result-made-float: an integer floor division, one-sided clamp or range
+that coremltools makes as float, and an op that needs an integer reads it.
 
 What it does
     Flags a delegated floor or truncating division of integers (``a // b``,
-    ``torch.div(a, b, rounding_mode="floor")``, ``floor_divide``) or a clamp of integers with
-    one bound (``ids.clamp(min=0)``) whose result reaches, through integer arithmetic and
-    views, the indices of ``gather``/``index_select``, or a ``stack``/``cat`` beside an
-    integer made another way.
+    ``torch.div(a, b, rounding_mode="floor")``, ``floor_divide``), a clamp of integers with
+    one bound (``ids.clamp(min=0)``), a ``torch.linspace(..., dtype=<int>)`` or a
+    ``torch.arange`` with a fractional number and an integer ``dtype=`` whose result
+    reaches, through integer arithmetic and views, the indices of
+    ``gather``/``index_select``, or a ``stack``/``cat`` beside an integer made another way.
 
 Why it breaks
     coremltools converts these ops into float ones (``floor_div``/``real_div`` on values cast
-    to fp32; ``clip`` with an infinite other bound), so the value that torch types as int64
-    is fp32 in Core ML, and so is everything computed from it there. ``gather_along_axis``
+    to fp32; ``clip`` with an infinite other bound; ``linspace`` and a fractional ``range_1d``
+    in fp32, whatever ``dtype=`` says), so the value that torch types as int64 is fp32 in
+    Core ML, and so is everything computed from it there. ``gather_along_axis``
     takes int32 indices only: ``expects tensor or scalar of dtype from type domain
     ['int32'] but got tensor[...,fp32]``; ``stack`` refuses the mix of fp32 and int32:
     ``Tensors in 'values' of the stack op should share the same data type``. ``%``,
     ``clamp`` with both bounds, ``clamp_min``, ``maximum`` and the rest of integer
-    arithmetic stay integer (measured).
+    arithmetic stay integer, and so do ``arange`` of whole numbers and ``logspace`` (measured).
 
 Example
     ``cell = heat.argmax(-1) // width`` then ``feat.gather(-1, cell.clamp(min=0))``.
@@ -25,8 +27,9 @@ Fix
     (a) divide as float and cast back, which Core ML makes as written:
     ``torch.floor(a / b).long()`` (``torch.trunc`` for ``rounding_mode="trunc"``; exact while
     ``|a|`` stays below 2^24, and Core ML's float division was float already); clamp with
-    ``x.clamp_min(lo)``/``x.clamp_max(hi)`` or both bounds; (b) ``coreml-lint lower``
-    rewrites the ones whose result reaches an index or a join so in the program.
+    ``x.clamp_min(lo)``/``x.clamp_max(hi)`` or both bounds; make a range as float and cast
+    it: ``torch.linspace(a, b, n).long()``; (b) ``coreml-lint lower`` rewrites the ones whose
+    result reaches an index or a join so in the program.
 
 References
     None found: apple/coremltools and pytorch/executorch issues were searched (2026-12)
@@ -47,6 +50,10 @@ from coreml_lint.rulekit.rule import Rule
 
 DIVISIONS = {"aten.div.Tensor_mode", "aten.floor_divide.default"}
 CLAMP = "aten.clamp.default"
+# Ranges coremltools computes in fp32 whatever their dtype: always (``linspace``), or when a
+# number is fractional (``arange(0, 8, 2.5, dtype=torch.long)``: ``range_1d`` of floats).
+LINSPACE = "aten.linspace.default"
+ARANGES = {"aten.arange.default", "aten.arange.start", "aten.arange.start_step"}
 # Ops whose integer result Core ML computes from its (here fp32) operands in their type:
 # the float carries on to what reads them.
 CARRY = {
@@ -63,7 +70,7 @@ class IntegerResultMadeFloat(Rule):
     code = "CML314"
     name = "integer-result-made-float"
     outcome = Outcome.CRASH
-    summary = "integer floor division or one-sided clamp made as float, read as an index"
+    summary = "integer floor division, one-sided clamp or range made as float, read as an index"
 
     def check(self, ctx: ProgramContext) -> Iterator[Finding]:
         floats: set[str] | None = None
@@ -99,6 +106,13 @@ class IntegerResultMadeFloat(Rule):
                 continue
             if not reaches(node, lambda user: op_base(user) in READERS, depth=8):
                 continue
+            if _float_range(str(node.target), node.args):
+                made = _whole_range(ep, node, fake)
+                if made is not None:
+                    node.replace_all_uses_with(made)
+                    ep.graph.erase_node(node)
+                    done.append(f"{node.name}: {op_base(node)} made so Core ML keeps it integer")
+                continue
             if node.target == aten.clamp.default:
                 low, high = _bounds(node.args, node.kwargs)
                 if (low is None) == (high is None):
@@ -122,6 +136,34 @@ class IntegerResultMadeFloat(Rule):
         return finish(ep), done
 
 
+def _whole_range(ep: Any, node: Any, fake: Any) -> Any:
+    """The integer range torch makes, in a form Core ML keeps integer (None when its
+    numbers are not constants): ``linspace`` made as float and cast back (what torch
+    computes for an integer dtype); an ``arange`` of integers with the start and step
+    truncated as torch truncates them for an integer dtype (``arange(0, 8, 2.5)`` of longs
+    is ``[0, 2, 4, 6]``), as many as torch makes."""
+    from coreml_lint.rulekit.fx import aten, emit, fake_mode
+
+    if any(isinstance(a, torch.fx.Node) for a in node.args):
+        return None
+    mode = fake_mode(ep)
+    kwargs = {k: v for k, v in node.kwargs.items() if k != "dtype"}
+    with ep.graph.inserting_before(node):
+        if node.target == aten.linspace.default:
+            floats = emit(ep, mode, node.target, tuple(node.args), kwargs)
+            made = emit(ep, mode, aten._to_copy.default, (floats,), {"dtype": fake.dtype})
+        else:
+            numbers = list(node.args) if node.target != aten.arange.default else [0, *node.args]
+            start, _end, step = [*numbers, 1][:3]
+            start, step = int(start), int(step)
+            if step == 0 or not isinstance(fake.shape[0], int):
+                return None
+            whole = (start, start + step * fake.shape[0], step)
+            made = emit(ep, mode, aten.arange.start_step, whole, {**kwargs, "dtype": fake.dtype})
+    made.meta = {**node.meta, "val": made.meta["val"]}
+    return made
+
+
 def _bounds(args: Any, kwargs: Any) -> tuple[Any, Any]:
     """A clamp's ``min`` and ``max``, positional or keyword (None when left out)."""
     low, high = [*args[1:], None, None][:2]
@@ -140,10 +182,24 @@ def _rounding(target: Any, args: Any, kwargs: Any) -> str | None:
     return None
 
 
+def _float_range(target: str, args: Any) -> bool:
+    """Whether a range op (by its ``aten.<name>.<overload>`` spelling) is one coremltools
+    computes in fp32 whatever its dtype."""
+    if target == LINSPACE:
+        return True
+    numbers = [a for a in args if isinstance(a, (int, float)) and not isinstance(a, bool)]
+    return target in ARANGES and any(isinstance(a, float) and a != int(a) for a in numbers)
+
+
 def _made_float(ctx: ProgramContext, node: Node) -> str | None:
     """Why Core ML makes this integer node as float, or None when it does not."""
     if not node.outputs or ctx.dtype(node.outputs[0]) not in INTEGER_DTYPES:
         return None
+    if _float_range(node.target, node.args):
+        return (
+            f"{node.op_base} with an integer dtype is made in fp32 by coremltools "
+            f"({ctx.dtype(node.outputs[0])} in torch, fp32 in Core ML)"
+        )
     if node.target in DIVISIONS:
         rounding = _rounding(node.target, node.args, node.kwargs)
         if rounding is not None:
@@ -219,6 +275,13 @@ def _floats(ctx: ProgramContext) -> set[str]:
 
 
 def _fix(node: Node) -> str:
+    if node.target == LINSPACE:
+        return "make the range as float and cast it: `torch.linspace(...).long()`"
+    if _float_range(node.target, node.args):
+        return (
+            "give it whole numbers (torch truncates a fractional start and step for an "
+            "integer dtype: `torch.arange(0, 8, 2.5, dtype=torch.long)` is `arange(0, 8, 2)`)"
+        )
     if node.target == CLAMP:
         return "clamp with `x.clamp_min(lo)` / `x.clamp_max(hi)`, or give both bounds"
     rounding = _rounding(node.target, node.args, node.kwargs) or "floor"
@@ -276,6 +339,38 @@ def _() -> Any:
         return torch.stack([ids // 4, ids // 2], 1) + 1
 
     return module(forward), (torch.randn(4), torch.arange(8))
+
+
+@case("linspace-long-index-select", expect={"CML314"}, crash=r"\['int32'\] but got")
+def _() -> Any:
+    """Frames sampled evenly along time (``torch.linspace(..., dtype=torch.long)``)."""
+
+    def forward(s, x):
+        return x.index_select(1, torch.linspace(0, x.shape[1] - 1, 4, dtype=torch.long))
+
+    return module(forward), (torch.randn(2, 8),)
+
+
+@case("linspace-cast-index-select", expect=set(), clean=returns(r"= gather\("))
+def _() -> Any:
+    def forward(s, x):
+        return x.index_select(1, torch.linspace(0, x.shape[1] - 1, 4).long())
+
+    return module(forward), (torch.randn(2, 8),)
+
+
+@case("arange-fractional-long-index-select", expect={"CML314"}, crash=r"\['int32'\] but got")
+def _() -> Any:
+    return module(lambda s, x: x.index_select(1, torch.arange(0, 8, 2.5, dtype=torch.long))), (
+        torch.randn(2, 8),
+    )
+
+
+@case("arange-whole-long-index-select", expect=set(), clean=returns(r"= gather\("))
+def _() -> Any:
+    return module(lambda s, x: x.index_select(1, torch.arange(0, 8, 2, dtype=torch.long))), (
+        torch.randn(2, 8),
+    )
 
 
 @case("floor-div-returned", expect=set())

@@ -83,6 +83,7 @@ from coreml_lint.measured.outcomes import (
     value_range,
 )
 from coreml_lint.measured.table import (
+    ALWAYS,
     BASE,
     CLASS,
     CONTRAST,
@@ -306,6 +307,8 @@ BASIS_WORDS = {
     "where a measured call differing only in it converts, and the node has {cause})",
     ORIGIN: "predicted (these operands were not measured where they come from; every "
     "measured origin of operands of these dtypes crashes alike)",
+    ALWAYS: "predicted (this call was not measured; every call of the op measured at this "
+    "target crashes alike, with several operand dtypes, arguments and shapes)",
 }
 
 
