@@ -104,6 +104,26 @@ def test_a_divergence_moves_only_a_located_node():
     assert not isinstance(move, str) and (move.node, move.kind) == ("prelu", DIVERGENCE)
 
 
+def test_a_divergence_at_a_value_already_on_the_cpu_moves_its_reader():
+    """Raw dollar amounts standardized in the model: with ``x - mean`` moved to the CPU, its
+    float32 result (past float16's range) still departs where the partition takes it in,
+    located at the moved node's name: what reads it moves next, never the same node again."""
+    learned = _learned()
+    learned.aten.update(sub="aten.sub.Tensor", div="aten.div.Tensor")
+    learned.readers = {"sub": ["div"], "div": ["linear"]}
+    at_sub = SimpleNamespace(
+        node="aten_sub_tensor", check="float16", kind="nan", mil_op="cast", message="nan"
+    )
+    lineages = {"aten_sub_tensor": ["sub"]}
+    learned.moves["sub"] = learned.from_divergence([at_sub], lineages)
+    move = learned.from_divergence([at_sub], lineages)
+    assert not isinstance(move, str) and (move.node, move.kind) == ("div", DIVERGENCE)
+    assert "departs as Core ML reads it" in move.why
+    learned.moves["div"] = move
+    learned.readers["sub"] = ["div"]  # every reader moved: nothing left to try
+    assert "already on the CPU" in learned.from_divergence([at_sub], lineages)
+
+
 def test_the_learned_answer_refuses_what_came_from_a_moved_node():
     learned = _learned()
     assert learned.rules() == []  # nothing learned: nothing asked

@@ -87,11 +87,14 @@ class Learned:
 
     moves: dict[str, Move] = field(default_factory=dict)  # ATen node -> why it moved
     aten: dict[str, str] = field(default_factory=dict)  # ATen node -> its op, of the program
+    readers: dict[str, list[str]] = field(default_factory=dict)  # ATen node -> its readers
     stopped: str = ""  # why learning stopped short, when it did
 
     def bind(self, program: Any) -> None:
         """The ATen program about to be lowered: the names an edge node's provenance meets."""
-        self.aten = {n.name: str(n.target) for n in program.graph.nodes if n.op == "call_function"}
+        nodes = [n for n in program.graph.nodes if n.op == "call_function"]
+        self.aten = {n.name: str(n.target) for n in nodes}
+        self.readers = {n.name: [u.name for u in n.users if u.op == "call_function"] for n in nodes}
 
     def rules(self) -> list[Rule]:
         return [KeptOnCpu(self)] if self.moves else []
@@ -129,6 +132,13 @@ class Learned:
         if origin is None:
             return f"the diverging node {first.node} maps to no node of the program lowered"
         why = f"{first.check} {first.kind} ({first.mil_op or 'MIL op'}): {first.message}"
+        if origin in self.moves:  # its value, computed on the CPU, enters the partition
+            # there and departs as Core ML takes it in (a float32 value past float16's
+            # range): what reads it in the partition moves too
+            reader = next((r for r in self.readers.get(origin, []) if r not in self.moves), None)
+            if reader is not None and reader in aten:
+                why += f" (the value {origin} computes on the CPU departs as Core ML reads it)"
+                return self._new(Move(reader, aten[reader], DIVERGENCE, first.node, why), reader)
         return self._new(Move(origin, aten[origin], DIVERGENCE, first.node, why), first.node)
 
     def _new(self, move: Move, seen: str) -> Move | str:
