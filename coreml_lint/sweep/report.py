@@ -53,7 +53,8 @@ SAMPLING = (
     "error lists and ATen's enum words the op takes; in float32 and float16 made in the "
     "program, strings, bools and dtypes on int64 too); every two non-tensor arguments "
     "together (their first three other values each and three legal alone, legal calls "
-    "only); the op as a model calls it (a batch of one and of two, parameters constant and given, "
+    "only; a pair illegal alone beside the first value of a third argument that makes it "
+    "legal); the op as a model calls it (a batch of one and of two, parameters constant and given, "
     "the base call's values where legal) with each argument and every two around it; "
     "ranks 0-5 with size-1 and empty dims (each string value at each), and each operand "
     "alone at rank 1 and 0; the "
@@ -61,8 +62,13 @@ SAMPLING = (
     " dtype's output consumed inside the partition; float16 outputs feeding "
     "linear/addmm/matmul for the base call and float/Scalar variants; fixed-length lists "
     "whose dims differ ([1,0], [2,1]) alone and beside each other argument; every operand "
-    "after the first a constant (three operands or more); a min and a max tensor that never "
-    "cross; iOS15 and iOS18, plus iOS16/17 where they disagree"
+    "after the first a constant (three operands or more), and index operands constant; a "
+    "min and a max tensor that never cross; negative pads (a crop); attention with fewer "
+    "key/value heads than query heads; integers as data for ops taking integers only, and "
+    "later operands as Python numbers; a module's float spelling of integer defaults; "
+    "coordinate layouts ([N, H, W, 2]) for an op with no legal call on a cube; 87 ops "
+    "to_edge decomposes measured as users write them; iOS15 and iOS18, plus iOS16/17 where "
+    "they disagree"
 )
 
 
