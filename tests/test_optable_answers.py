@@ -160,6 +160,32 @@ def test_an_op_crashing_alike_in_every_measured_call_is_predicted_to_crash_anywh
     assert later.answer(node, 15) is not None and later.answer(node, 16) is None
 
 
+def test_a_crash_every_call_at_a_shape_class_shows_is_predicted_there(tmp_path):
+    """A group norm of a 5-d input crashes (Core ML's rank limit inside the converter) where
+    the same call converts at rank 4: a 5-d call with other arguments and constant weights,
+    never measured, is predicted to crash; not at a rank where it converts, nor where the
+    crashing call was never seen converting elsewhere (then the call may be the cause)."""
+    from coreml_lint.measured.table import RANK
+
+    op, limit = "aten.group_norm.default", "ValueError: Core ML only supports rank <= 5"
+    rows = [
+        ["float32:in", "a1=1", "", "r5u", "15-18", "crash", limit],
+        ["float32:in", "a1=1", "", "r4", "15-18", "ok", ""],
+        ["float32:in", "a1=2", "", "r4", "15-18", "ok", ""],
+    ]
+    node = Key(op, "float32:in,float32:const,float32:const", "a1=4;a4=tiny;a5=False", "r5u")
+    found = _table(tmp_path, {op: rows}, {op: "a1=1"})
+    answer = found.answer(node, 15)
+    assert answer.basis == RANK and answer.entry.message == limit and answer.predicted
+    from coreml_lint.rules.cml801_measured_op_behaviour import _message
+
+    said = _message(node, answer, 15, found, None)
+    assert "every call of the op measured at shape class r5u crashes alike" in said
+    assert found.answer(Key(op, node.operands, node.variant, "r4u"), 15) is None
+    never_elsewhere = _table(tmp_path, {op: [rows[0], rows[2]]}, {op: "a1=1"})
+    assert never_elsewhere.answer(node, 15) is None
+
+
 def test_a_change_that_crashes_like_the_base_call_predicts_nothing(table):
     # the pool's base call crashes "E: 2 inputs" everywhere, so a variant crashing the same
     # way says nothing about its own change

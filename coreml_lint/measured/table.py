@@ -96,6 +96,12 @@ ORIGIN = "origin"
 ALWAYS = "always"
 ALWAYS_SUPPORT = 8  # cells measured at the target, all crashing alike
 
+# Predicted from the key's shape class, where every call measured crashes for one reason and
+# each of those calls converts at another shape class (``_rank_crashes``): the shape causes
+# it (a group norm or a pixel shuffle of a 5-d input: Core ML's rank limit inside the
+# converter, a converter written for 4-d), whatever the arguments.
+RANK = "rank"
+
 HERE = "here"  # measured on this machine by ``check --measure``
 
 # Measured at other values of the same classes, which all agree (``_lookup_class``).
@@ -166,7 +172,7 @@ class Answer:
 
     @property
     def predicted(self) -> bool:
-        return self.basis in (BASE, EVERY, FACTOR, WORD, CONTRAST, ORIGIN, ALWAYS)
+        return self.basis in (BASE, EVERY, FACTOR, WORD, CONTRAST, ORIGIN, ALWAYS, RANK)
 
 
 @dataclass
@@ -307,7 +313,29 @@ class BehaviourTable:
         if found is not None:
             return Answer(found, ORIGIN)
         found = self._op_crashes(key, target)
-        return None if found is None else Answer(found, ALWAYS)
+        if found is not None:
+            return Answer(found, ALWAYS)
+        found = self._rank_crashes(key, target)
+        return None if found is None else Answer(found, RANK)
+
+    def _rank_crashes(self, key: Key, target: int) -> Entry | None:
+        """The crash every call measured at the key's shape class shows at the target, for
+        one reason, where each of those calls was also measured converting at another shape
+        class; None otherwise."""
+        cells = [e for e in self.by_op.get(key.op, ()) if target in e.targets]
+        here = [e for e in cells if e.shape == key.shape]
+        if not here or here[0].outcome != CRASH:
+            return None
+        if len({(e.outcome, normalized(e.message)) for e in here}) != 1:
+            return None
+        converts = {
+            (e.operands, e.variant, e.context)
+            for e in cells
+            if e.outcome == OK and e.shape not in ("*", key.shape)
+        }
+        if all((e.operands, e.variant, e.context) in converts for e in here):
+            return here[0]
+        return None
 
     def _op_crashes(self, key: Key, target: int) -> Entry | None:
         """The crash every call of the op measured at the target shows, for one reason,

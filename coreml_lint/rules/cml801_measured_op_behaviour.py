@@ -92,6 +92,7 @@ from coreml_lint.measured.table import (
     HERE,
     MEASURED,
     ORIGIN,
+    RANK,
     SHAPE,
     UNIT,
     WORD,
@@ -309,6 +310,8 @@ BASIS_WORDS = {
     "measured origin of operands of these dtypes crashes alike)",
     ALWAYS: "predicted (this call was not measured; every call of the op measured at this "
     "target crashes alike, with several operand dtypes, arguments and shapes)",
+    RANK: "predicted (this call was not measured; every call of the op measured at shape "
+    "class {shape} crashes alike, where the same calls convert at other shapes)",
 }
 
 
