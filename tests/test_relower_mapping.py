@@ -91,6 +91,20 @@ def test_moves_are_bounded_and_never_repeated():
     assert f"already moved {MAX_MOVES}" in learned.from_crash([other])
 
 
+def test_a_crash_naming_no_node_moves_what_a_rule_had_decomposed_for_core_ml():
+    """A group norm of a 5-d input, decomposed for Core ML by CML801's answer, crashes in
+    Core ML's backend on its rank-6 pieces, naming no node: the node moves whole, pieces
+    and all, once; with nothing decomposed the crash stays unattributable."""
+    learned = _learned()
+    learned.aten["group_norm"] = "aten.group_norm.default"
+    assert "not attributable" in learned.from_crash([])
+    move = learned.from_crash([], {"group_norm": "CML801"})
+    assert not isinstance(move, str) and (move.node, move.kind) == ("group_norm", CRASH)
+    assert "CML801's answer had it decomposed" in move.why
+    learned.moves["group_norm"] = move
+    assert "not attributable" in learned.from_crash([], {"group_norm": "CML801"})
+
+
 def test_a_divergence_moves_only_a_located_node():
     learned = _learned()
     unlocated = SimpleNamespace(
@@ -211,7 +225,12 @@ def _job(crashes: list[list[ConversionFailure]]) -> SimpleNamespace:
         return "lowered"
 
     return SimpleNamespace(
-        attempt=attempt, learned=learned, linted=None, say=lambda m: None, attempts=attempts
+        attempt=attempt,
+        learned=learned,
+        linted=None,
+        say=lambda m: None,
+        attempts=attempts,
+        decomposed={},
     )
 
 

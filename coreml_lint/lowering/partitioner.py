@@ -43,6 +43,7 @@ class LoweringPlan:
     rules: list[Rule]
     settings: PartitionerSettings  # the user's, as the rules adjusted them
     refused: dict[str, tuple[str, str]] = field(default_factory=dict)  # node -> (code, why)
+    decomposed: dict[str, str] = field(default_factory=dict)  # node -> code that decomposed it
     returned_buffers: dict[str, tuple[str, str]] = field(default_factory=dict)
     acted: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
     recording: bool = False  # only partition() records: the edge graph is the final one
@@ -106,6 +107,7 @@ class LoweringPlan:
         for rule in self.rules:
             if rule.must_decompose(node, self.settings):
                 self.act(rule.code, f"{node.target} decomposed instead of kept whole")
+                self.decomposed.setdefault(node.name, rule.code)
                 return True
         return False
 

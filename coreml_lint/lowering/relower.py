@@ -107,10 +107,24 @@ class Learned:
 
         return next((name for name in lineage(node) if name in self.aten), None)
 
-    def from_crash(self, failures: list[Any]) -> Move | str:
-        """The move a crash calls for, or why it calls for none."""
+    def from_crash(
+        self, failures: list[Any], decomposed: dict[str, str] | None = None
+    ) -> Move | str:
+        """The move a crash calls for, or why it calls for none. A crash that names no node
+        after a rule had a node decomposed so its pieces go to Core ML (``decomposed``: node
+        -> the rule's code) moves that node whole, pieces and all (a group norm of a 5-d
+        input decomposes into rank-6 views, which Core ML's backend refuses by layer name)."""
         if not failures:
-            return "the converter named no node (the crash is not attributable)"
+            pieces = next(
+                (n for n in decomposed or {} if n not in self.moves and n in self.aten), None
+            )
+            if pieces is None:
+                return "the converter named no node (the crash is not attributable)"
+            why = (
+                f"lowering crashed naming no node after {decomposed[pieces]}'s answer had it "
+                "decomposed for Core ML: its pieces stay on the CPU too"
+            )
+            return self._new(Move(pieces, self.aten[pieces], CRASH, "(its pieces)", why), pieces)
         failure = failures[0]
         origin = next((name for name in failure.lineage if name in self.aten), None)
         if origin is None:

@@ -178,6 +178,7 @@ class _Job:
     say: Progress
     learned: Learned = field(default_factory=Learned)  # nodes the lowering showed for the CPU
     linted: Any = None  # the lint of the program the latest attempt lowered
+    decomposed: dict[str, str] = field(default_factory=dict)  # the latest attempt's (plan's)
 
     def attempt(self, *, without: frozenset[str]) -> _Attempt:
         """Lint, rewrite (except for the rules in ``without``), lint again, refuse, lower."""
@@ -195,6 +196,7 @@ class _Job:
         self.learned.bind(ep)
         rules = [rule() for rule in _fired(second)] + self.learned.rules()
         plan = LoweringPlan.for_rules(rules, self.config.partitioner, dequantize_on_cpu=dequantize)
+        self.decomposed = plan.decomposed  # filled as the partitioner asks
         models: list[Any] = []
         program, placed, edge = _lower_with(
             ep, plan, models, self.compute_precision, self.compute_units, second, say
@@ -214,7 +216,7 @@ def _lower_learning(job: _Job) -> _Attempt:
         except LoweringError as exc:
             if exc.failures is None:  # not a crash of the lowering (a refusal before it)
                 raise
-            move = job.learned.from_crash(exc.failures)
+            move = job.learned.from_crash(exc.failures, job.decomposed)
             if isinstance(move, str):
                 raise LoweringError(f"{exc}; nothing moved to the CPU: {move}{_after(job)}") from (
                     exc.__cause__
