@@ -94,7 +94,14 @@ class Learned:
         """The ATen program about to be lowered: the names an edge node's provenance meets."""
         nodes = [n for n in program.graph.nodes if n.op == "call_function"]
         self.aten = {n.name: str(n.target) for n in nodes}
-        self.readers = {n.name: [u.name for u in n.users if u.op == "call_function"] for n in nodes}
+        self.readers = {  # a tuple's getitem holds no value Core ML computes
+            n.name: [
+                u.name
+                for u in n.users
+                if u.op == "call_function" and "getitem" not in str(u.target)
+            ]
+            for n in nodes
+        }
 
     def rules(self) -> list[Rule]:
         return [KeptOnCpu(self)] if self.moves else []

@@ -5,20 +5,20 @@ What it does
     Flags a delegated floor or truncating division of integers (``a // b``,
     ``torch.div(a, b, rounding_mode="floor")``, ``floor_divide``), a clamp of integers with
     one bound (``ids.clamp(min=0)``), a ``torch.linspace(..., dtype=<int>)`` or a
-    ``torch.arange`` with a fractional number and an integer ``dtype=`` whose result
+    ``torch.arange`` with a float number and an integer ``dtype=`` whose result
     reaches, through integer arithmetic and views, the indices of
     ``gather``/``index_select``, or a ``stack``/``cat`` beside an integer made another way.
 
 Why it breaks
     coremltools converts these ops into float ones (``floor_div``/``real_div`` on values cast
-    to fp32; ``clip`` with an infinite other bound; ``linspace`` and a fractional ``range_1d``
+    to fp32; ``clip`` with an infinite other bound; ``linspace`` and a ``range_1d`` of floats
     in fp32, whatever ``dtype=`` says), so the value that torch types as int64 is fp32 in
     Core ML, and so is everything computed from it there. ``gather_along_axis``
     takes int32 indices only: ``expects tensor or scalar of dtype from type domain
     ['int32'] but got tensor[...,fp32]``; ``stack`` refuses the mix of fp32 and int32:
     ``Tensors in 'values' of the stack op should share the same data type``. ``%``,
     ``clamp`` with both bounds, ``clamp_min``, ``maximum`` and the rest of integer
-    arithmetic stay integer, and so do ``arange`` of whole numbers and ``logspace`` (measured).
+    arithmetic stay integer, and so do ``arange`` of int numbers and ``logspace`` (measured).
 
 Example
     ``cell = heat.argmax(-1) // width`` then ``feat.gather(-1, cell.clamp(min=0))``.
@@ -27,9 +27,11 @@ Fix
     (a) divide as float and cast back, which Core ML makes as written:
     ``torch.floor(a / b).long()`` (``torch.trunc`` for ``rounding_mode="trunc"``; exact while
     ``|a|`` stays below 2^24, and Core ML's float division was float already); clamp with
-    ``x.clamp_min(lo)``/``x.clamp_max(hi)`` or both bounds; make a range as float and cast
-    it: ``torch.linspace(a, b, n).long()``; (b) ``coreml-lint lower`` rewrites the ones whose
-    result reaches an index or a join so in the program.
+    ``x.clamp_min(lo)``/``x.clamp_max(hi)`` or both bounds; give ``arange`` int numbers;
+    compute a ``linspace`` with torch once, as a buffer or an input (torch computes an integer
+    linspace in float64 from truncated bounds: no float32 form matches it everywhere);
+    (b) ``coreml-lint lower`` rewrites the divisions, clamps and aranges whose result reaches
+    an index or a join so in the program (a ``linspace`` it does not answer).
 
 References
     None found: apple/coremltools and pytorch/executorch issues were searched (2026-12)
@@ -51,7 +53,8 @@ from coreml_lint.rulekit.rule import Rule
 DIVISIONS = {"aten.div.Tensor_mode", "aten.floor_divide.default"}
 CLAMP = "aten.clamp.default"
 # Ranges coremltools computes in fp32 whatever their dtype: always (``linspace``), or when a
-# number is fractional (``arange(0, 8, 2.5, dtype=torch.long)``: ``range_1d`` of floats).
+# number is a float (``arange(0, 8, 2.5, dtype=torch.long)``, ``arange(n / 2, dtype=...)``:
+# ``range_1d`` of floats, the numbers promoted together).
 LINSPACE = "aten.linspace.default"
 ARANGES = {"aten.arange.default", "aten.arange.start", "aten.arange.start_step"}
 # Ops whose integer result Core ML computes from its (here fp32) operands in their type:
@@ -89,6 +92,13 @@ class IntegerResultMadeFloat(Rule):
                 fix=_fix(node),
                 partitioner=ctx.skip_advice(node),
             )
+
+    def unanswered(self, finding: Finding, *, dequantize_on_cpu: bool = False) -> str | None:
+        """``lower`` has no answer for an integer ``linspace``: no rewrite computes torch's
+        values in Core ML, and it has no CPU kernel to fall back on."""
+        if finding.op == LINSPACE:
+            return f"{finding.message} (coreml-lint lower has no answer: {LINSPACE_FIX})"
+        return super().unanswered(finding, dequantize_on_cpu=dequantize_on_cpu)
 
     def rewrite(self, ep: Any, settings: PartitionerSettings) -> tuple[Any, list[str]]:
         """A floor/trunc division of integers as ``floor``/``trunc`` of the true division
@@ -137,31 +147,37 @@ class IntegerResultMadeFloat(Rule):
 
 
 def _whole_range(ep: Any, node: Any, fake: Any) -> Any:
-    """The integer range torch makes, in a form Core ML keeps integer (None when its
-    numbers are not constants): ``linspace`` made as float and cast back (what torch
-    computes for an integer dtype); an ``arange`` of integers with the start and step
-    truncated as torch truncates them for an integer dtype (``arange(0, 8, 2.5)`` of longs
-    is ``[0, 2, 4, 6]``), as many as torch makes."""
+    """The integer ``arange`` torch makes, in a form Core ML keeps integer (None when its
+    numbers are not constants, or for ``linspace``, which no integer form computes as torch
+    does: :meth:`IntegerResultMadeFloat.unanswered`): an arange of ints with the start and
+    step truncated as torch truncates them for an integer dtype (``arange(0, 8, 2.5)`` of
+    longs is ``[0, 2, 4, 6]``), as many as torch makes."""
     from coreml_lint.rulekit.fx import aten, emit, fake_mode
 
-    if any(isinstance(a, torch.fx.Node) for a in node.args):
+    if node.target == aten.linspace.default or any(isinstance(a, torch.fx.Node) for a in node.args):
         return None
-    mode = fake_mode(ep)
+    numbers = list(node.args) if node.target != aten.arange.default else [0, *node.args]
+    start, _end, step = [*numbers, 1][:3]
+    start, step = int(start), int(step)
+    if step == 0 or not isinstance(fake.shape[0], int):
+        return None
     kwargs = {k: v for k, v in node.kwargs.items() if k != "dtype"}
+    whole = (start, start + step * fake.shape[0], step)
     with ep.graph.inserting_before(node):
-        if node.target == aten.linspace.default:
-            floats = emit(ep, mode, node.target, tuple(node.args), kwargs)
-            made = emit(ep, mode, aten._to_copy.default, (floats,), {"dtype": fake.dtype})
-        else:
-            numbers = list(node.args) if node.target != aten.arange.default else [0, *node.args]
-            start, _end, step = [*numbers, 1][:3]
-            start, step = int(start), int(step)
-            if step == 0 or not isinstance(fake.shape[0], int):
-                return None
-            whole = (start, start + step * fake.shape[0], step)
-            made = emit(ep, mode, aten.arange.start_step, whole, {**kwargs, "dtype": fake.dtype})
+        made = emit(
+            ep, fake_mode(ep), aten.arange.start_step, whole, {**kwargs, "dtype": fake.dtype}
+        )
     made.meta = {**node.meta, "val": made.meta["val"]}
     return made
+
+
+# torch computes an integer linspace in float64 from truncated bounds, then truncates: no
+# cast of a float32 linspace (Core ML's) matches it everywhere (``linspace(0, 16, 15)[7]``).
+LINSPACE_FIX = (
+    "compute the range with torch once: register it as a buffer "
+    '(`self.register_buffer("idx", torch.linspace(..., dtype=torch.long))`, a constant '
+    "Core ML keeps integer) or pass it in as an input"
+)
 
 
 def _bounds(args: Any, kwargs: Any) -> tuple[Any, Any]:
@@ -187,8 +203,7 @@ def _float_range(target: str, args: Any) -> bool:
     computes in fp32 whatever its dtype."""
     if target == LINSPACE:
         return True
-    numbers = [a for a in args if isinstance(a, (int, float)) and not isinstance(a, bool)]
-    return target in ARANGES and any(isinstance(a, float) and a != int(a) for a in numbers)
+    return target in ARANGES and any(isinstance(a, float) for a in args)
 
 
 def _made_float(ctx: ProgramContext, node: Node) -> str | None:
@@ -276,11 +291,11 @@ def _floats(ctx: ProgramContext) -> set[str]:
 
 def _fix(node: Node) -> str:
     if node.target == LINSPACE:
-        return "make the range as float and cast it: `torch.linspace(...).long()`"
+        return LINSPACE_FIX
     if _float_range(node.target, node.args):
         return (
-            "give it whole numbers (torch truncates a fractional start and step for an "
-            "integer dtype: `torch.arange(0, 8, 2.5, dtype=torch.long)` is `arange(0, 8, 2)`)"
+            "give it int numbers (torch truncates a float start and step for an integer "
+            "dtype: `torch.arange(0, 8, 2.5, dtype=torch.long)` is `torch.arange(0, 8, 2)`)"
         )
     if node.target == CLAMP:
         return "clamp with `x.clamp_min(lo)` / `x.clamp_max(hi)`, or give both bounds"
@@ -351,12 +366,19 @@ def _() -> Any:
     return module(forward), (torch.randn(2, 8),)
 
 
-@case("linspace-cast-index-select", expect=set(), clean=returns(r"= gather\("))
+@case("linspace-buffer-index-select", expect=set(), clean=returns(r"= gather\("))
 def _() -> Any:
-    def forward(s, x):
-        return x.index_select(1, torch.linspace(0, x.shape[1] - 1, 4).long())
+    model = module(lambda s, x: x.index_select(1, s.frames))
+    model.register_buffer("frames", torch.linspace(0, 7, 4, dtype=torch.long))
+    return model, (torch.randn(2, 8),)
 
-    return module(forward), (torch.randn(2, 8),)
+
+@case("arange-whole-float-long-index-select", expect={"CML314"}, crash=r"\['int32'\] but got")
+def _() -> Any:
+    """``arange(n / 2)``: a whole float, still promoted to a float range by coremltools."""
+    return module(lambda s, x: x.index_select(1, torch.arange(8 / 2, dtype=torch.long))), (
+        torch.randn(2, 8),
+    )
 
 
 @case("arange-fractional-long-index-select", expect={"CML314"}, crash=r"\['int32'\] but got")

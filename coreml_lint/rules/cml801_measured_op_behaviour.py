@@ -309,7 +309,7 @@ BASIS_WORDS = {
     ORIGIN: "predicted (these operands were not measured where they come from; every "
     "measured origin of operands of these dtypes crashes alike)",
     ALWAYS: "predicted (this call was not measured; every call of the op measured at this "
-    "target crashes alike, with several operand dtypes, arguments and shapes)",
+    "target crashes alike, with several operand dtypes and at several shapes)",
     RANK: "predicted (this call was not measured; every call of the op measured at shape "
     "class {shape} crashes alike, where the same calls convert at other shapes)",
 }

@@ -510,7 +510,8 @@ def _variant_values(info: OpInfo, base: Call, arg: Arg, given: dict[str, Any]) -
 
         values = [[2] * (arg.length or max(len(shape) - 2, 1)), *ints_candidates(arg, shape)]
         if not arg.length:  # a negative pad crops (a U-Net's skip connection), one dim,
-            spatial = max(len(shape) - 2, 1)  # the spatial dims or every dim
+            spatial = max(len(shape) - 2, 1)  # the spatial dims or every dim (any int list
+            # takes them; the legal-call check drops them where they mean nothing)
             values += [[-1, -1], [-1] * 2 * spatial, [-1] * 2 * len(shape)]
     elif kind == "float":
         values = [encode_float(v) for v in FLOAT_VARIANTS]
