@@ -34,9 +34,10 @@ def test_an_arange_of_floats_is_remade_of_ints_with_torchs_values(numbers):
     assert torch.equal(rewritten.module()(x), expected) and expected.shape[1] == size
 
 
-def test_an_integer_linspace_is_left_to_the_user():
+def test_an_integer_linspace_is_not_rewritten():
     """No integer form computes torch's integer ``linspace`` (float64 from truncated bounds)
-    in Core ML: the rewrite leaves it, and ``lower`` says what to do instead."""
+    in Core ML: the rewrite leaves it, and ``lower`` keeps it on the CPU (``refuse``, which
+    the oracle's lower test of ``linspace-long-index-select`` proves)."""
     from coreml_lint.core.settings import PartitionerSettings
     from coreml_lint.rules.cml314_integer_result_made_float import IntegerResultMadeFloat
 

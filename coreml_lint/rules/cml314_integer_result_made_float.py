@@ -31,7 +31,7 @@ Fix
     compute a ``linspace`` with torch once, as a buffer or an input (torch computes an integer
     linspace in float64 from truncated bounds: no float32 form matches it everywhere);
     (b) ``coreml-lint lower`` rewrites the divisions, clamps and aranges whose result reaches
-    an index or a join so in the program (a ``linspace`` it does not answer).
+    an index or a join so in the program, and keeps an integer ``linspace`` on the CPU.
 
 References
     None found: apple/coremltools and pytorch/executorch issues were searched (2026-12)
@@ -93,12 +93,22 @@ class IntegerResultMadeFloat(Rule):
                 partitioner=ctx.skip_advice(node),
             )
 
-    def unanswered(self, finding: Finding, *, dequantize_on_cpu: bool = False) -> str | None:
-        """``lower`` has no answer for an integer ``linspace``: no rewrite computes torch's
-        values in Core ML, and it has no CPU kernel to fall back on."""
-        if finding.op == LINSPACE:
-            return f"{finding.message} (coreml-lint lower has no answer: {LINSPACE_FIX})"
-        return super().unanswered(finding, dequantize_on_cpu=dequantize_on_cpu)
+    def __init__(self) -> None:
+        self.linspaces: set[str] = set()  # integer linspace nodes of the ATen graph refused
+
+    def refuse(self, node: Any, settings: PartitionerSettings) -> str | None:
+        """An integer ``linspace`` stays on the CPU with the pieces torch decomposes it into
+        (no rewrite computes torch's values in Core ML, and it has no kernel of its own):
+        the ATen graph's node is asked first, then each edge node made from it."""
+        from coreml_lint.stack.capture import lineage
+
+        fake = getattr(node, "meta", {}).get("val")
+        if node.target == torch.ops.aten.linspace.default and _integer(fake):
+            self.linspaces.add(node.name)
+            return "an integer linspace is made in fp32 by coremltools: computed by torch"
+        if self.linspaces and any(name in self.linspaces for name in lineage(node)):
+            return "a piece of an integer linspace, computed by torch"
+        return None
 
     def rewrite(self, ep: Any, settings: PartitionerSettings) -> tuple[Any, list[str]]:
         """A floor/trunc division of integers as ``floor``/``trunc`` of the true division
@@ -147,11 +157,11 @@ class IntegerResultMadeFloat(Rule):
 
 
 def _whole_range(ep: Any, node: Any, fake: Any) -> Any:
-    """The integer ``arange`` torch makes, in a form Core ML keeps integer (None when its
-    numbers are not constants, or for ``linspace``, which no integer form computes as torch
-    does: :meth:`IntegerResultMadeFloat.unanswered`): an arange of ints with the start and
-    step truncated as torch truncates them for an integer dtype (``arange(0, 8, 2.5)`` of
-    longs is ``[0, 2, 4, 6]``), as many as torch makes."""
+    """The integer ``arange`` torch makes, in a form Core ML keeps integer: an arange of
+    ints with the start and step truncated as torch truncates them for an integer dtype
+    (``arange(0, 8, 2.5)`` of longs is ``[0, 2, 4, 6]``), as many as torch makes. None when
+    its numbers are not constants, or for ``linspace``, which no integer form computes as
+    torch does (:meth:`IntegerResultMadeFloat.refuse` keeps it on the CPU)."""
     from coreml_lint.rulekit.fx import aten, emit, fake_mode
 
     if node.target == aten.linspace.default or any(isinstance(a, torch.fx.Node) for a in node.args):
@@ -172,12 +182,18 @@ def _whole_range(ep: Any, node: Any, fake: Any) -> Any:
 
 
 # torch computes an integer linspace in float64 from truncated bounds, then truncates: no
-# cast of a float32 linspace (Core ML's) matches it everywhere (``linspace(0, 16, 15)[7]``).
+# cast of a float32 linspace (Core ML's) matches it everywhere (``linspace(0, 16, 15)[7]``),
+# so ``lower`` keeps it on the CPU (``refuse``) rather than rewriting it.
 LINSPACE_FIX = (
     "compute the range with torch once: register it as a buffer "
     '(`self.register_buffer("idx", torch.linspace(..., dtype=torch.long))`, a constant '
     "Core ML keeps integer) or pass it in as an input"
 )
+
+
+def _integer(fake: Any) -> bool:
+    """Whether a fake tensor holds integers (not float, not bool)."""
+    return fake is not None and not fake.is_floating_point() and fake.dtype != torch.bool
 
 
 def _bounds(args: Any, kwargs: Any) -> tuple[Any, Any]:
