@@ -133,7 +133,8 @@ def test_an_op_crashing_alike_in_every_measured_call_is_predicted_to_crash_anywh
     of one dtype alone."""
     from coreml_lint.measured.table import ALWAYS
 
-    op, refused = "aten.searchsorted.Tensor", "SpecViolationError: not in Core ATen opset"
+    op = "aten.searchsorted.Tensor"
+    refused = f"SpecViolationError: Operator {op} is not in Core ATen opset"
     rows = [
         [o, v, "", s, "15-18", "crash", refused]
         for o in ("float32:in,float32:in", "float32:in,float32:const", "int32:in,int32:in")
@@ -148,6 +149,11 @@ def test_an_op_crashing_alike_in_every_measured_call_is_predicted_to_crash_anywh
 
     said = _message(node, answer, 15, found, None)
     assert "every call of the op measured at this target crashes alike" in said
+    # the edge verifier's refusal: no CPU fallback answers it, and the fix says so
+    from coreml_lint.rules.cml801_measured_op_behaviour import _fix, edge_refused
+
+    assert edge_refused(answer.entry)
+    assert _fix(found, answer.entry, 15, node, True, answer).startswith("replace the op")
     one_ok = _table(tmp_path, {op: [*rows, [rows[0][0], "a4=left", "", "r2", "15", "ok", ""]]}, {})
     assert one_ok.answer(node, 15) is None
     other = _table(

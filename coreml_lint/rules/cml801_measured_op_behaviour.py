@@ -137,8 +137,10 @@ class MeasuredOpBehaviour(Rule):
             entry = answer.entry
             ranged = value_dependent(entry)
             returned = _boundary_source(node, ctx) if entry.outcome == BOUNDARY else None
-            # lower keeps on the CPU only a node returning a program input (``refuse``)
+            # lower keeps on the CPU only a node returning a program input (``refuse``), and
+            # never one ExecuTorch's edge verifier refuses whatever runs it
             cpu_answers = entry.outcome != BOUNDARY or _returns_a_user_input(node, ctx)
+            cpu_answers = cpu_answers and not edge_refused(entry)
             finding = ctx.finding(
                 node,
                 _message(key, answer, target, table, note, returned),
@@ -166,6 +168,8 @@ class MeasuredOpBehaviour(Rule):
                 f"{finding.message} (coreml-lint lower has no answer: use the output inside "
                 "the model, or return `.contiguous()` of it)"
             )
+        if finding.extra.get("measured") == CRASH and EDGE_REFUSAL in finding.message:
+            return f"{finding.message} (coreml-lint lower has no answer: {EDGE_FIX})"
         if finding.extra.get("cpu_answers") is False:  # see ``_returns_a_user_input``
             return (
                 f"{finding.message} (coreml-lint lower has no answer: return the op's input "
@@ -364,6 +368,20 @@ def _message(
     return f"{text}; {note}" if note else text
 
 
+# A crash in ExecuTorch's edge verifier: the op is neither core ATen nor kept whole for Core
+# ML (``searchsorted``, ``cumprod``), so no backend, the CPU included, gets to run it.
+EDGE_REFUSAL = "is not in Core ATen opset"
+EDGE_FIX = (
+    "replace the op with core ATen ops, or register a decomposition for it: ExecuTorch's "
+    "edge verifier refuses it whatever runs it, the CPU included"
+)
+
+
+def edge_refused(entry: Entry) -> bool:
+    """Whether the measured crash is the edge verifier's (no CPU fallback answers it)."""
+    return entry.outcome == CRASH and EDGE_REFUSAL in entry.message
+
+
 def _fix(
     table: BehaviourTable,
     entry: Entry,
@@ -377,6 +395,8 @@ def _fix(
             "return a value computed from the output inside the model, or `.contiguous()` "
             "of it, not the output itself"
         )
+    if edge_refused(entry):
+        return EDGE_FIX
     cpu = "keep the node on the CPU (`coreml-lint lower` does)"
     if entry.outcome == BOUNDARY:
         same = "return the op's input itself (the op changes nothing here)"
