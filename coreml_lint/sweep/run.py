@@ -45,6 +45,7 @@ class Store:
         self.results_path = folder / "results.jsonl"
         self.meta_path = folder / "meta.json"
         self.costs_path = folder / "costs.jsonl"
+        self._generated: tuple[Any, list[dict[str, Any]]] | None = None
 
     @staticmethod
     def _read(path: Path) -> list[dict[str, Any]]:
@@ -59,8 +60,15 @@ class Store:
         return rows
 
     def generated(self) -> list[dict[str, Any]]:
-        """Per op, the cases its latest generation made (a later row replaces an earlier)."""
-        return list({row["op"]: row for row in self._read(self.cases_path)}.values())
+        """Per op, the cases its latest generation made (a later row replaces an earlier).
+        Read again only when ``cases.jsonl`` changed (it is appended to while generating,
+        then read at every round: over 100 MB once every op has been generated thrice)."""
+        info = self.cases_path.stat() if self.cases_path.exists() else None
+        stamp = (info.st_ino, info.st_size, info.st_mtime_ns) if info else None
+        if self._generated is None or self._generated[0] != stamp:
+            rows = {row["op"]: row for row in self._read(self.cases_path)}
+            self._generated = stamp, list(rows.values())
+        return list(self._generated[1])
 
     def live_results(self) -> dict[str, dict[str, Any]]:
         """Case id -> result of this folder's ``results.jsonl`` alone."""
