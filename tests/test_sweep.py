@@ -742,6 +742,12 @@ def test_an_index_buffer_and_a_negative_pad_are_measured():
         == [("float32", "in"), ("int64", "const"), ("float32", "in")]
         for c in buffers
     )
+    model = [c for c in cases if c["label"] == "model batch 2 index operands constant"]
+    assert model and all(  # as a model calls it: rank 3, the index a buffer
+        [(len(t["shape"]), t["origin"]) for t in c["tensors"]]
+        == [(3, "in"), (1, "const"), (3, "in")]
+        for c in model
+    )
     cases, _ = op_cases(scope["constant_pad_nd.default"])
     assert any(c["args"][1] == [-1, -1] for c in cases if c["axis"] == "variant")
 

@@ -127,8 +127,10 @@ FLOATS_VARIANTS = (2.0, 1.3, 0.5, 1.5, 0.7)  # 1.3 first: its class's riskier va
 # operands constant (origin axis), negative pads (``[-1, -1]``: a crop), and for an op with no
 # legal call, layouts whose last dim holds coordinates (``legal.coordinate_layouts``); 19: a
 # negative pad of every dim too (a crop of a rank-2 call keyed beside a 4-element one), and
-# attention with fewer key/value heads than query heads (``_grouped_heads``).
-GENERATOR = 19
+# attention with fewer key/value heads than query heads (``_grouped_heads``); 20: the model
+# axis's call with its index operands constants too (``_index_buffers``: an ``index_add`` of
+# a constant index at a batch of two, keyed as a model's node at rank 3).
+GENERATOR = 20
 
 # The model axis's batches: one (a size-1 dim in the key), and two, where a layer's call
 # keys as its base call's rank without a size-1 dim but with constant weights (a transposed
@@ -186,6 +188,9 @@ def op_cases(info: OpInfo) -> tuple[list[Case], str | None]:
             continue
         name = "model" if batch == 1 else f"model batch {batch}"
         cases.append(_case(info, model, "model", name))
+        buffered = _index_buffers(model)  # as a model holds them
+        if buffered is not None:
+            cases.append(_case(info, buffered, "model", f"{name} index operands constant"))
         cases += [_case(info, c, "model", f"{name} {label}") for label, c in _variants(info, model)]
         cases += [_case(info, c, "model", f"{name} {label}") for label, c in _pairs(info, model)]
     return _at_targets(cases), None
@@ -649,17 +654,21 @@ def _origins(info: OpInfo, base: Call, dtype_calls: dict[str, Call]) -> Iterator
             for i in operands[1:]:
                 made.tensors[i]["origin"] = "const"
             yield f"operands after the first{name} constant", made
-    float_call = dtype_calls.get("float32")
-    indices = [
-        i
-        for i, t in enumerate(float_call.tensors if float_call else [])
-        if t.get("values") == "index"
-    ]
-    if float_call is not None and indices:  # a buffer of indices (a relative position index,
-        made = float_call.copy()  # the columns an ``index_add`` writes)
-        for i in indices:
-            made.tensors[i]["origin"] = "const"
-        yield "index operands constant", made
+    buffered = _index_buffers(dtype_calls["float32"]) if "float32" in dtype_calls else None
+    if buffered is not None:
+        yield "index operands constant", buffered
+
+
+def _index_buffers(call: Call) -> Call | None:
+    """The call with its index operands constants (a relative position index, the columns
+    an ``index_add`` writes: buffers of the model), or None when it has none."""
+    indices = [i for i, t in enumerate(call.tensors) if t.get("values") == "index"]
+    if not indices:
+        return None
+    made = call.copy()
+    for i in indices:
+        made.tensors[i] = dict(made.tensors[i], origin="const")
+    return made
 
 
 # The numbers a pointwise op's later operand takes as a Python number (``x * 0.5``,
