@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -125,6 +126,16 @@ def test_a_crash_at_every_measured_origin_is_predicted_at_another(tmp_path):
     assert alone.answer(Key(band, "int64:op,int64:const", "", "r2"), 15) is None
 
 
+def _predicted(table, node: Key, basis: str, message: str) -> tuple[Any, str]:
+    """The answer the table predicts for ``node`` at iOS15 (checked: by ``basis``, the crash
+    ``message``) and what CML801 prints for it."""
+    from coreml_lint.rules.cml801_measured_op_behaviour import _message
+
+    answer = table.answer(node, 15)
+    assert answer.basis == basis and answer.entry.message == message and answer.predicted
+    return answer, _message(node, answer, 15, table, None)
+
+
 def test_an_op_crashing_alike_in_every_measured_call_is_predicted_to_crash_anywhere(tmp_path):
     """``searchsorted`` is neither kept whole by the partitioner nor core ATen: every call
     measured crashes in ExecuTorch's edge verifier, whatever its dtypes, origins, arguments
@@ -143,11 +154,7 @@ def test_an_op_crashing_alike_in_every_measured_call_is_predicted_to_crash_anywh
     ]
     node = Key(op, "float32:const,float32:in", "", "r1")
     found = _table(tmp_path, {op: rows}, {op: ""})
-    answer = found.answer(node, 15)
-    assert answer.basis == ALWAYS and answer.entry.message == refused and answer.predicted
-    from coreml_lint.rules.cml801_measured_op_behaviour import _message
-
-    said = _message(node, answer, 15, found, None)
+    answer, said = _predicted(found, node, ALWAYS, refused)
     assert "every call of the op measured at this target crashes alike" in said
     # the edge verifier's refusal: no CPU fallback answers it, and the fix says so
     from coreml_lint.rules.cml801_measured_op_behaviour import _fix, edge_refused
@@ -181,11 +188,7 @@ def test_a_crash_every_call_at_a_shape_class_shows_is_predicted_there(tmp_path):
     ]
     node = Key(op, "float32:in,float32:const,float32:const", "a1=4;a4=tiny;a5=False", "r5u")
     found = _table(tmp_path, {op: rows}, {op: "a1=1"})
-    answer = found.answer(node, 15)
-    assert answer.basis == RANK and answer.entry.message == limit and answer.predicted
-    from coreml_lint.rules.cml801_measured_op_behaviour import _message
-
-    said = _message(node, answer, 15, found, None)
+    _, said = _predicted(found, node, RANK, limit)
     assert "every call of the op measured at shape class r5u crashes alike" in said
     assert found.answer(Key(op, node.operands, node.variant, "r4u"), 15) is None
     never_elsewhere = _table(tmp_path, {op: [rows[0], rows[2]]}, {op: "a1=1"})
