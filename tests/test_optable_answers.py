@@ -161,6 +161,13 @@ def test_an_op_crashing_alike_in_every_measured_call_is_predicted_to_crash_anywh
 
     assert edge_refused(answer.entry)
     assert _fix(found, answer.entry, 15, node, True, answer).startswith("replace the op")
+    from coreml_lint.core.findings import Finding, Outcome, Severity
+    from coreml_lint.rules.cml801_measured_op_behaviour import MeasuredOpBehaviour
+
+    finding = Finding("CML801", "m", Severity.ERROR, Outcome.CRASH, said, "p.pt2", node="n")
+    finding.extra["measured"] = "crash"
+    why = MeasuredOpBehaviour().unanswered(finding)  # lower stops before lowering, saying so
+    assert why is not None and "coreml-lint lower has no answer: replace the op" in why
     one_ok = _table(tmp_path, {op: [*rows, [rows[0][0], "a4=left", "", "r2", "15", "ok", ""]]}, {})
     assert one_ok.answer(node, 15) is None
     other = _table(

@@ -75,6 +75,9 @@ class IntegerResultMadeFloat(Rule):
     outcome = Outcome.CRASH
     summary = "integer floor division, one-sided clamp or range made as float, read as an index"
 
+    def __init__(self) -> None:
+        self.linspaces: set[str] = set()  # integer linspace nodes of the ATen graph refused
+
     def check(self, ctx: ProgramContext) -> Iterator[Finding]:
         floats: set[str] | None = None
         for node in ctx.coreml_nodes():
@@ -92,9 +95,6 @@ class IntegerResultMadeFloat(Rule):
                 fix=_fix(node),
                 partitioner=ctx.skip_advice(node),
             )
-
-    def __init__(self) -> None:
-        self.linspaces: set[str] = set()  # integer linspace nodes of the ATen graph refused
 
     def refuse(self, node: Any, settings: PartitionerSettings) -> str | None:
         """An integer ``linspace`` stays on the CPU with the pieces torch decomposes it into
