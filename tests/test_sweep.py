@@ -147,6 +147,33 @@ def test_grouped_query_attention_is_keyed_by_its_heads(shapes, flag, text):
     assert variant_of(node, shapes[0], shapes) == f"enable_gqa={text}"
 
 
+@pytest.mark.parametrize(
+    "op, dim, shapes, text",
+    [
+        ("aten.gather.default", 1, [(8, 10, 3), (8, 4, 2)], "index=narrower"),
+        ("aten.gather.default", 1, [(8, 10, 3), (8, 4, 3)], ""),  # K of N along dim
+        ("aten.gather.default", -1, [(8, 10, 3), (8, 10, 2)], ""),
+        ("aten.scatter.src", 1, [(3, 6), (3, 3), (3, 6)], "src=wider"),
+        ("aten.scatter.src", 1, [(3, 6), (2, 3), (3, 6)], "index=narrower;src=wider"),
+        ("aten.scatter.src", 1, [(3, 6), (3, 6), (3, 6)], ""),
+        ("aten.scatter_add.default", 0, [(4, 4), (2, 4), (2, 4)], ""),
+        ("aten.scatter.value", 0, [(4, 4), (4, 2)], "index=narrower"),
+        ("aten.gather.default", 1, [(8, "s0", 3), (8, 4, 2)], ""),  # a size unknown
+        ("aten.index_select.default", 0, [(4, 4), (2,)], ""),  # not along a dim's index
+    ],
+)  # fmt: skip
+def test_a_gather_or_scatter_is_keyed_by_how_its_index_fits_its_input(op, dim, shapes, text):
+    """Light: an index narrower than the input on a dim other than ``dim``, and a
+    scatter's ``src`` wider than its index, are keyed (coremltools wants the shapes equal);
+    an index narrower along ``dim`` (K of N) is the ordinary call."""
+    from coreml_lint.measured.key import variant_of
+    from coreml_lint.program.graph import Node, TensorRef
+
+    refs = [TensorRef(f"t{i}") for i in range(len(shapes))]
+    node = Node("n", op, [refs[0], dim, *refs[1:]], {}, ["n"])
+    assert variant_of(node, shapes[0], shapes) == ";".join(filter(None, [f"a1={dim}", text]))
+
+
 def test_a_ceil_keyed_as_adding_a_window_is_one_torch_sizes_otherwise():
     """Against torch's own output sizes, over random pools of every kind and rank: a ceil
     keyed ``True`` changes a size, one keyed otherwise changes none."""
@@ -775,6 +802,31 @@ def test_grouped_query_attention_is_measured_and_keyed_apart_from_equal_heads():
     assert key.variant == "a3=None;a4=0.0;a5=True;enable_gqa=grouped" and key.shape == "r4u"
     equal = next(c for c in cases if c["label"] == "model batch 2 enable_gqa=True")
     assert all(k.variant.endswith("enable_gqa=True") for k in sweep_keys(equal))
+
+
+def test_a_narrower_index_is_measured_and_keyed_alike_on_both_sides():
+    """A gather of keypoints' x and y (an index narrower than the input off ``dim``) and a
+    scatter of an index-shaped corner of a wider ``src`` are measured, the index also a
+    buffer; the sweep's program and a user's node key them alike; and the shape axis
+    reshapes an index shaped like the input with it (a gather at rank 3)."""
+    pytest.importorskip("torch")
+    from test_optable_keys import lint_keys, sweep_keys
+
+    from coreml_lint.program.optable import load_optable
+    from coreml_lint.sweep.generate import op_cases
+    from coreml_lint.sweep.schema import in_scope
+
+    scope = {i.name: i for i in in_scope(load_optable())[0]}
+    cases, _ = op_cases(scope["gather.default"])
+    narrow = [c for c in cases if c["label"] == "index narrower than the input, index constant"]
+    assert narrow and [t["shape"] for t in narrow[0]["tensors"]] == [[4, 4], [2, 4]]
+    (key,) = sweep_keys(narrow[0])
+    assert lint_keys(narrow[0]) == {key}
+    assert key.variant == "a1=1;index=narrower" and key.operands == "float32:in,int64:const"
+    assert any(len(c["tensors"][1]["shape"]) == 3 for c in cases if c["axis"] == "shape")
+    cases, _ = op_cases(scope["scatter.src"])
+    wide = next(c for c in cases if c["label"] == "index narrower than the input")
+    assert {k.variant for k in sweep_keys(wide)} == {"a1=1;index=narrower;src=wider"}
 
 
 def test_an_op_legal_only_on_coordinates_finds_its_call():

@@ -29,6 +29,7 @@ from typing import Any, TypedDict
 
 from coreml_lint.measured.values import (
     POOLS,
+    along_dim_texts,
     ceil_text,
     describe_variant,
     grouped_text,
@@ -238,7 +239,8 @@ def variant_of(
     lists of them exactly, other values by class; scale factors, a pooling's ceil and a
     squeeze's dims by what they do to the first operand's ``shape`` (``values.scaled_text``,
     ``ceil_text``, ``squeeze_text``), an attention's ``enable_gqa`` by whether the heads of
-    its operands (``shapes``, every tensor operand's) differ (``grouped_text``)."""
+    its operands (``shapes``, every tensor operand's) differ (``grouped_text``), and a gather's
+    or scatter's index by how its shape relates to its input's (``along_dim_texts``)."""
     parts = [
         f"a{i}={value_text(v, shape)}"
         for i, v in enumerate(node.args)
@@ -256,6 +258,7 @@ def variant_of(
     ]
     if (derived := grouped_text(node.target, node.kwargs, shapes)) is not None:
         parts = [f"enable_gqa={derived}" if p == "enable_gqa=True" else p for p in parts]
+    parts += along_dim_texts(node.target, node.args, shapes)
     return ";".join(parts)
 
 

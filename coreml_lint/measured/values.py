@@ -211,6 +211,54 @@ def grouped_text(
     return GROUPED_HEADS
 
 
+# Ops that read or write along ``dim`` where an ``index`` operand of the input's rank says
+# (``gather``, ``scatter``): torch takes an index narrower than the input on the other dims
+# (the x and y of K keypoints out of x, y and a score) and a scatter's ``src`` wider than
+# the index (only its index-shaped corner is written), where coremltools' gather_along_axis
+# and scatter_along_axis take shapes that match ("should have the same size at axis 2"). The
+# key holds the relation, so a call of equal shapes never answers for one that differs:
+# op -> the position of ``src`` among the tensor operands (None: the op has none).
+ALONG_DIM = {
+    "aten.gather.default": None,
+    "aten.scatter.src": 2,
+    "aten.scatter.value": None,
+    "aten.scatter.reduce": 2,
+    "aten.scatter.value_reduce": None,
+    "aten.scatter_add.default": 2,
+    "aten.scatter_reduce.two": 2,
+}
+NARROW_INDEX = "index=narrower"
+WIDE_SRC = "src=wider"
+
+
+def along_dim_texts(
+    op: str, args: list[Any], shapes: list[tuple[Any, ...] | None] | None
+) -> list[str]:
+    """``NARROW_INDEX`` where the index of a gather or scatter is narrower than its input on
+    a dim other than ``dim``, ``WIDE_SRC`` where a scatter's ``src`` is wider than the index
+    on any dim; nothing where the shapes match, a size is unknown or the op is another."""
+    if op not in ALONG_DIM or not shapes or len(shapes) < 2 or len(args) < 2:
+        return []
+    data, index, dim = shapes[0], shapes[1], args[1]
+    if data is None or index is None or len(data) != len(index) or not data:
+        return []
+    if not isinstance(dim, int) or isinstance(dim, bool) or not -len(data) <= dim < len(data):
+        return []
+    sizes = [*data, *index]
+    if not all(isinstance(d, int) for d in sizes):
+        return []
+    found = []
+    others = [axis for axis in range(len(data)) if axis != dim % len(data)]
+    if any(index[axis] < data[axis] for axis in others):
+        found.append(NARROW_INDEX)
+    at = ALONG_DIM[op]
+    src = shapes[at] if at is not None and len(shapes) > at else None
+    known = src is not None and len(src) == len(index) and all(isinstance(d, int) for d in src)
+    if known and any(s > i for s, i in zip(src, index, strict=True)):
+        found.append(WIDE_SRC)
+    return found
+
+
 def _whole(size: float) -> bool:
     """Whole as coremltools reads an output size (``_is_float_value``: within 1e-3)."""
     return size - math.floor(size) <= 1e-3

@@ -129,8 +129,11 @@ FLOATS_VARIANTS = (2.0, 1.3, 0.5, 1.5, 0.7)  # 1.3 first: its class's riskier va
 # negative pad of every dim too (a crop of a rank-2 call keyed beside a 4-element one), and
 # attention with fewer key/value heads than query heads (``_grouped_heads``); 20: the model
 # axis's call with its index operands constants too (``_index_buffers``: an ``index_add`` of
-# a constant index at a batch of two, keyed as a model's node at rank 3).
-GENERATOR = 20
+# a constant index at a batch of two, keyed as a model's node at rank 3); 21: a gather's or
+# scatter's index narrower than its input, a scatter's ``src`` wider than its index
+# (``_along_dim``), and index operands shaped like the first operand reshaped with it on the
+# shape axis (a gather at rank 3).
+GENERATOR = 21
 
 # The model axis's batches: one (a size-1 dim in the key), and two, where a layer's call
 # keys as its base call's rank without a size-1 dim but with constant weights (a transposed
@@ -162,6 +165,7 @@ def op_cases(info: OpInfo) -> tuple[list[Case], str | None]:
             if wide is not None:
                 cases.append(_case(info, wide, "variant", f"{label} int64"))
     cases += [_case(info, c, "variant", label) for label, c in _grouped_heads(info, base)]
+    cases += [_case(info, c, "variant", label) for label, c in _along_dim(info, base)]
     for label, call in _float_defaults(info, base):
         cases.append(_case(info, call, "variant", label))
         half = _retyped(info, call, "float16", origin="op") if float16 else None
@@ -448,6 +452,42 @@ def _grouped_heads(info: OpInfo, base: Call) -> Iterator[tuple[str, Call]]:
                     yield f"grouped heads batch {batch}{label}", call
 
 
+def _along_dim(info: OpInfo, base: Call) -> Iterator[tuple[str, Call]]:
+    """A gather or scatter whose index is narrower than the input on a dim other than
+    ``dim`` (half its size), with a scatter's ``src`` kept at the input's shape (wider than
+    the index) and narrowed beside it; each with the index a partition input and a constant
+    (a model's buffer). torch takes these shapes, coremltools' converters want them equal,
+    and the base call (every operand one cube) never reaches them; ``values.along_dim_texts``
+    keys them apart."""
+    positional = [a for a in info.args if not a.kwarg_only]
+    slots = {a.name: v for a, v in zip(positional, base.args, strict=False)}
+    index, dim, src = slots.get("index"), slots.get("dim"), slots.get("src")
+    if not (_ref(index) and isinstance(dim, int)) or isinstance(dim, bool):
+        return
+    shape = base.tensors[index["t"]]["shape"]
+    if len(shape) < 2 or len(shape) != len(base.tensors[0]["shape"]):
+        return
+    axis = next(d for d in range(len(shape)) if d != dim % len(shape))
+    narrow = list(shape)
+    narrow[axis] = max(1, shape[axis] // 2)
+    made = base.copy()
+    made.tensors[index["t"]]["shape"] = narrow
+    calls = [("index narrower than the input", made)]
+    if _ref(src):
+        both = made.copy()
+        both.tensors[src["t"]]["shape"] = list(narrow)
+        calls.append(("index and src narrower than the input", both))
+    for label, call in calls:
+        for name, made in ((label, call), (f"{label}, index constant", _index_buffers(call))):
+            if made is not None and is_legal(info, made):
+                yield name, made
+
+
+def _ref(value: Any) -> bool:
+    """Whether an encoded argument names a tensor operand (``{"t": 1}``)."""
+    return isinstance(value, dict) and isinstance(value.get("t"), int)
+
+
 def _cast_range(call: Call, dtype: str) -> None:
     """Float operands of a call that makes ``dtype`` hold values that dtype can hold."""
     for spec in call.tensors:
@@ -623,7 +663,7 @@ def _reshaped(spec: Any, cube: tuple[int, ...], shape: tuple[int, ...]) -> Any:
         return None
     if isinstance(spec, list):
         return [_reshaped(s, cube, shape) for s in spec]
-    if tuple(spec["shape"]) == cube and spec.get("values") == "typical":
+    if tuple(spec["shape"]) == cube and spec.get("values") in ("typical", "index"):
         return dict(spec, shape=list(shape))
     return spec
 
