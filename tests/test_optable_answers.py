@@ -16,7 +16,16 @@ from coreml_lint.measured import table as measured_table
 from coreml_lint.measured.families import family
 from coreml_lint.measured.key import Key
 from coreml_lint.measured.outcomes import BOUNDARY_CRASH, value_dependent, value_range
-from coreml_lint.measured.table import BASE, FACTOR, MEASURED, SHAPE, UNIT, WORD, load_table
+from coreml_lint.measured.table import (
+    BASE,
+    FACTOR,
+    MEASURED,
+    SHAPE,
+    SIGN,
+    UNIT,
+    WORD,
+    load_table,
+)
 from coreml_lint.measured.values import value_class
 
 TOPK, UNSHUFFLE, POOL = (
@@ -367,6 +376,32 @@ def test_a_mode_that_crashes_wherever_it_was_measured_is_predicted_at_any_rank(t
     rows = [*crashes, [f32, "a1=[1,1,1,1];a2=reflect", "", "r4", "15", "ok", ""]]
     table = _pads(tmp_path / "f", rows)
     assert table.converting_values(conv, "a2", 15, "") == ["reflect"]
+
+
+CROP = "ValueError: pad must be non-negative integer, got -1 at index 0"
+
+
+def test_a_negative_pad_that_crashes_wherever_it_was_measured_is_predicted_at_any_rank(
+    tmp_path,
+):
+    """A crop by a negative pad crashed at every rank and length measured while positive
+    pads convert: a U-Net's ``F.pad(skip, (-2, -2, -2, -2))`` of a 4-d input is predicted
+    to crash, though no 4-d crop was measured; a positive pad there is not answered."""
+    f32 = "float32:in"
+    crops = [
+        [f32, "a1=[-1,-1]", "", "r2", "15,18", "crash", CROP],
+        [f32, "a1=[-1,-1]", "", "r3", "15,18", "crash", CROP],
+        [f32, "a1=[-1,-1,-1,-1]", "", "r2", "15,18", "crash", CROP],
+    ]
+    unet = Key(PAD, f32, "a1=[-2,-2,-2,-2]", "r4u")
+    answer = _pads(tmp_path / "a", crops).answer(unet, 15)
+    assert answer.basis == SIGN and answer.cause == "a1=[-2,-2,-2,-2]" and answer.predicted
+    assert answer.entry.message == CROP
+    assert _pads(tmp_path / "a", crops).answer(Key(PAD, f32, "a1=[2,2,2,2]", "r4u"), 15) is None
+    # one shape class (r2), or a negative pad measured converting: no prediction
+    assert _pads(tmp_path / "c", crops[::2]).answer(unet, 15) is None
+    fine = [*crops, [f32, "a1=[0,-1]", "", "r3", "15", "ok", ""]]
+    assert _pads(tmp_path / "d", fine).answer(unet, 15) is None
 
 
 def test_an_unmeasured_call_is_not_answered_where_that_way_of_answering_fell_short(table):

@@ -818,15 +818,19 @@ def test_a_narrower_index_is_measured_and_keyed_alike_on_both_sides():
 
     scope = {i.name: i for i in in_scope(load_optable())[0]}
     cases, _ = op_cases(scope["gather.default"])
-    narrow = [c for c in cases if c["label"] == "index narrower than the input, index constant"]
+    narrow = [c for c in cases if c["label"] == "index narrower off dim, index constant"]
     assert narrow and [t["shape"] for t in narrow[0]["tensors"]] == [[4, 4], [2, 4]]
     (key,) = sweep_keys(narrow[0])
     assert lint_keys(narrow[0]) == {key}
     assert key.variant == "a1=1;index=narrower" and key.operands == "float32:in,int64:const"
+    model = next(c for c in cases if c["label"] == "model batch 2 index narrower off dim")
+    assert [t["shape"] for t in model["tensors"]] == [[2, 4, 4], [2, 4, 2]]  # as a model: r3
     assert any(len(c["tensors"][1]["shape"]) == 3 for c in cases if c["axis"] == "shape")
     cases, _ = op_cases(scope["scatter.src"])
-    wide = next(c for c in cases if c["label"] == "index narrower than the input")
-    assert {k.variant for k in sweep_keys(wide)} == {"a1=1;index=narrower;src=wider"}
+    wide = next(c for c in cases if c["label"] == "index narrower on dim, src wider")
+    assert {k.variant for k in sweep_keys(wide)} == {"a1=1;src=wider"}
+    k_of_n = next(c for c in cases if c["label"] == "index and src narrower on dim")
+    assert {k.variant for k in sweep_keys(k_of_n)} == {"a1=1"}  # the ordinary call
 
 
 def test_an_op_legal_only_on_coordinates_finds_its_call():

@@ -14,7 +14,7 @@ fell below 95 % precision on the table's own held-out cells (``data/prediction_g
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import astuple, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -32,6 +32,7 @@ from coreml_lint.measured.values import (
     factors,
     is_exact_text,
     is_word,
+    negative_list,
 )
 
 DATA = Path(__file__).with_name("data")
@@ -102,6 +103,13 @@ ALWAYS_SUPPORT = 8  # cells measured at the target, all crashing alike
 # converter, a converter written for 4-d), whatever the arguments.
 RANK = "rank"
 
+# Predicted, as a word is (``_word_crashes``), from an int list argument's negative values:
+# every call measured with a negative value of that argument crashes for one reason, at two
+# shape classes or more, while non-negative values convert (a crop by a negative pad, which
+# coremltools refuses at every rank and length: ``[-2, -2, -2, -2]`` of a 4-d input when
+# ``[-1, -1]`` of 2-d and 3-d ones were measured).
+SIGN = "sign"
+
 HERE = "here"  # measured on this machine by ``check --measure``
 
 # Measured at other values of the same classes, which all agree (``_lookup_class``).
@@ -110,6 +118,16 @@ CLASS = "class"
 # Measured at the key's rank with a size-1 dim where the key has none, or without one where
 # it has (``unit_twin``): a model's batch of one against the sweep's batch of four.
 UNIT = "unit"
+
+
+def _word(value: str) -> str | None:
+    """A string argument's word is its own kind (``_word_crashes``)."""
+    return value if is_word(value) else None
+
+
+def _negative(value: str) -> str | None:
+    """Every int list holding a negative value is one kind (``SIGN``)."""
+    return "negative" if negative_list(value) else None
 
 
 def unit_twin(shape: str) -> str | None:
@@ -172,7 +190,7 @@ class Answer:
 
     @property
     def predicted(self) -> bool:
-        return self.basis in (BASE, EVERY, FACTOR, WORD, CONTRAST, ORIGIN, ALWAYS, RANK)
+        return self.basis in (BASE, EVERY, FACTOR, WORD, SIGN, CONTRAST, ORIGIN, ALWAYS, RANK)
 
 
 @dataclass
@@ -303,6 +321,9 @@ class BehaviourTable:
         word = self._word_crashes(key, target, context)
         if word is not None:
             return Answer(word[1], WORD, word[0])
+        sign = self._word_crashes(key, target, context, _negative)
+        if sign is not None:
+            return Answer(sign[1], SIGN, sign[0])
         found = self._factor_crashes(key, target, context)
         if found is not None:
             return Answer(found, FACTOR)
@@ -439,7 +460,9 @@ class BehaviourTable:
                 return entry
         return None
 
-    def _word_crashes(self, key: Key, target: int, context: str) -> tuple[str, Entry] | None:
+    def _word_crashes(
+        self, key: Key, target: int, context: str, kind: Callable[[str], str | None] = _word
+    ) -> tuple[str, Entry] | None:
         """(argument=word, crash) where the key gives a string argument a word that crashes
         the op for one reason in every cell measured with it and these operands at the
         target, ``WORD_SUPPORT`` cells or more at two shape classes or more, while at one of
@@ -447,15 +470,18 @@ class BehaviourTable:
         without the word crashes for that reason (the word is the cause, not the op or the
         rank): a converter that refuses a mode (``circular``) refuses it at a rank and
         beside values it was never measured with. The crash cited is the one measured at
-        the key's shape class where there is one."""
+        the key's shape class where there is one. ``kind`` says which values are alike: a
+        word is its own kind; ``_negative`` makes every list holding a negative one (SIGN)."""
         for name, value in self.changes(key.op, key.variant).items():
-            if not is_word(value):
+            mine = kind(value)
+            if mine is None:
                 continue
             cells, others = [], []
             for e in self.by_op.get(key.op, ()):
                 if e.operands == key.operands and e.context == context and target in e.targets:
                     # an argument left out is at its default, never the word (``changes``)
-                    (cells if factors(e.variant).get(name) == value else others).append(e)
+                    theirs = factors(e.variant).get(name)
+                    (cells if theirs is not None and kind(theirs) == mine else others).append(e)
             reasons = {(e.outcome, normalized(e.message)) for e in cells}
             shapes = {e.shape for e in cells}
             if len(cells) < WORD_SUPPORT or len(shapes) < 2 or len(reasons) != 1:

@@ -314,6 +314,14 @@ def is_word(text: str) -> bool:
     )
 
 
+def negative_list(text: str) -> bool:
+    """Whether a value as a key records it is a list of integers holding a negative one
+    (``[-2,-2,-2,-2]``, or its class ``ints8-``): a pad that crops."""
+    if _EXACT_LIST.fullmatch(text):
+        return any(int(i) < 0 for i in text[1:-1].split(","))
+    return re.fullmatch(r"ints\d+-0?", text) is not None
+
+
 def underived(variant: str) -> str:
     """A variant as a table written before the squeeze derivation keyed the same call (the
     scale and ceil derivations are older than any table carried from)."""

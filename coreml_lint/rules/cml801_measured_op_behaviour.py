@@ -94,6 +94,7 @@ from coreml_lint.measured.table import (
     ORIGIN,
     RANK,
     SHAPE,
+    SIGN,
     UNIT,
     WORD,
     Answer,
@@ -308,6 +309,9 @@ BASIS_WORDS = {
     WORD: "predicted (this combination of arguments was not measured; {cause} crashes the "
     "op alike in every call measured with it, at several shapes, where other values convert, "
     "and the node has {cause})",
+    SIGN: "predicted (this call was not measured; a negative value of its argument crashes "
+    "the op alike in every call measured with one, at several shapes, where non-negative "
+    "values convert, and the node has {cause})",
     CONTRAST: "predicted (this combination of arguments was not measured; {cause} crashes "
     "where a measured call differing only in it converts, and the node has {cause})",
     ORIGIN: "predicted (these operands were not measured where they come from; every "
@@ -401,6 +405,12 @@ def _fix(
     if entry.outcome == BOUNDARY:
         same = "return the op's input itself (the op changes nothing here)"
         return f"{same}, or {cpu}" if cpu_answers else same
+    if answer is not None and answer.basis == SIGN:
+        label = describe_variant(answer.cause, table.arg_names.get(key.op) if key else None)
+        return (
+            f"give {label.partition('=')[0]} no negative value (a negative pad crops: slice "
+            f"the tensor instead, `x[..., 2:-2]`); or {cpu}"
+        )
     if answer is not None and answer.basis == WORD and key is not None:
         # the word is the cause: the other words of that argument, at the node's shape
         name = answer.cause.partition("=")[0]

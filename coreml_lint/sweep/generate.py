@@ -130,9 +130,9 @@ FLOATS_VARIANTS = (2.0, 1.3, 0.5, 1.5, 0.7)  # 1.3 first: its class's riskier va
 # attention with fewer key/value heads than query heads (``_grouped_heads``); 20: the model
 # axis's call with its index operands constants too (``_index_buffers``: an ``index_add`` of
 # a constant index at a batch of two, keyed as a model's node at rank 3); 21: a gather's or
-# scatter's index narrower than its input, a scatter's ``src`` wider than its index
-# (``_along_dim``), and index operands shaped like the first operand reshaped with it on the
-# shape axis (a gather at rank 3).
+# scatter's index narrower than its input on ``dim`` and off it, a scatter's ``src`` wider
+# than its index (``_along_dim``, also as the model axis calls them), and index operands
+# shaped like the first operand reshaped with it on the shape axis (a gather at rank 3).
 GENERATOR = 21
 
 # The model axis's batches: one (a size-1 dim in the key), and two, where a layer's call
@@ -197,6 +197,9 @@ def op_cases(info: OpInfo) -> tuple[list[Case], str | None]:
             cases.append(_case(info, buffered, "model", f"{name} index operands constant"))
         cases += [_case(info, c, "model", f"{name} {label}") for label, c in _variants(info, model)]
         cases += [_case(info, c, "model", f"{name} {label}") for label, c in _pairs(info, model)]
+        cases += [
+            _case(info, c, "model", f"{name} {label}") for label, c in _along_dim(info, model)
+        ]
     return _at_targets(cases), None
 
 
@@ -453,12 +456,13 @@ def _grouped_heads(info: OpInfo, base: Call) -> Iterator[tuple[str, Call]]:
 
 
 def _along_dim(info: OpInfo, base: Call) -> Iterator[tuple[str, Call]]:
-    """A gather or scatter whose index is narrower than the input on a dim other than
-    ``dim`` (half its size), with a scatter's ``src`` kept at the input's shape (wider than
-    the index) and narrowed beside it; each with the index a partition input and a constant
-    (a model's buffer). torch takes these shapes, coremltools' converters want them equal,
-    and the base call (every operand one cube) never reaches them; ``values.along_dim_texts``
-    keys them apart."""
+    """A gather or scatter whose index is half the input's size on a dim: on ``dim`` (K of
+    N, the ordinary call), and on another dim (the x and y of keypoints holding a score
+    too); a scatter's ``src`` narrowed with the index, and kept at the input's shape (wider
+    than the index: only its index-shaped corner is written); each with the index a
+    partition input and a constant (a model's buffer). torch takes all of these,
+    coremltools' converters want some equal, and the base call (every operand one cube)
+    reaches none; ``values.along_dim_texts`` keys them apart."""
     positional = [a for a in info.args if not a.kwarg_only]
     slots = {a.name: v for a, v in zip(positional, base.args, strict=False)}
     index, dim, src = slots.get("index"), slots.get("dim"), slots.get("src")
@@ -467,20 +471,25 @@ def _along_dim(info: OpInfo, base: Call) -> Iterator[tuple[str, Call]]:
     shape = base.tensors[index["t"]]["shape"]
     if len(shape) < 2 or len(shape) != len(base.tensors[0]["shape"]):
         return
-    axis = next(d for d in range(len(shape)) if d != dim % len(shape))
-    narrow = list(shape)
-    narrow[axis] = max(1, shape[axis] // 2)
-    made = base.copy()
-    made.tensors[index["t"]]["shape"] = narrow
-    calls = [("index narrower than the input", made)]
-    if _ref(src):
-        both = made.copy()
-        both.tensors[src["t"]]["shape"] = list(narrow)
-        calls.append(("index and src narrower than the input", both))
-    for label, call in calls:
-        for name, made in ((label, call), (f"{label}, index constant", _index_buffers(call))):
-            if made is not None and is_legal(info, made):
-                yield name, made
+    along = dim % len(shape)
+    other = max(d for d in range(len(shape)) if d != along)
+    for axis, where in ((along, "on dim"), (other, "off dim")):
+        narrow = list(shape)
+        narrow[axis] = max(1, shape[axis] // 2)
+        made = base.copy()
+        made.tensors[index["t"]]["shape"] = narrow
+        calls = [(f"index narrower {where}", made)]
+        if _ref(src):
+            both = made.copy()
+            both.tensors[src["t"]]["shape"] = list(narrow)
+            calls = [
+                (f"index narrower {where}, src wider", made),
+                (f"index and src narrower {where}", both),
+            ]
+        for label, call in calls:
+            for name, found in ((label, call), (f"{label}, index constant", _index_buffers(call))):
+                if found is not None and is_legal(info, found):
+                    yield name, found
 
 
 def _ref(value: Any) -> bool:
