@@ -130,10 +130,11 @@ FLOATS_VARIANTS = (2.0, 1.3, 0.5, 1.5, 0.7)  # 1.3 first: its class's riskier va
 # attention with fewer key/value heads than query heads (``_grouped_heads``); 20: the model
 # axis's call with its index operands constants too (``_index_buffers``: an ``index_add`` of
 # a constant index at a batch of two, keyed as a model's node at rank 3); 21: a gather's or
-# scatter's index narrower than its input on ``dim`` and off it, a scatter's ``src`` wider
-# than its index (``_along_dim``, also as the model axis calls them), and index operands
-# shaped like the first operand reshaped with it on the shape axis (a gather at rank 3).
-GENERATOR = 21
+# scatter's index narrower than its input off ``dim`` (``_along_dim``), and index operands
+# shaped like the first operand reshaped with it on the shape axis (a gather at rank 3); 22:
+# narrowed on ``dim`` too, a scatter's ``src`` left wider than its index, and both as the
+# model axis calls them.
+GENERATOR = 22
 
 # The model axis's batches: one (a size-1 dim in the key), and two, where a layer's call
 # keys as its base call's rank without a size-1 dim but with constant weights (a transposed
