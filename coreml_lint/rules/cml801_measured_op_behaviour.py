@@ -100,7 +100,7 @@ from coreml_lint.measured.table import (
     Answer,
     BehaviourTable,
 )
-from coreml_lint.measured.values import describe_variant, factors
+from coreml_lint.measured.values import NARROW_INDEX, WIDE_SRC, describe_variant, factors
 from coreml_lint.measured.versions import active_table, version_note
 from coreml_lint.program.graph import Node
 from coreml_lint.program.optable import load_optable
@@ -372,6 +372,25 @@ def _message(
     return f"{text}; {note}" if note else text
 
 
+def _along_dim_fix(key: Key | None) -> str | None:
+    """How a gather or scatter keyed by its shapes (``values.along_dim_texts``) gets shapes
+    coremltools takes, with torch's values: torch reads a gather's input and a scatter's
+    ``src`` only at the corner the index spans."""
+    made = set(key.variant.split(";")) if key is not None else set()
+    if WIDE_SRC in made:
+        return (
+            "slice `src` to the index's shape (`x.scatter(1, index, src[:, :3])` for an index "
+            "3 wide): torch writes only that corner of it, and Core ML takes equal shapes"
+        )
+    if NARROW_INDEX in made and key is not None and key.op == "aten.gather.default":
+        return (
+            "slice the input to the index's size on every dim but `dim` (`torch.gather(x[..., "
+            ":2], 1, index)` for an index 2 wide on the last dim): torch reads only that "
+            "corner, and Core ML takes equal sizes there"
+        )
+    return None
+
+
 # A crash in ExecuTorch's edge verifier: the op is neither core ATen nor kept whole for Core
 # ML (``searchsorted``, ``cumprod``), so no backend, the CPU included, gets to run it.
 EDGE_REFUSAL = "is not in Core ATen opset"
@@ -405,6 +424,9 @@ def _fix(
     if entry.outcome == BOUNDARY:
         same = "return the op's input itself (the op changes nothing here)"
         return f"{same}, or {cpu}" if cpu_answers else same
+    along = _along_dim_fix(key) if entry.outcome == CRASH else None
+    if along is not None:
+        return f"{along}; or {cpu}"
     if answer is not None and answer.basis == SIGN:
         label = describe_variant(answer.cause, table.arg_names.get(key.op) if key else None)
         return (
@@ -549,6 +571,51 @@ def _origin(node: Any, made_inside: str) -> str:
 )
 def _():
     return module(lambda s, x: F.rms_norm(x, [8], eps=0.5)), (torch.randn(2, 8),)
+
+
+# torch's gather reads, and its scatter writes, only the corner of the input or ``src`` the
+# index spans; coremltools wants the shapes equal (keyed ``index=narrower``, ``src=wider``).
+def _keypoints(sliced: bool) -> Any:
+    """The x and y of 4 chosen keypoints out of (x, y, score): an index 2 wide, input 3."""
+    index = torch.tensor([[0, 3, 5, 9], [1, 2, 7, 8]])[:, :, None].expand(2, 4, 2)
+
+    def pick(s, points):
+        source = points[..., :2] if sliced else points
+        return torch.gather(source, 1, s.index) * 2.0
+
+    return module(pick, index=index.contiguous()), (torch.randn(2, 10, 3),)
+
+
+@case("measured-gather-narrower-index", expect={"CML801"}, crash=r"same size at axis")
+def _():
+    return _keypoints(sliced=False)
+
+
+@case("measured-gather-of-a-sliced-input", expect=set())
+def _():
+    return _keypoints(sliced=True)
+
+
+def _route(sliced: bool) -> Any:
+    """Scores scattered into 3 of 6 slots per row from a (3, 6) ``src``: wider than the
+    index, whose (3, 3) corner torch writes."""
+
+    def scatter(s, scores):
+        src = scores[:, :3] if sliced else scores
+        return torch.zeros(3, 6).scatter(1, s.slots, src * 2.0)
+
+    slots = torch.tensor([[4, 0, 2], [1, 3, 5], [5, 2, 0]])
+    return module(scatter, slots=slots), (torch.randn(3, 6),)
+
+
+@case("measured-scatter-wider-src", expect={"CML801"}, crash=r"AssertionError")
+def _():
+    return _route(sliced=False)
+
+
+@case("measured-scatter-of-a-sliced-src", expect=set())
+def _():
+    return _route(sliced=True)
 
 
 @case("measured-rms-norm-small-eps", expect=set())
