@@ -30,6 +30,8 @@ from coreml_lint.program.graph import DType, TensorRef
         (7, "int"),
         (3001, "big"),
         (-3001, "-big"),
+        (2**31 - 1, "big"),
+        (-(2**32) + 1, "-big64"),  # past int32: Core ML's integer wraps
         (0.5, "frac"),
         (3.0, "whole"),
         (1e-6, "tiny"),

@@ -15,6 +15,7 @@ from typing import Any
 from coreml_lint.program.graph import DType, Opaque, SymRef, TensorRef
 
 FP16_MAX = 65504.0
+INT32_MAX = 2**31 - 1
 
 
 def value_class(value: Any) -> str:
@@ -331,6 +332,8 @@ def underived(variant: str) -> str:
 def _int_class(value: int) -> str:
     if value in (0, 1, -1):
         return str(value)
+    if abs(value) > INT32_MAX:  # Core ML holds integers as int32: the number wraps
+        return "big64" if value > 0 else "-big64"
     if abs(value) > 2048:  # not exact in float16
         return "big" if value > 0 else "-big"
     return "int" if value > 0 else "-int"

@@ -133,8 +133,9 @@ FLOATS_VARIANTS = (2.0, 1.3, 0.5, 1.5, 0.7)  # 1.3 first: its class's riskier va
 # scatter's index narrower than its input off ``dim`` (``_along_dim``), and index operands
 # shaped like the first operand reshaped with it on the shape axis (a gather at rank 3); 22:
 # narrowed on ``dim`` too, a scatter's ``src`` left wider than its index, and both as the
-# model axis calls them.
-GENERATOR = 22
+# model axis calls them; 23: a Python integer past int32 as a pointwise op's later operand
+# (``-2**32 + 1``, keyed ``-big64``).
+GENERATOR = 23
 
 # The model axis's batches: one (a size-1 dim in the key), and two, where a layer's call
 # keys as its base call's rank without a size-1 dim but with constant weights (a transposed
@@ -724,7 +725,9 @@ def _index_buffers(call: Call) -> Call | None:
 # The numbers a pointwise op's later operand takes as a Python number (``x * 0.5``,
 # ``ids * 1000``, ``x % 7``), one per class the keys record, and the dtypes (and origins)
 # of the first operand beside them.
-SCALAR_OPERANDS = (2, 7, -1, 0, 1000, 10_000_000, 0.5, -0.5, 3.0, 7e4)
+# ``-2**32 + 1`` is a padding constant attention code writes (``ones_like(s) * (-2**32 + 1)``):
+# past int32, which Core ML's integers are, it wraps to 1 whatever the operand.
+SCALAR_OPERANDS = (2, 7, -1, 0, 1000, 10_000_000, 0.5, -0.5, 3.0, 7e4, -(2**32) + 1)
 SCALAR_OPERAND_ORIGINS = {  # dtype -> where its first operand comes from
     "float32": ("in",),
     "float16": ("op",),  # a float16 input fails below iOS16 whatever the op
