@@ -22,7 +22,7 @@ from typing import Any
 from coreml_lint.measured.entry import Entry
 from coreml_lint.measured.families import family
 from coreml_lint.measured.key import Key
-from coreml_lint.measured.outcomes import CRASH, MIXED, OK, normalized
+from coreml_lint.measured.outcomes import CRASH, EDGE, MIXED, OK, normalized
 from coreml_lint.measured.rows import ByOp, Entries, OpRows
 from coreml_lint.measured.stack import cache_folder
 from coreml_lint.measured.values import (
@@ -549,14 +549,17 @@ class BehaviourTable:
 
     def shape_free(self, op: str) -> bool:
         """Whether the op's base call converts and computes right at every shape class
-        measured, two or more: then what a dtype or an argument does, measured at one shape,
-        is taken for every shape. Where the base call itself fails (a pool without stride),
-        it is no control for the other cases, and they answer only for their own shape."""
+        measured, at three ranks or more (right but for extreme values counts: a float16
+        overflow on the sweep's largest values is the values', met more often by more
+        elements): then what a dtype or an argument does, measured at one shape, is taken
+        for every shape. Where the base call itself fails (a pool without stride), it is no
+        control for the other cases, and they answer only for their own shape."""
         key = ("shape", op)
         if key not in self._free:
             base = [e for e in self._float32(op) if e.variant == self.bases.get(op)]
-            self._free[key] = bool(base) and all(e.outcome == "ok" for e in base)
-            self._free[key] &= any(e.shape == "*" for e in base)
+            self._free[key] = bool(base) and all(_converts(e) for e in base)
+            ranks = {e.shape[:2] for e in base}  # "*": the agreeing classes span 3 ranks
+            self._free[key] &= "*" in ranks or len(ranks) >= 3
         return self._free[key]
 
     def _float32(self, op: str) -> list[Entry]:
@@ -642,6 +645,14 @@ class BehaviourTable:
     @property
     def versions(self) -> str:
         return ", ".join(f"{k} {v}" for k, v in self.measured_with.items())
+
+
+def _converts(entry: Entry) -> bool:
+    """Whether a cell converts and computes right, but for extreme values (``edge``): alone,
+    or as every case of a mixed cell ("2 ok; 1 edge")."""
+    if entry.outcome == MIXED:
+        return all(part.split()[-1] in (OK, EDGE) for part in entry.message.split("; "))
+    return entry.outcome in (OK, EDGE)
 
 
 def _dtype_kind(dtype: str) -> str:
