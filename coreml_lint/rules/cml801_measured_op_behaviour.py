@@ -427,6 +427,11 @@ def _fix(
     along = _along_dim_fix(key) if entry.outcome == CRASH else None
     if along is not None:
         return f"{along}; or {cpu}"
+    if key is not None and any(v.endswith("big64") for v in factors(key.variant).values()):
+        return (
+            "write the number within int32's range (`-10**9`) or as a float (`-1e9`): Core ML "
+            f"holds a Python integer as int32, and this one wraps; or {cpu}"
+        )
     if answer is not None and answer.basis == SIGN:
         label = describe_variant(answer.cause, table.arg_names.get(key.op) if key else None)
         return (
@@ -616,6 +621,22 @@ def _():
 @case("measured-scatter-of-a-sliced-src", expect=set())
 def _():
     return _route(sliced=True)
+
+
+# A Python integer past int32 (DIN's padding ``ones_like(s) * (-2**32 + 1)``) wraps to 1 as
+# the int32 Core ML holds it in: the product by 1 is optimized away.
+@case(
+    "measured-mul-by-an-integer-past-int32",
+    expect={"CML801"},
+    silent=lambda lowered: lowered.ok and "mul(" not in lowered.mil,
+)
+def _():
+    return module(lambda s, x: x * (-(2**32) + 1)), (torch.randn(2, 3),)
+
+
+@case("measured-mul-by-an-integer-int32-holds", expect=set())
+def _():
+    return module(lambda s, x: x * -(10**9)), (torch.randn(2, 3),)
 
 
 @case("measured-rms-norm-small-eps", expect=set())
