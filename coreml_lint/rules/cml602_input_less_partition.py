@@ -32,9 +32,16 @@ from typing import Any
 
 from coreml_lint.core.findings import Finding, Outcome
 from coreml_lint.core.settings import PartitionerSettings
+from coreml_lint.program.placement import CPU
 from coreml_lint.rulekit.context import ProgramContext
 from coreml_lint.rulekit.examples import case, module, torch
 from coreml_lint.rulekit.rule import Rule
+
+FLOATS = ("float32", "float16", "bfloat16")
+
+
+def _integer(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 class InputLessPartition(Rule):
@@ -46,6 +53,7 @@ class InputLessPartition(Rule):
     def check(self, ctx: ProgramContext) -> Iterator[Finding]:
         if ctx.settings.minimum_deployment_target >= 18:
             return
+        yield from self._lifted_integers(ctx)
         for part in ctx.placement.partitions:
             if part.inputs or part.states or not part.outputs:
                 continue
@@ -61,14 +69,58 @@ class InputLessPartition(Rule):
                 partitioner={"minimum_deployment_target": 18},
             )
 
+    @staticmethod
+    def _lifted_integers(ctx: ProgramContext) -> Iterator[Finding]:
+        """A Python integer in the Tensor slot of an op on a float tensor (``x * 3``) is
+        lifted by ExecuTorch into an int64 constant and cast to the float dtype by an op of
+        its own. With the op on the CPU, that cast is delegated alone: a partition with no
+        inputs (the program graph shows neither the constant nor the cast)."""
+        for node in ctx.graph.nodes:
+            overload = node.target.rsplit(".", 1)[-1]
+            if ctx.placement.nodes[node.name].where != CPU or not overload.startswith("Tensor"):
+                continue
+            tensors = node.tensor_inputs()
+            if not tensors or ctx.dtype(tensors[0]) not in FLOATS:
+                continue
+            number = next((a for a in node.args[1:2] if _integer(a)), None)
+            if number is None:
+                continue
+            yield ctx.finding(
+                node,
+                f"the integer {number} beside {node.target}'s float operand is lifted into a "
+                "constant and cast by an op of its own, delegated alone while the op runs on "
+                "the CPU: a Core ML partition with no inputs, and lowering fails with "
+                "`AssertionError: Deploying a model with no inputs in CoreML requires you set "
+                "minimum_deployment_target to iOS18`",
+                fix=f"write the number as a float (`{number}.0`), or let Core ML run the op",
+                partitioner={"minimum_deployment_target": 18},
+            )
+
     def rewrite(self, ep: Any, settings: PartitionerSettings) -> tuple[Any, list[str]]:
-        """executorch's ``constant_prop_pass`` folds the constant-only subgraph."""
+        """An integer in the Tensor slot of an op on a float tensor is written as that float
+        (torch computes ``x * 3`` as ``x * 3.0``: the number takes the tensor's dtype), so
+        ExecuTorch lifts a float constant with no cast of its own; then executorch's
+        ``constant_prop_pass`` folds the constant-only subgraph."""
         from executorch.exir.passes.constant_prop_pass import constant_prop_pass
 
+        from coreml_lint.rulekit.fx import finish
+
+        done = []
+        for node in ep.graph.nodes:
+            overload = getattr(node.target, "_overloadname", "")
+            if node.op != "call_function" or not overload.startswith("Tensor"):
+                continue
+            first, number = (*node.args[:2], None, None)[:2]
+            value = getattr(first, "meta", {}).get("val")
+            if not _integer(number) or value is None or not value.dtype.is_floating_point:
+                continue
+            node.args = (first, float(number), *node.args[2:])
+            done.append(f"{node.name}: the integer {number} written as {float(number)!r}")
+        ep = finish(ep) if done else ep
         before = sum(1 for n in ep.graph.nodes if n.op == "call_function")
         ep = constant_prop_pass(ep)
         folded = before - sum(1 for n in ep.graph.nodes if n.op == "call_function")
-        return ep, [f"constant_prop_pass folded {folded} constant op(s)"] if folded else []
+        return ep, done + ([f"constant_prop_pass folded {folded} constant op(s)"] if folded else [])
 
 
 # -- program cases: what the stock CoreMLPartitioner really does (the oracle lowers each) --
@@ -94,6 +146,21 @@ def _():
 )
 def _():
     return module(constant_plus), (torch.randn(4),)
+
+
+@case(
+    "input-less-cast-of-a-lifted-integer",
+    expect={"CML602"},
+    settings={"skip": ["aten.mul.tensor"]},
+    crash=r"no inputs in CoreML requires",
+)
+def _():
+    return module(lambda s, x: x * 3), (torch.randn(4),)
+
+
+@case("skipped-op-beside-a-float-number", expect=set(), settings={"skip": ["aten.mul.tensor"]})
+def _():
+    return module(lambda s, x: x * 3.0), (torch.randn(4),)
 
 
 @case("constant-merged-with-input", expect=set())
