@@ -6,13 +6,16 @@ What it does
     -65504, typically ``torch.finfo(torch.float32).min``: ``masked_fill``, ``where``,
     ``full``) that reaches a softmax or the ``attn_mask`` of an attention op in Core ML,
     when which positions are masked depends on a program input (a padding mask), so that a
-    row can have every position masked.
+    row can have every position masked; and a padding mask *scaled* by such a value
+    (transformers' older extended mask, ``(1.0 - mask) * torch.finfo(torch.float32).min``)
+    on its way to a softmax.
 
 Why it breaks
     Core ML computes in float16 by default, where -3.4e38 becomes -inf. A row whose every
     position is masked (a left-padded batch) then holds only -inf, and its softmax is
     0/0 = NaN; in eager the same row holds the same finite value everywhere and comes out
-    uniform. Found by ``coreml-lint verify`` (32 NaNs on a two-sequence padded batch).
+    uniform. Found by ``coreml-lint verify`` (32 NaNs on a two-sequence padded batch). A
+    scaled mask is worse: every kept position holds 0 * -inf = NaN, so every row is NaN.
 
 Example
     ``scores.masked_fill(~attention_mask.bool(), torch.finfo(torch.float32).min)``
@@ -69,6 +72,10 @@ CONDITIONS = {
     "aten.where.ScalarSelf": 0,
 }
 SOFTMAXES = {"softmax", "_softmax", "_safe_softmax", "scaled_dot_product_attention"}
+# A mask *scaled* by the value (transformers' older extended mask, ``(1.0 - mask) *
+# finfo.min``): op -> position of its number. Where the mask is 0 (every kept position),
+# float16's -inf makes 0 * -inf = NaN.
+SCALES = {"aten.mul.Tensor": 1, "aten.mul.Scalar": 1}
 
 
 class MaskOverflowsFp16(Rule):
@@ -79,7 +86,7 @@ class MaskOverflowsFp16(Rule):
 
     def check(self, ctx: ProgramContext) -> Iterator[Finding]:
         for node in ctx.coreml_nodes():
-            position = FILLS.get(node.target)
+            position = FILLS.get(node.target, SCALES.get(node.target))
             value = node.arg(position, "value") if position is not None else None
             if not isinstance(value, (int, float)) or abs(value) <= FP16_MAX:
                 continue
@@ -88,6 +95,19 @@ class MaskOverflowsFp16(Rule):
                 None,
             )
             if softmax is None or not _masks_depend_on_inputs(ctx, node):
+                continue
+            if node.target in SCALES and not _scales_a_mask(ctx, node):
+                continue
+            if node.target in SCALES:
+                yield ctx.finding(
+                    node,
+                    f"mul scales an attention mask by {value:g}, beyond float16's range: Core "
+                    "ML makes it -inf, and a kept position (mask 0) becomes 0 * -inf = NaN, so "
+                    f"every row comes out NaN from {ctx.edge_name(softmax)} (finite in eager)",
+                    fix=f"scale by {SAFE_MASK_VALUE:g} (float16 holds it; exp() of it is 0), or "
+                    "pass a bool mask to scaled_dot_product_attention",
+                    value=value,
+                )
                 continue
             yield ctx.finding(
                 node,
@@ -161,7 +181,8 @@ class MaskOverflowsFp16(Rule):
 
         done = []
         for node in ep.graph.nodes:
-            position = FILLS.get(f"aten.{getattr(node.target, '__name__', '')}")
+            name = f"aten.{getattr(node.target, '__name__', '')}"
+            position = FILLS.get(name, SCALES.get(name))
             if position is None or len(node.args) <= position:
                 continue
             value = node.args[position]
@@ -215,6 +236,33 @@ def _masks_depend_on_inputs(ctx: ProgramContext, fill: Node) -> bool:
     return False
 
 
+# Ops a 0/1 mask passes through on its way to being scaled (``1.0 - mask[:, None].float()``).
+MASK_STEPS = {
+    "_to_copy", "to", "rsub", "sub", "unsqueeze", "view", "reshape", "expand", "squeeze",
+    "slice", "clone", "bitwise_not", "logical_not", "eq", "ne", "_unsafe_view",
+}  # fmt: skip
+
+
+def _scales_a_mask(ctx: ProgramContext, mul: Node) -> bool:
+    """Whether the tensor a ``mul`` scales is a 0/1 mask: made from a bool or integer value
+    through casts, ``1 - m`` and reshapes only (``ones_like(s) * c`` scales no mask)."""
+    frontier = [r for r in mul.tensor_inputs()]
+    seen = set(frontier)
+    while frontier:
+        value = frontier.pop()
+        dtype = ctx.dtype(value) or ""
+        if dtype == "bool" or "int" in dtype:
+            return True
+        producer = ctx.producers.get(value)
+        if producer is None or producer.op_base not in MASK_STEPS:
+            continue
+        for name in producer.tensor_inputs():
+            if name not in seen:
+                seen.add(name)
+                frontier.append(name)
+    return False
+
+
 # -- program cases: what the stock CoreMLPartitioner really does (the oracle lowers each) --
 def padded_attention(fill: float, padding: str = "left") -> tuple[Any, tuple[Any, ...]]:
     """Self-attention masked as transformers' eager attention masks a padded batch. Left
@@ -248,6 +296,32 @@ def _() -> Any:
     # Right padding: every query row keeps a key. (A fully masked row is padding, whose
     # values differ between float16 and float32 whatever the mask value; only NaN is wrong.)
     return padded_attention(-30000.0, padding="right")
+
+
+def extended_mask(value: float) -> tuple[Any, tuple[Any, ...]]:
+    """Attention masked as transformers' older ``get_extended_attention_mask`` does: the
+    0/1 padding mask scaled by the value and added to the scores."""
+
+    def forward(s: Any, x: Any, attention_mask: Any) -> Any:
+        scores = x @ x.transpose(-2, -1)
+        scale = (1.0 - attention_mask[:, None, :].float()) * value
+        return (scores + scale).softmax(-1)
+
+    return module(forward), (torch.randn(2, 5, 8), torch.tensor([[1, 1, 1, 0, 0], [1] * 5]))
+
+
+@case(
+    "finfo-min-scaled-padding-mask",
+    expect={"CML310"},
+    silent=returns(r"= mul\(x=[^)]*y=-inf"),
+)
+def _() -> Any:
+    return extended_mask(torch.finfo(torch.float32).min)
+
+
+@case("fp16-safe-scaled-padding-mask", expect=set(), clean=returns(r"= mul\(x=[^)]*y=-30000"))
+def _() -> Any:
+    return extended_mask(-30000.0)
 
 
 @case("finfo-min-causal-only", expect=set())
