@@ -6,6 +6,7 @@
     python -m coreml_lint.sweep rekey [--out DIR] [--workers 2 | --scheduler HOST:8786]
     python -m coreml_lint.sweep build [--out DIR] [--table PATH]
     python -m coreml_lint.sweep report [--out DIR]
+    python -m coreml_lint.sweep edges [--workers 2 | --scheduler HOST:8786]
     python -m coreml_lint.sweep run --target coreai --out DIR --ops ... --axes base,dtype
     python -m coreml_lint.sweep build --target coreai --out DIR
 
@@ -17,7 +18,10 @@ on ``--workers`` local Dask worker processes or on the Dask cluster whose schedu
 ``rekey`` keys every measured case again with today's key (after a key format change: the
 programs are exported again, never lowered, and no outcome changes); ``build`` only
 aggregates; ``report`` prints the counts by op family and which catalogue
-pitfalls the sweep found. ``--target coreai`` measures the same cases on Core AI instead
+pitfalls the sweep found; ``edges`` lowers the base call of each op ``to_edge`` decomposes
+that the sweep leaves out and writes which ExecuTorch's edge verifier refuses
+(``program/data/edge_refusals.json``, read by CML603). ``--target coreai`` measures the
+same cases on Core AI instead
 (``coreai_run.py``: converted and run on Core AI's Linux runtime; its own shards, and the
 table ``measured/data/coreai_behaviour.json``).
 """
@@ -240,6 +244,23 @@ CARRIED = (
 )
 
 
+def edges(args: argparse.Namespace) -> int:
+    """The edge verifier's verdict on the ops ``to_edge`` decomposes (``edges.py``)."""
+    from coreml_lint.program.optable import load_optable
+    from coreml_lint.sweep import edges as edge_verdicts
+    from coreml_lint.sweep.engine import Engine
+
+    engine = Engine(args.workers, address=args.scheduler)
+    try:
+        names = edge_verdicts.candidates(load_optable())
+        found = edge_verdicts.refusals(engine, names, _say)
+    finally:
+        engine.close()
+    edge_verdicts.write(found)
+    _say(f"{len(found['refused'])} of {len(names)} decomposed ops refused by the edge verifier")
+    return 0
+
+
 def report(args: argparse.Namespace) -> int:
     from coreml_lint.sweep.report import render_report
     from coreml_lint.sweep.run import Store
@@ -255,7 +276,7 @@ def main(argv: list[str] | None = None) -> int:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     commands = parser.add_subparsers(dest="command", required=True)
-    for name in ("run", "rekey", "build", "report"):
+    for name in ("run", "rekey", "build", "report", "edges"):
         sub = commands.add_parser(name)
         sub.add_argument("--out", type=Path, default=DEFAULT_OUT, help="the sweep's folder")
         sub.add_argument("--table", type=Path, default=TABLE_PATH, help="the table to write")
@@ -267,7 +288,7 @@ def main(argv: list[str] | None = None) -> int:
                 help="coreai: measure the same cases on Core AI's runtime (its own shards "
                 "and table)",
             )
-        if name in ("run", "rekey"):
+        if name in ("run", "rekey", "edges"):
             sub.add_argument("--workers", type=int, default=2, help="local worker processes")
             sub.add_argument(
                 "--scheduler",
@@ -288,7 +309,8 @@ def main(argv: list[str] | None = None) -> int:
                 "--only", type=Path, default=None, help="a file of case ids to measure (a sample)"
             )
     args = parser.parse_args(argv)
-    return {"run": run, "rekey": rekey, "build": build, "report": report}[args.command](args)
+    commands_by_name = {"run": run, "rekey": rekey, "build": build, "report": report}
+    return {**commands_by_name, "edges": edges}[args.command](args)
 
 
 if __name__ == "__main__":

@@ -205,6 +205,16 @@ def op_cases(info: OpInfo) -> tuple[list[Case], str | None]:
     return _at_targets(cases), None
 
 
+def base_case(info: OpInfo, target: int = TARGETS[0]) -> Case | None:
+    """The op's base call at one target, or None where the generic search finds no legal
+    call (``edges.py`` asks ExecuTorch's edge verifier about ops the sweep leaves out)."""
+    found = find_base(info)
+    if found is None:
+        return None
+    cases = _at_targets([_case(info, found[0], "base", "float32")], (target,))
+    return cases[0] if cases else None
+
+
 def _case(info: OpInfo, call: Call, axis: str, label: str, context: str = "") -> Case:
     return {
         "op": info.name,

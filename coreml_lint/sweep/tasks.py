@@ -71,6 +71,27 @@ def rekey(cases: list[dict[str, Any]]) -> dict[str, Any]:
     return {c["id"]: None if keys is None else keys[i] for i, c in enumerate(cases)}
 
 
+def edge_verdict(name: str) -> dict[str, Any]:
+    """What lowering does with one op's base call, for an op the sweep leaves out that
+    ``to_edge`` decomposes (``edges.py``): its outcome and message, or why there is none."""
+    _heavy()
+    import torch
+
+    from coreml_lint.sweep.generate import base_case
+    from coreml_lint.sweep.measure import measure as run
+    from coreml_lint.sweep.schema import OpInfo, schema_args
+
+    base, _, overload = name.partition(".")
+    op = getattr(getattr(torch.ops.aten, base), overload)
+    case = base_case(OpInfo(name, op, tuple(schema_args(op))))
+    if case is None:
+        return {"op": name, "outcome": None, "message": "no legal call found"}
+    found = run([case])
+    if isinstance(found, str):  # a group's split marker: never for one case
+        return {"op": name, "outcome": None, "message": found}
+    return {"op": name, "outcome": found[0]["outcome"], "message": found[0]["message"]}
+
+
 def warm(_: Any = None) -> int:
     """A new worker's first task: the heavy imports, before any timed task."""
     _heavy()
@@ -96,4 +117,5 @@ HANDLERS = {
     "probe": probe,
     "warm": warm,
     "rekey": rekey,
+    "edge_verdict": edge_verdict,
 }
