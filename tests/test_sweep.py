@@ -31,7 +31,9 @@ from coreml_lint.program.graph import DType, TensorRef
         (3001, "big"),
         (-3001, "-big"),
         (2**31 - 1, "big"),
+        (-(2**31), "-big"),  # int32 holds it
         (-(2**32) + 1, "-big64"),  # past int32: Core ML's integer wraps
+        (2**63 - 1, "big"),  # a slice's open end: a sentinel, not a value
         (0.5, "frac"),
         (3.0, "whole"),
         (1e-6, "tiny"),
@@ -160,7 +162,8 @@ def test_grouped_query_attention_is_keyed_by_its_heads(shapes, flag, text):
         ("aten.scatter.src", 1, [(3, 6), (3, 6), (3, 6)], ""),
         ("aten.scatter_add.default", 0, [(4, 4), (2, 4), (2, 4)], ""),
         ("aten.scatter.value", 0, [(4, 4), (4, 2)], "index=narrower"),
-        ("aten.gather.default", 1, [(8, "s0", 3), (8, 4, 2)], ""),  # a size unknown
+        ("aten.gather.default", 1, [(8, "s0", 3), (8, 4, 3)], ""),  # a size unknown
+        ("aten.gather.default", 1, [("s0", 10, 3), ("s0", 4, 2)], "index=narrower"),
         ("aten.index_select.default", 0, [(4, 4), (2,)], ""),  # not along a dim's index
     ],
 )  # fmt: skip
@@ -1223,3 +1226,34 @@ def test_a_cell_answers_every_shape_only_when_three_ranks_agree():
     assert sorted(shape for shape, _, _ in fold(two_ranks)) == ["r2", "r3", "r3u"]
     three_ranks = {(s, 15): crash for s in ("r2", "r3u", "r4u")}
     assert [(shape, targets) for shape, targets, _ in fold(three_ranks)] == [("*", {15})]
+
+
+def test_the_edge_verifiers_refusals_are_read_without_torch(tmp_path):
+    """Light: which composite ops the edge verifier refuses once decomposed is a data file
+    (``python -m coreml_lint.sweep edges``); a missing file refuses nothing."""
+    from coreml_lint.program.edge_refusals import refused_after_decomposition
+
+    path = tmp_path / "edge_refusals.json"
+    assert refused_after_decomposition(path) == {}
+    refused = {"slogdet.default": "aten._linalg_slogdet.default"}
+    path.write_text(
+        json.dumps({"refused": refused, "passed_the_verifier": ["special_erf.default"]})
+    )
+    refused_after_decomposition.cache_clear()
+    assert refused_after_decomposition(path) == refused
+
+
+@pytest.mark.oracle
+def test_an_op_decomposed_into_one_the_edge_verifier_refuses_is_found():
+    """``slogdet`` is decomposed into ``_linalg_slogdet``, which the edge verifier refuses;
+    ``special_erf`` into ``erf``, which Core ML runs; both are sweep candidates."""
+    from coreml_lint.program.optable import load_optable
+    from coreml_lint.sweep.edges import EDGE_REFUSAL, candidates
+    from coreml_lint.sweep.tasks import edge_verdict
+
+    names = candidates(load_optable())
+    assert {"slogdet.default", "special_erf.default"} <= set(names)
+    refused = edge_verdict("slogdet.default")
+    assert refused["outcome"] == "crash"
+    assert EDGE_REFUSAL.search(refused["message"]).group(1) == "_linalg_slogdet.default"
+    assert edge_verdict("special_erf.default")["outcome"] == "ok"

@@ -10,7 +10,10 @@ What it does
       variant, and the program fails at load with ``kernel 'aten::matmul.out' not found``
       when it has one the portable runtime lacks (docs/background.md#skip-list-names);
     - a non-core op that coremltools cannot convert and torch does not decompose, which
-      fails edge verification in ``to_edge_transform_and_lower``;
+      fails edge verification in ``to_edge_transform_and_lower``; likewise a composite op
+      torch decomposes into such an op (``slogdet`` into ``_linalg_slogdet``, ``inverse``
+      into ``linalg_inv_ex``: measured on each op's own call by ``python -m
+      coreml_lint.sweep edges``);
     - a core op left on the CPU with no kernel in the pip portable runtime (e.g.
       ``zeros_like`` after skipping it, ): loading fails unless your runtime
       links another kernel library.
@@ -41,6 +44,7 @@ from typing import Any
 
 from coreml_lint.core.findings import Finding, Outcome, Severity
 from coreml_lint.core.settings import PartitionerSettings
+from coreml_lint.program.edge_refusals import refused_after_decomposition
 from coreml_lint.program.placement import CPU
 from coreml_lint.rulekit.context import ProgramContext
 from coreml_lint.rulekit.examples import Invalid, Valid, case, module, nn, torch, wrapped
@@ -75,8 +79,12 @@ class OpLeftWithoutKernel(Rule):
 
     def check(self, ctx: ProgramContext) -> Iterator[Finding]:
         table = ctx.table
+        refused = refused_after_decomposition()
         for node in ctx.graph.nodes:
             p = ctx.placement.nodes[node.name]
+            if p.decomposed and p.aten_name in refused:
+                yield self._refused_pieces(ctx, node, p.aten_name, refused[p.aten_name])
+                continue
             if p.where == CPU and node.namespace not in TORCH_NAMESPACES:
                 yield from self._custom_op(ctx, node)
                 continue
@@ -127,6 +135,32 @@ class OpLeftWithoutKernel(Rule):
                 )
 
     @staticmethod
+    def _refused_pieces(ctx: ProgramContext, node: Any, op: str, piece: str) -> Finding:
+        """A composite op ``to_edge`` decomposes into an op the edge verifier refuses
+        (measured on the op's base call: ``program/edge_refusals.py``)."""
+        finding = ctx.finding(
+            node,
+            f"{op} is decomposed by to_edge into {piece}, which is neither core ATen nor taken "
+            "by the partitioner: ExecuTorch's edge verifier stops to_edge_transform_and_lower "
+            f"(`{piece.removeprefix('aten.')} is not in Core ATen opset`) whatever runs it "
+            "(measured on the op's own call)",
+            fix="replace the op with core ATen ops, or compute it outside the exported program "
+            "(of the weights alone: precompute it into a buffer)",
+        )
+        finding.extra["edge_refused"] = True
+        return finding
+
+    def unanswered(self, finding: Finding, *, dequantize_on_cpu: bool = False) -> str | None:
+        """An op the edge verifier refuses after its decomposition runs nowhere: no CPU
+        fallback or decomposition ``lower`` makes answers it."""
+        if finding.extra.get("edge_refused"):
+            return (
+                f"{finding.message} (coreml-lint lower has no answer: the edge verifier "
+                "refuses the op whatever runs it)"
+            )
+        return super().unanswered(finding, dequantize_on_cpu=dequantize_on_cpu)
+
+    @staticmethod
     def _custom_op(ctx: ProgramContext, node: Any) -> Iterator[Finding]:
         """A custom op (a library's own, e.g. ``transformers::grouped_mm_fallback``) that
         Core ML cannot take: ExecuTorch runs it through an out variant, which most libraries
@@ -172,6 +206,23 @@ def _():
 )
 def _():
     return module(lambda s, x, y: torch.matmul(x, y)), (torch.randn(2, 3, 4), torch.randn(4, 5))
+
+
+@case("slogdet-of-a-weight", expect={"CML603"}, crash=r"_linalg_slogdet.* not in Core ATen")
+def _():
+    weight = torch.randn(4, 4) + 4 * torch.eye(4)
+    return module(lambda s, x: x @ s.weight + torch.slogdet(s.weight)[1], weight=weight), (
+        torch.randn(2, 4),
+    )
+
+
+@case("slogdet-precomputed-into-a-buffer", expect=set())
+def _():
+    weight = torch.randn(4, 4) + 4 * torch.eye(4)
+    logdet = torch.slogdet(weight)[1]
+    return module(lambda s, x: x @ s.weight + s.logdet, weight=weight, logdet=logdet), (
+        torch.randn(2, 4),
+    )
 
 
 @case(
