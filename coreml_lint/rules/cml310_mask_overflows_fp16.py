@@ -42,6 +42,8 @@ References
 from __future__ import annotations
 
 import ast
+import math
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -76,6 +78,10 @@ SOFTMAXES = {"softmax", "_softmax", "_safe_softmax", "scaled_dot_product_attenti
 # finfo.min``): op -> position of its number. Where the mask is 0 (every kept position),
 # float16's -inf makes 0 * -inf = NaN.
 SCALES = {"aten.mul.Tensor": 1, "aten.mul.Scalar": 1}
+# coremltools takes a constant this large for an infinity (``FP16ComputePrecision``): the op
+# still runs in float16, with the constant -inf; a smaller one past 65504 keeps the op in
+# float32, whose result then passes float16 only where the mask is set (a fill's effect).
+INFINITE = 1e38
 
 
 class MaskOverflowsFp16(Rule):
@@ -98,20 +104,26 @@ class MaskOverflowsFp16(Rule):
                 continue
             if node.target in SCALES and not _scales_a_mask(ctx, node):
                 continue
-            if node.target in SCALES:
+            if node.target in SCALES and abs(value) >= INFINITE:
+                inf, safe = ("-inf", SAFE_MASK_VALUE) if value < 0 else ("inf", -SAFE_MASK_VALUE)
                 yield ctx.finding(
                     node,
                     f"mul scales an attention mask by {value:g}, beyond float16's range: Core "
-                    "ML makes it -inf, and a kept position (mask 0) becomes 0 * -inf = NaN, so "
-                    f"every row comes out NaN from {ctx.edge_name(softmax)} (finite in eager)",
-                    fix=f"scale by {SAFE_MASK_VALUE:g} (float16 holds it; exp() of it is 0), or "
-                    "pass a bool mask to scaled_dot_product_attention",
+                    f"ML makes it {inf}, and a kept position (mask 0) becomes 0 * {inf} = NaN, "
+                    f"so every row comes out NaN from {ctx.edge_name(softmax)} (finite in eager)",
+                    fix=f"scale by {safe:g} (float16 holds it; exp() of -30000 is 0), or pass a "
+                    "bool mask to scaled_dot_product_attention",
                     value=value,
                 )
                 continue
+            verb = (
+                "scales an attention mask by"
+                if node.target in SCALES
+                else "fills an attention mask with"
+            )
             yield ctx.finding(
                 node,
-                f"{node.op_base} fills an attention mask with {value:g}, beyond float16's range: "
+                f"{node.op_base} {verb} {value:g}, beyond float16's range: "
                 f"Core ML makes it -inf, so a row whose every position is masked (a padded "
                 f"batch) comes out NaN from {ctx.edge_name(softmax)} (finite in eager)",
                 fix=f"mask with {SAFE_MASK_VALUE:g} (float16 holds it; exp() of it is 0), or pass "
@@ -173,10 +185,12 @@ class MaskOverflowsFp16(Rule):
             )
 
     def rewrite(self, ep: Any, settings: PartitionerSettings) -> tuple[Any, list[str]]:
-        """Fill values beyond float16 that reach a softmax become -30000. exp() of either is
-        exactly 0 in float32, so every row with a position left unmasked computes the same in
-        eager; a fully masked row (padding) gives the softmax of its scores instead of a
-        uniform one, where Core ML gave NaN."""
+        """Fill and scale values beyond float16 that reach a softmax become 30000 of the same
+        sign (a mask subtracted with ``+1e9`` stays subtracted). exp() of -30000 and of the
+        value's -inf are both exactly 0 in float32, so every row with a position left
+        unmasked computes the same in eager; a fully masked row (padding) gives the softmax
+        of its scores instead of a uniform one, where Core ML gave NaN. A scale is rewritten
+        only where it scales a 0/1 mask (:func:`_fx_scales_a_mask`), as the check says."""
         from coreml_lint.rulekit.fx import finish, op_base, reaches
 
         done = []
@@ -190,10 +204,13 @@ class MaskOverflowsFp16(Rule):
                 continue
             if not reaches(node, lambda user: op_base(user) in SOFTMAXES):
                 continue
-            node.args = (*node.args[:position], SAFE_MASK_VALUE, *node.args[position + 1 :])
+            if name in SCALES and not _fx_scales_a_mask(node):
+                continue
+            safe = math.copysign(-SAFE_MASK_VALUE, value)
+            node.args = (*node.args[:position], safe, *node.args[position + 1 :])
             done.append(
-                f"{node.name}: mask value {value:g} written as {SAFE_MASK_VALUE:g} (checked equal "
-                "on inputs without a fully masked row; such a row is no longer NaN)"
+                f"{node.name}: mask value {value:g} written as {safe:g} (checked equal on "
+                "inputs without a fully masked row; such a row is no longer NaN)"
             )
         return finish(ep), done
 
@@ -263,6 +280,26 @@ def _scales_a_mask(ctx: ProgramContext, mul: Node) -> bool:
     return False
 
 
+def _fx_scales_a_mask(mul: Any) -> bool:
+    """:func:`_scales_a_mask` on the exported program the rewrite edits."""
+    from coreml_lint.rulekit.fx import op_base
+
+    frontier = [a for a in mul.args if hasattr(a, "meta")]
+    seen = set(frontier)
+    while frontier:
+        value = frontier.pop()
+        dtype = str(getattr(value.meta.get("val"), "dtype", ""))
+        if dtype == "torch.bool" or "int" in dtype:
+            return True
+        if value.op != "call_function" or op_base(value) not in MASK_STEPS:
+            continue
+        for arg in value.all_input_nodes:
+            if arg not in seen:
+                seen.add(arg)
+                frontier.append(arg)
+    return False
+
+
 # -- program cases: what the stock CoreMLPartitioner really does (the oracle lowers each) --
 def padded_attention(fill: float, padding: str = "left") -> tuple[Any, tuple[Any, ...]]:
     """Self-attention masked as transformers' eager attention masks a padded batch. Left
@@ -322,6 +359,24 @@ def _() -> Any:
 @case("fp16-safe-scaled-padding-mask", expect=set(), clean=returns(r"= mul\(x=[^)]*y=-30000"))
 def _() -> Any:
     return extended_mask(-30000.0)
+
+
+@case(
+    "large-positive-scaled-padding-mask-subtracted",
+    expect={"CML310"},
+    # the product stays float32 (1e9 is no infinity to coremltools), then enters float16
+    silent=lambda lowered: (
+        re.search(r"= mul\(x=[^\n]*y=1000000000\.0", lowered.mil) is not None
+        and "aten_mul_tensor_to_fp16" in lowered.mil
+    ),
+)
+def _() -> Any:
+    # ``s - (1 - mask) * 1e9``: a fully masked row is NaN, as with a fill
+    def forward(s: Any, x: Any, attention_mask: Any) -> Any:
+        scores = x @ x.transpose(-2, -1)
+        return (scores - (1.0 - attention_mask[:, None, :].float()) * 1e9).softmax(-1)
+
+    return module(forward), (torch.randn(2, 5, 8), torch.tensor([[1, 1, 1, 0, 0], [1] * 5]))
 
 
 @case("finfo-min-causal-only", expect=set())
