@@ -12,13 +12,20 @@ Why it breaks
     The partitioner itself never avoids such partitions. A constant
     subgraph merged into a partition that also has an input is fine.
 
+    A Python integer beside a float tensor in an arithmetic op (``x * 3``) is lifted by
+    ExecuTorch into an int64 constant with a cast of its own, which the program graph does
+    not show: with the op on the CPU (a skip entry), the cast is delegated, alone when no
+    other Core ML partition can take it.
+
 Example
     ``c = torch.arange(4).float() * 2; return torch.acosh(x) + c`` where the ``add`` runs on
-    the CPU.
+    the CPU; ``x * 3`` with ``skip_ops_for_coreml_delegation=["aten.mul.tensor"]``.
 
 Fix
     (a) an iOS18 target; (b) precompute the constant into a ``register_buffer``;
-    (c) ``executorch.exir.passes.constant_prop_pass.constant_prop_pass(ep)`` before lowering.
+    (c) ``executorch.exir.passes.constant_prop_pass.constant_prop_pass(ep)`` before lowering;
+    (d) for a lifted integer, write it as a float (``x * 3.0``), which ``coreml-lint lower``
+    does.
 
 References
     None found: apple/coremltools and pytorch/executorch issues and pull requests were
@@ -40,8 +47,36 @@ from coreml_lint.rulekit.rule import Rule
 FLOATS = ("float32", "float16", "bfloat16")
 
 
+# Ops whose Tensor slot ExecuTorch fills with a lifted constant when a Python number is
+# given there (``mul.Tensor(x, 3)``); a Scalar overload keeps its number, and an int
+# argument (``split.Tensor``'s size) is no operand.
+LIFTED_BASES = {"add", "sub", "mul", "div", "remainder", "fmod", "floor_divide"}
+
+
+def _lifted(target: str) -> bool:
+    """``aten.mul.Tensor`` and ``aten.div.Tensor_mode``, not ``aten.pow.Tensor_Scalar``."""
+    namespace, _, rest = target.partition(".")
+    base, _, overload = rest.partition(".")
+    return namespace == "aten" and base in LIFTED_BASES and overload in ("Tensor", "Tensor_mode")
+
+
 def _integer(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _cast_has_a_partition(ctx: ProgramContext, node: Any) -> bool:
+    """Whether a Core ML partition the lifted integer's cast can join exists: one that does
+    not read the op's result (joining one that does would make a cycle)."""
+    users = ctx.users
+    downstream, frontier = set(), list(node.outputs)
+    while frontier:
+        for user in users.get(frontier.pop(), ()):
+            if user.name not in downstream:
+                downstream.add(user.name)
+                frontier.extend(user.outputs)
+    return any(
+        not any(n.name in downstream for n in part.nodes) for part in ctx.placement.partitions
+    )
 
 
 class InputLessPartition(Rule):
@@ -76,14 +111,13 @@ class InputLessPartition(Rule):
         its own. With the op on the CPU, that cast is delegated alone: a partition with no
         inputs (the program graph shows neither the constant nor the cast)."""
         for node in ctx.graph.nodes:
-            overload = node.target.rsplit(".", 1)[-1]
-            if ctx.placement.nodes[node.name].where != CPU or not overload.startswith("Tensor"):
+            if ctx.placement.nodes[node.name].where != CPU or not _lifted(node.target):
                 continue
             tensors = node.tensor_inputs()
             if not tensors or ctx.dtype(tensors[0]) not in FLOATS:
                 continue
             number = next((a for a in node.args[1:2] if _integer(a)), None)
-            if number is None:
+            if number is None or _cast_has_a_partition(ctx, node):
                 continue
             yield ctx.finding(
                 node,
@@ -107,8 +141,7 @@ class InputLessPartition(Rule):
 
         done = []
         for node in ep.graph.nodes:
-            overload = getattr(node.target, "_overloadname", "")
-            if node.op != "call_function" or not overload.startswith("Tensor"):
+            if node.op != "call_function" or not _lifted(str(node.target).replace("::", ".")):
                 continue
             first, number = (*node.args[:2], None, None)[:2]
             value = getattr(first, "meta", {}).get("val")
@@ -156,6 +189,15 @@ def _():
 )
 def _():
     return module(lambda s, x: x * 3), (torch.randn(4),)
+
+
+@case(
+    "lifted-integer-cast-joins-an-upstream-partition",
+    expect=set(),
+    settings={"skip": ["aten.mul.tensor"]},
+)
+def _():
+    return module(lambda s, x: x.exp() * 3), (torch.randn(4),)
 
 
 @case("skipped-op-beside-a-float-number", expect=set(), settings={"skip": ["aten.mul.tensor"]})
