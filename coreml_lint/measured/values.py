@@ -16,6 +16,8 @@ from coreml_lint.program.graph import DType, Opaque, SymRef, TensorRef
 
 FP16_MAX = 65504.0
 INT32_MAX = 2**31 - 1
+# Integers this large are sentinels, not values: ``x[:, 1:]`` exports its end as 2**63 - 1.
+INT64_SENTINEL = 2**62
 
 
 def value_class(value: Any) -> str:
@@ -245,19 +247,21 @@ def along_dim_texts(
         return []
     if not isinstance(dim, int) or isinstance(dim, bool) or not -len(data) <= dim < len(data):
         return []
-    sizes = [*data, *index]
-    if not all(isinstance(d, int) for d in sizes):
-        return []
     found = []
     others = [axis for axis in range(len(data)) if axis != dim % len(data)]
-    if any(index[axis] < data[axis] for axis in others):
+    if any(_less(index[axis], data[axis]) for axis in others):
         found.append(NARROW_INDEX)
     at = ALONG_DIM[op]
     src = shapes[at] if at is not None and len(shapes) > at else None
-    known = src is not None and len(src) == len(index) and all(isinstance(d, int) for d in src)
-    if known and any(s > i for s, i in zip(src, index, strict=True)):
+    pairs = zip(src, index, strict=True) if src is not None and len(src) == len(index) else ()
+    if any(_less(i, s) for s, i in pairs):
         found.append(WIDE_SRC)
     return found
+
+
+def _less(a: Any, b: Any) -> bool:
+    """``a < b`` for two known sizes; a symbolic one (a dynamic batch) compares as equal."""
+    return isinstance(a, int) and isinstance(b, int) and a < b
 
 
 def _whole(size: float) -> bool:
@@ -332,7 +336,9 @@ def underived(variant: str) -> str:
 def _int_class(value: int) -> str:
     if value in (0, 1, -1):
         return str(value)
-    if abs(value) > INT32_MAX:  # Core ML holds integers as int32: the number wraps
+    if abs(value) >= INT64_SENTINEL:  # a slice's open end, iinfo(int64): as before
+        return "big" if value > 0 else "-big"
+    if not -INT32_MAX - 1 <= value <= INT32_MAX:  # Core ML holds an int32: the number wraps
         return "big64" if value > 0 else "-big64"
     if abs(value) > 2048:  # not exact in float16
         return "big" if value > 0 else "-big"

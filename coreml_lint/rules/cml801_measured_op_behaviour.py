@@ -377,7 +377,7 @@ def _along_dim_fix(key: Key | None) -> str | None:
     coremltools takes, with torch's values: torch reads a gather's input and a scatter's
     ``src`` only at the corner the index spans."""
     made = set(key.variant.split(";")) if key is not None else set()
-    if WIDE_SRC in made:
+    if WIDE_SRC in made and NARROW_INDEX not in made:
         return (
             "slice `src` to the index's shape (`x.scatter(1, index, src[:, :3])` for an index "
             "3 wide): torch writes only that corner of it, and Core ML takes equal shapes"
@@ -429,8 +429,9 @@ def _fix(
         return f"{along}; or {cpu}"
     if key is not None and any(v.endswith("big64") for v in factors(key.variant).values()):
         return (
-            "write the number within int32's range (`-10**9`) or as a float (`-1e9`): Core ML "
-            f"holds a Python integer as int32, and this one wraps; or {cpu}"
+            "write the number within int32's range or as a float (a padding or masking "
+            "constant: `-30000.0`, which float16 holds too): Core ML holds a Python integer "
+            f"as int32, and this one wraps; or {cpu}"
         )
     if answer is not None and answer.basis == SIGN:
         label = describe_variant(answer.cause, table.arg_names.get(key.op) if key else None)
