@@ -42,26 +42,10 @@ from coreml_lint.core.settings import PartitionerSettings
 from coreml_lint.program.placement import CPU
 from coreml_lint.rulekit.context import ProgramContext
 from coreml_lint.rulekit.examples import case, module, torch
+from coreml_lint.rulekit.numbers import integer, integers_as_floats, lifted
 from coreml_lint.rulekit.rule import Rule
 
 FLOATS = ("float32", "float16", "bfloat16")
-
-
-# Ops whose Tensor slot ExecuTorch fills with a lifted constant when a Python number is
-# given there (``mul.Tensor(x, 3)``); a Scalar overload keeps its number, and an int
-# argument (``split.Tensor``'s size) is no operand.
-LIFTED_BASES = {"add", "sub", "mul", "div", "remainder", "fmod", "floor_divide"}
-
-
-def _lifted(target: str) -> bool:
-    """``aten.mul.Tensor`` and ``aten.div.Tensor_mode``, not ``aten.pow.Tensor_Scalar``."""
-    namespace, _, rest = target.partition(".")
-    base, _, overload = rest.partition(".")
-    return namespace == "aten" and base in LIFTED_BASES and overload in ("Tensor", "Tensor_mode")
-
-
-def _integer(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _cast_has_a_partition(ctx: ProgramContext, node: Any) -> bool:
@@ -111,12 +95,12 @@ class InputLessPartition(Rule):
         its own. With the op on the CPU, that cast is delegated alone: a partition with no
         inputs (the program graph shows neither the constant nor the cast)."""
         for node in ctx.graph.nodes:
-            if ctx.placement.nodes[node.name].where != CPU or not _lifted(node.target):
+            if ctx.placement.nodes[node.name].where != CPU or not lifted(node.target):
                 continue
             tensors = node.tensor_inputs()
             if not tensors or ctx.dtype(tensors[0]) not in FLOATS:
                 continue
-            number = next((a for a in node.args[1:2] if _integer(a)), None)
+            number = next((a for a in node.args[1:2] if integer(a)), None)
             if number is None or _cast_has_a_partition(ctx, node):
                 continue
             yield ctx.finding(
@@ -139,16 +123,7 @@ class InputLessPartition(Rule):
 
         from coreml_lint.rulekit.fx import finish
 
-        done = []
-        for node in ep.graph.nodes:
-            if node.op != "call_function" or not _lifted(str(node.target).replace("::", ".")):
-                continue
-            first, number = (*node.args[:2], None, None)[:2]
-            value = getattr(first, "meta", {}).get("val")
-            if not _integer(number) or value is None or not value.dtype.is_floating_point:
-                continue
-            node.args = (first, float(number), *node.args[2:])
-            done.append(f"{node.name}: the integer {number} written as {float(number)!r}")
+        done = integers_as_floats(ep, lambda number: True)
         ep = finish(ep) if done else ep
         before = sum(1 for n in ep.graph.nodes if n.op == "call_function")
         ep = constant_prop_pass(ep)

@@ -106,6 +106,7 @@ from coreml_lint.program.graph import Node
 from coreml_lint.program.optable import load_optable
 from coreml_lint.rulekit.context import ProgramContext
 from coreml_lint.rulekit.examples import F, case, module, returns, torch
+from coreml_lint.rulekit.numbers import integers_as_floats, past_int32
 from coreml_lint.rulekit.rule import Rule
 
 CRASHES = (CRASH, BOUNDARY_CRASH)
@@ -177,6 +178,15 @@ class MeasuredOpBehaviour(Rule):
                 "itself, the op changes nothing here)"
             )
         return super().unanswered(finding, dequantize_on_cpu=dequantize_on_cpu)
+
+    def rewrite(self, ep: Any, settings: PartitionerSettings) -> tuple[Any, list[str]]:
+        """An integer past int32 beside a float tensor (``x * (-2**32 + 1)``, measured wrapping
+        to 1) is written as the float torch computes with: the values stay, and Core ML
+        holds a float. Other measured outcomes are answered by :meth:`refuse`."""
+        from coreml_lint.rulekit.fx import finish
+
+        done = integers_as_floats(ep, past_int32)
+        return (finish(ep) if done else ep), done
 
     def refuse(self, node: Any, settings: PartitionerSettings) -> str | None:
         """A core ATen node whose measured outcome at the target is a crash or wrong values
