@@ -60,9 +60,11 @@ def refusals(engine: Engine, names: list[str], say: Any) -> dict[str, Any]:
     def done(value: dict[str, Any]) -> None:
         verdicts[value["op"]] = value
 
+    def failed(name: str) -> Any:
+        return lambda why: done({"op": name, "outcome": None, "message": why})
+
     for name in names:
-        failed = (lambda why, n=name: done({"op": n, "outcome": None, "message": why}),)[0]
-        engine.submit(Task("edge_verdict", name, 300.0, done, failed))
+        engine.submit(Task("edge_verdict", name, 300.0, done, failed(name)))
     say(f"lowering the base call of {len(names)} decomposed ops")
     engine.run()
     refused, passed, unmeasured = {}, [], {}
