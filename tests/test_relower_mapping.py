@@ -289,3 +289,20 @@ def test_a_finding_on_nodes_the_lowering_moved_is_answered_and_only_then():
     report.record_moves(moves)
     assert report.moved == moves
     assert report.findings_after == [two, no_kernel]
+
+
+def test_a_var_the_converter_never_made_names_the_node_that_should_have():
+    """``affine_grid_generator``'s converter makes no var (it keeps its arguments for a
+    fused grid sampler); the error read later names the var, whose node is the culprit."""
+    from coreml_lint.stack.capture import _missing_var
+
+    target = SimpleNamespace(__name__="affine_grid_generator.default")
+    node = SimpleNamespace(
+        name="aten_affine_grid_generator_default", op="call_function", target=target
+    )
+    program = SimpleNamespace(graph=SimpleNamespace(nodes=[node]))
+    error = ValueError("Torch var aten_affine_grid_generator_default not found in context")
+    found = _missing_var(program, error)
+    assert (found.name, found.kind) == (node.name, "affine_grid_generator")
+    assert _missing_var(program, ValueError("Torch var 0 not found in context")) is None
+    assert _missing_var(program, ValueError("another error")) is None

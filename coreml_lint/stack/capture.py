@@ -17,9 +17,11 @@ partitioner, ``to_executorch``) names no node and records nothing.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 from typing import Any
 
 
@@ -71,6 +73,8 @@ def capture_mlmodels(
         except Exception as exc:
             if failures is not None and located:
                 failures.append(_failure(edge_program, located[0], exc))
+            elif failures is not None and (missing := _missing_var(edge_program, exc)):
+                failures.append(_failure(edge_program, missing, exc))
             raise
         into.append(model)
         return model
@@ -103,6 +107,22 @@ def _locating(located: list[Any]) -> Iterator[None]:
         yield
     finally:
         ops.convert_single_node = original
+
+
+# A node whose converter made no var of its name, seen when its output is read later
+# (``affine_grid_generator``'s converter only keeps its arguments for a fused grid sampler).
+MISSING_VAR = re.compile(r"Torch var (\S+) not found in context")
+
+
+def _missing_var(edge_program: Any, exc: BaseException) -> Any:
+    """The edge node whose output var the converter never made, where the error names one
+    (the node it is the output of): a converter node stand-in with its name and kind."""
+    found = MISSING_VAR.search(str(exc))
+    edge = next((n for n in edge_program.graph.nodes if found and n.name == found.group(1)), None)
+    if edge is None or edge.op != "call_function":
+        return None
+    kind = getattr(edge.target, "__name__", str(edge.target)).split(".")[0]
+    return SimpleNamespace(name=edge.name, kind=kind)
 
 
 def _failure(edge_program: Any, node: Any, exc: BaseException) -> ConversionFailure:
