@@ -335,7 +335,7 @@ def _() -> Any:
     return padded_attention(-30000.0, padding="right")
 
 
-def extended_mask(value: float) -> tuple[Any, tuple[Any, ...]]:
+def extended_mask(value: float, padded: list[int] | None = None) -> tuple[Any, tuple[Any, ...]]:
     """Attention masked as transformers' older ``get_extended_attention_mask`` does: the
     0/1 padding mask scaled by the value and added to the scores."""
 
@@ -344,7 +344,8 @@ def extended_mask(value: float) -> tuple[Any, tuple[Any, ...]]:
         scale = (1.0 - attention_mask[:, None, :].float()) * value
         return (scores + scale).softmax(-1)
 
-    return module(forward), (torch.randn(2, 5, 8), torch.tensor([[1, 1, 1, 0, 0], [1] * 5]))
+    mask = torch.tensor([padded or [1, 1, 1, 0, 0], [1] * 5])
+    return module(forward), (torch.randn(2, 5, 8), mask)
 
 
 @case(
@@ -371,12 +372,13 @@ def _() -> Any:
     ),
 )
 def _() -> Any:
-    # ``s - (1 - mask) * 1e9``: a fully masked row is NaN, as with a fill
+    # ``s - (1 - mask) * 1e9``: a fully masked row (the first sequence, all padding) is NaN,
+    # as with a fill; the other rows agree
     def forward(s: Any, x: Any, attention_mask: Any) -> Any:
         scores = x @ x.transpose(-2, -1)
         return (scores - (1.0 - attention_mask[:, None, :].float()) * 1e9).softmax(-1)
 
-    return module(forward), (torch.randn(2, 5, 8), torch.tensor([[1, 1, 1, 0, 0], [1] * 5]))
+    return module(forward), (torch.randn(2, 5, 8), torch.tensor([[0] * 5, [1] * 5]))
 
 
 @case("finfo-min-causal-only", expect=set())
