@@ -13,6 +13,9 @@ from coreml_lint.measured.values import describe_variant
 
 CRASH, WRONG, OK, UNVERIFIED, CPU, MIXED = "crash", "wrong", "ok", "unverified", "cpu", "mixed"
 EDGE = "edge"  # right but for extreme values: wrong only in the oracle's float16 pass
+# A crash in ExecuTorch's edge verifier: the op is neither core ATen nor kept whole for Core
+# ML (``searchsorted``, ``cumprod``), so no backend, the CPU included, gets to run it.
+EDGE_REFUSAL = "is not in Core ATen opset"
 
 BAD = frozenset({CRASH, WRONG})
 

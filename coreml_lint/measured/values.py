@@ -15,7 +15,7 @@ from typing import Any
 from coreml_lint.program.graph import DType, Opaque, SymRef, TensorRef
 
 FP16_MAX = 65504.0
-INT32_MAX = 2**31 - 1
+INT32 = (-(2**31), 2**31 - 1)  # what Core ML's integers hold
 # Integers this large are sentinels, not values: ``x[:, 1:]`` exports its end as 2**63 - 1.
 INT64_SENTINEL = 2**62
 
@@ -338,7 +338,7 @@ def _int_class(value: int) -> str:
         return str(value)
     if abs(value) >= INT64_SENTINEL:  # a slice's open end, iinfo(int64): as before
         return "big" if value > 0 else "-big"
-    if not -INT32_MAX - 1 <= value <= INT32_MAX:  # Core ML holds an int32: the number wraps
+    if not INT32[0] <= value <= INT32[1]:  # Core ML holds an int32: the number wraps
         return "big64" if value > 0 else "-big64"
     if abs(value) > 2048:  # not exact in float16
         return "big" if value > 0 else "-big"

@@ -8,10 +8,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from coreml_lint.measured.values import INT32
+
 # Ops whose Tensor slot takes a Python number as a lifted constant; a Scalar overload keeps
 # its number, and an int argument (``split.Tensor``'s size) is no operand.
 LIFTED_BASES = frozenset({"add", "sub", "mul", "div", "remainder", "fmod", "floor_divide"})
-INT32 = (-(2**31), 2**31 - 1)
 
 
 def lifted(target: str) -> bool:

@@ -30,12 +30,12 @@ from collections.abc import Iterator
 from typing import Any
 
 from coreml_lint.core.findings import Finding, Outcome, SourceFix, replacement
+from coreml_lint.measured.values import INT32
 from coreml_lint.rulekit.context import ProgramContext, not_one_call
 from coreml_lint.rulekit.examples import case, module, torch
 from coreml_lint.rulekit.rule import COREAI_APPLIES_TO, Rule
 from coreml_lint.source.context import SourceContext
 
-INT32 = (-(2**31), 2**31 - 1)
 # ops whose integer scalars are values of the computation (the converter makes each an
 # int32 constant); the clamp family narrows its bounds silently instead of failing
 ARITHMETIC = {"add", "sub", "rsub", "mul", "div", "remainder", "floor_divide"}

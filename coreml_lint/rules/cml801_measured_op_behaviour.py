@@ -79,6 +79,7 @@ from coreml_lint.measured.outcomes import (
     BOUNDARY,
     BOUNDARY_CRASH,
     CRASH,
+    EDGE_REFUSAL,
     value_dependent,
     value_range,
 )
@@ -401,9 +402,6 @@ def _along_dim_fix(key: Key | None) -> str | None:
     return None
 
 
-# A crash in ExecuTorch's edge verifier: the op is neither core ATen nor kept whole for Core
-# ML (``searchsorted``, ``cumprod``), so no backend, the CPU included, gets to run it.
-EDGE_REFUSAL = "is not in Core ATen opset"
 EDGE_FIX = (
     "replace the op with core ATen ops, or register a decomposition for it: ExecuTorch's "
     "edge verifier refuses it whatever runs it, the CPU included"
@@ -447,7 +445,8 @@ def _fix(
         label = describe_variant(answer.cause, table.arg_names.get(key.op) if key else None)
         return (
             f"give {label.partition('=')[0]} no negative value (a negative pad crops: slice "
-            f"the tensor instead, `x[..., 2:-2]`); or {cpu}"
+            f"the tensor instead, `x[..., 2:-2, 2:-2]` for a pad of `(-2, -2, -2, -2)`); or "
+            f"{cpu}"
         )
     if answer is not None and answer.basis == WORD and key is not None:
         # the word is the cause: the other words of that argument, at the node's shape

@@ -309,8 +309,8 @@ def main(argv: list[str] | None = None) -> int:
                 "--only", type=Path, default=None, help="a file of case ids to measure (a sample)"
             )
     args = parser.parse_args(argv)
-    commands_by_name = {"run": run, "rekey": rekey, "build": build, "report": report}
-    return {**commands_by_name, "edges": edges}[args.command](args)
+    commands = {"run": run, "rekey": rekey, "build": build, "report": report, "edges": edges}
+    return commands[args.command](args)
 
 
 if __name__ == "__main__":

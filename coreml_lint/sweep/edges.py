@@ -18,11 +18,12 @@ from pathlib import Path
 from typing import Any
 
 from coreml_lint.core.files import write_atomically
+from coreml_lint.measured.outcomes import EDGE_REFUSAL as EDGE_REFUSAL_TEXT
 from coreml_lint.program.edge_refusals import REFUSALS_PATH
 from coreml_lint.program.optable import OpTable
 from coreml_lint.sweep.engine import Engine, Task
 
-EDGE_REFUSAL = re.compile(r"Operator torch\._ops\.aten\.(\S+) is not in Core ATen opset")
+EDGE_REFUSAL = re.compile(rf"Operator torch\._ops\.aten\.(\S+) {EDGE_REFUSAL_TEXT}")
 
 
 def candidates(table: OpTable) -> list[str]:
