@@ -249,7 +249,7 @@ def test_an_argument_spelled_out_at_its_default_is_the_call_that_leaves_it_out()
     answer = table.answer(spelled, TARGET)
     assert answer is not None and answer.basis == MEASURED
     assert answer.entry is table.answer(base, TARGET).entry and answer.entry.outcome == "crash"
-    module = Key(elu, "float32:in", "a1=whole", "r2")  # nn.ELU(): alpha=1.0
+    module = Key(elu, "float32:in", "a1=1.0", "r2")  # nn.ELU(): alpha=1.0
     assert table.spelled(module) == module
     found = table.answer(module, TARGET)
     assert found is None or found.entry.outcome != "crash"

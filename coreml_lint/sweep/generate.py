@@ -88,14 +88,18 @@ TARGETS = (15, 18)
 # Values of distinct classes per argument: every class the lists below reach (a bool, an
 # enum-like string and a dtype take every value they have).
 VARIANTS_PER_ARG = 8
+# A float or Scalar argument takes one more: magnitude one is a class of its own
+# (``values.ONE``), and the classes it had before are still measured.
+VARIANTS_PER_NUMBER = 9
+NUMBER_KINDS = ("float", "scalar")
 # Special scalars: 0, 1, -1, negative, non-integral (both signs), past float16's range,
 # below its smallest normal, past 2048 (not exact in float16), infinities.
 INT_VARIANTS = [0, 1, -1, 2, -2, SIDE, 3001, -3001]
 # float32's lowest (-3.4e38) is the masking sentinel models write (``finfo.min``): upstream
 # coremltools fixed it becoming NaN in float16 after 9.0 (docs/upstream-mined.md).
 F32_MIN = -3.4028234663852886e38
-FLOAT_VARIANTS = [0.0, 1.0, -1.0, 0.5, -0.5, 1e-6, 3.0, 7e4, F32_MIN, float("inf"), float("-inf")]
-SCALAR_VARIANTS = [2, 0.5, -0.5, 3.0, 1, -1, 3001, 7e4, F32_MIN, float("-inf"), 0]
+FLOAT_VARIANTS = [0.0, 1.0, -1.0, 0.5, -0.5, 1e-6, 7e4, F32_MIN, 3.0, float("inf"), float("-inf")]
+SCALAR_VARIANTS = [2, 0.5, -0.5, 3.0, 1, -1, 3001, 7e4, 1.0, F32_MIN, float("-inf"), 0]
 # Variants of these argument kinds are measured on integer operands too (a rounding mode
 # on int64 kept its dtype only after coremltools 9.0: docs/upstream-mined.md); so is every
 # dtype argument, also where the op takes integers only with one (``mean(x, dtype=float32)``
@@ -134,8 +138,10 @@ FLOATS_VARIANTS = (2.0, 1.3, 0.5, 1.5, 0.7)  # 1.3 first: its class's riskier va
 # shaped like the first operand reshaped with it on the shape axis (a gather at rank 3); 22:
 # narrowed on ``dim`` too, a scatter's ``src`` left wider than its index, and both as the
 # model axis calls them; 23: a Python integer past int32 as a pointwise op's later operand
-# (``-2**32 + 1``, keyed ``-big64``).
-GENERATOR = 23
+# (``-2**32 + 1``, keyed ``-big64``); 24: floats of magnitude one keyed apart (``values.ONE``):
+# 1.0 and -1.0 among the Scalar values and a pointwise op's number operands, and a float
+# argument's whole class measured at 3.0 as well as at one.
+GENERATOR = 24
 
 # The model axis's batches: one (a size-1 dim in the key), and two, where a layer's call
 # keys as its base call's rank without a size-1 dim but with constant weights (a transposed
@@ -349,7 +355,8 @@ def _variants(info: OpInfo, base: Call) -> Iterator[tuple[str, Call]]:
             seen.add(_class(value, shape))
             made += 1
             yield f"{arg.name}={_class(value, shape)}", call
-            if arg.kind not in ("dtype", "bool", "str") and made >= VARIANTS_PER_ARG:
+            cap = VARIANTS_PER_NUMBER if arg.kind in NUMBER_KINDS else VARIANTS_PER_ARG
+            if arg.kind not in ("dtype", "bool", "str") and made >= cap:
                 break
 
 
@@ -737,7 +744,7 @@ def _index_buffers(call: Call) -> Call | None:
 # of the first operand beside them.
 # ``-2**32 + 1`` is a padding constant attention code writes (``ones_like(s) * (-2**32 + 1)``):
 # past int32, which Core ML's integers are, it wraps to 1 whatever the operand.
-SCALAR_OPERANDS = (2, 7, -1, 0, 1000, 10_000_000, 0.5, -0.5, 3.0, 7e4, -(2**32) + 1)
+SCALAR_OPERANDS = (2, 7, -1, 0, 1000, 10_000_000, 0.5, -0.5, 3.0, 1.0, -1.0, 7e4, -(2**32) + 1)
 SCALAR_OPERAND_ORIGINS = {  # dtype -> where its first operand comes from
     "float32": ("in",),
     "float16": ("op",),  # a float16 input fails below iOS16 whatever the op
