@@ -441,3 +441,39 @@ def test_a_way_of_answering_is_refused_where_its_held_out_answers_fall_short():
         ("ALL", "ALL", "factor"): [67, 59, 0, 0],  # the total is no family
     }
     assert holdout.gate_file(counts) == {"refused": {"factor": ["activation", "reduction"]}}
+
+
+@pytest.mark.parametrize(
+    ("base_rows", "free"),
+    [
+        # right at three ranks: a crash measured at one shape answers at another
+        ([("r2", "ok", ""), ("r3", "ok", ""), ("r4u", "ok", "")], True),
+        # right but for extreme values (a float16 overflow on the sweep's largest values)
+        ([("r2", "edge", "float16 inf (mul)"), ("r3", "ok", ""), ("r5", "edge", "x")], True),
+        # a cell of several cases, each right or right but for extreme values
+        ([("r2", "mixed", "2 ok; 1 edge"), ("r3", "ok", ""), ("r4", "ok", "")], True),
+        # one folded row stands for three ranks or more
+        ([("*", "ok", "")], True),
+        # two ranks are too few, though three classes agree
+        ([("r2", "ok", ""), ("r3", "ok", ""), ("r3u", "ok", "")], False),
+        # a crash among the base call's cells, or a mixed cell holding one
+        ([("r2", "ok", ""), ("r3", "ok", ""), ("r4", "crash", "E: rank")], False),
+        ([("r2", "mixed", "1 ok; 1 crash"), ("r3", "ok", ""), ("r4", "ok", "")], False),
+        # a wrong base call is no control either
+        ([("r2", "ok", ""), ("r3", "wrong", "max abs error 1"), ("r4", "ok", "")], False),
+    ],
+)
+def test_an_op_is_shape_free_where_its_base_call_converts_at_three_ranks(tmp_path, base_rows, free):
+    """What a dtype or an argument does, measured at one shape, answers at another only
+    where the op's float32 base call converts (right, or right but for extreme values) at
+    every shape class measured, of three ranks or more."""
+    op, refused = "aten.logit.default", "E: dtype refused"
+    rows = [["float32:in", "", "", shape, "15", outcome, why] for shape, outcome, why in base_rows]
+    rows.append(["float16:op", "", "", "r2", "15", "crash", refused])
+    found = _table(tmp_path, {op: rows}, {op: ""})
+    assert found.shape_free(op) is free
+    answer = found.answer(Key(op, "float16:op", "", "r4"), 15)
+    if free:
+        assert answer.basis == SHAPE and answer.entry.message == refused
+    else:
+        assert answer is None or answer.entry.message != refused

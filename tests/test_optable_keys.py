@@ -259,3 +259,29 @@ def test_an_argument_spelled_out_at_its_default_is_the_call_that_leaves_it_out()
 
     assert all(map(is_exact_text, ("1", "-1", "[1,1]", "True", "None")))
     assert not any(map(is_exact_text, ("whole", "[whole,whole]", "ints2", "big")))
+
+
+def test_a_repeated_operand_is_keyed_alike_by_the_lint_and_the_hook():
+    """``x.scatter(1, index, x)`` and ``x * x`` hold one tensor twice: the light graph keys
+    each operand slot, and so must ``lower``'s refuse hook (a node's ``all_input_nodes``
+    lists it once)."""
+    from coreml_lint.engine.exported import graph_of
+    from coreml_lint.program.canonical import canonicalize
+    from coreml_lint.program.placement import predict_placement
+    from coreml_lint.rules.cml801_measured_op_behaviour import fx_keys
+
+    class Repeated(torch.nn.Module):
+        def forward(self, x, index):
+            return x.scatter(1, index, x), x * x
+
+    inputs = (torch.randn(3, 4), torch.tensor([[0, 1, 2, 3]] * 3))
+    ep = torch.export.export(Repeated().eval(), inputs, strict=False)
+    graph = canonicalize(graph_of(ep))
+    maker = KeyMaker(graph, predict_placement(graph, PartitionerSettings()))
+    mine = {
+        maker.key(n) for n in graph.nodes if n.target in ("aten.scatter.src", "aten.mul.Tensor")
+    }
+    assert {k.operands.count(",") for k in mine} == {1, 2}  # every slot keyed
+    hooked = ep.run_decompositions({}).graph
+    found = {k for n in hooked.nodes for k, context in fx_keys(n) if not context}
+    assert mine <= found

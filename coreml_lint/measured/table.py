@@ -26,6 +26,7 @@ from coreml_lint.measured.outcomes import CRASH, EDGE, MIXED, OK, normalized
 from coreml_lint.measured.rows import ByOp, Entries, OpRows
 from coreml_lint.measured.stack import cache_folder
 from coreml_lint.measured.values import (
+    FOLD_RANKS,
     class_of_text,
     class_variant,
     describe_variant,
@@ -33,6 +34,7 @@ from coreml_lint.measured.values import (
     is_exact_text,
     is_word,
     negative_list,
+    ranks_of,
 )
 
 DATA = Path(__file__).with_name("data")
@@ -558,8 +560,8 @@ class BehaviourTable:
         if key not in self._free:
             base = [e for e in self._float32(op) if e.variant == self.bases.get(op)]
             self._free[key] = bool(base) and all(_converts(e) for e in base)
-            ranks = {e.shape[:2] for e in base}  # "*": the agreeing classes span 3 ranks
-            self._free[key] &= "*" in ranks or len(ranks) >= 3
+            shapes = {e.shape for e in base}  # "*": agreeing classes of enough ranks
+            self._free[key] &= "*" in shapes or len(ranks_of(shapes)) >= FOLD_RANKS
         return self._free[key]
 
     def _float32(self, op: str) -> list[Entry]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterable
 from typing import Any
 
 from coreml_lint.program.graph import DType, Opaque, SymRef, TensorRef
@@ -387,6 +388,20 @@ def shape_class(shape: tuple[int | str, ...] | None) -> str:
         return "r?"
     marks = ("u" if 1 in shape else "") + ("e" if 0 in shape else "")
     return f"r{len(shape)}{marks}"
+
+
+# How many shape classes, of how many ranks, must agree before a measurement answers for
+# every shape: two classes are too few, and so are two ranks. A model's per-channel PReLU
+# crashes at rank 2 and at rank 3 (the sweep's base and model shapes: 2x4, 1x4x4 and 2x4x4,
+# three classes) and converts at rank 4 (ExecuTorch's operator suite). The sweep folds such
+# cells into ``*``; the table takes an op whose base call agrees so as shape-free.
+FOLD_SHAPES = 3
+FOLD_RANKS = 3
+
+
+def ranks_of(shapes: Iterable[str]) -> set[str]:
+    """The ranks of shape classes (``r3u`` is rank 3; ``*`` and ``r?`` have none)."""
+    return {m.group(1) for s in shapes if (m := re.match(r"r(\d+)", s))}
 
 
 def describe_variant(variant: str, names: list[str] | None) -> str:

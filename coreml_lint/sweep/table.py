@@ -10,7 +10,6 @@ target become shape ``*``, and targets with the same outcome one target list.
 from __future__ import annotations
 
 import json
-import re
 from collections import Counter, defaultdict
 from importlib import metadata
 from pathlib import Path
@@ -27,7 +26,13 @@ from coreml_lint.measured.outcomes import (
     normalized,
 )
 from coreml_lint.measured.table import FORMAT
-from coreml_lint.measured.values import class_variant, underived
+from coreml_lint.measured.values import (
+    FOLD_RANKS,
+    FOLD_SHAPES,
+    class_variant,
+    ranks_of,
+    underived,
+)
 from coreml_lint.sweep.scope import DECOMPOSED
 
 Cell = tuple[str, str, int]  # outcome, message, cases
@@ -93,19 +98,6 @@ def _cell(seen: list[tuple[str, str]]) -> Cell:
     return seen[0][0], message, len(seen)
 
 
-# How many shape classes, of how many ranks, must agree before a cell answers for every
-# shape (``*``): two classes are too few, and so are two ranks. A model's per-channel PReLU
-# crashes at rank 2 and at rank 3 (the sweep's base and model shapes: 2x4, 1x4x4 and 2x4x4,
-# three classes) and converts at rank 4 (ExecuTorch's operator suite).
-FOLD_SHAPES = 3
-FOLD_RANKS = 3
-
-
-def _ranks(shapes: Any) -> set[str]:
-    """The ranks of shape classes (``r3u`` is rank 3)."""
-    return {re.match(r"r(\d*)", s).group(1) for s in shapes} - {""}
-
-
 def fold(by_cell: dict[tuple[str, int], Cell]) -> list[tuple[str, frozenset[int], Cell]]:
     """(shape, targets, cell) rows: shape ``*`` where ``FOLD_SHAPES`` or more shape classes
     of ``FOLD_RANKS`` or more ranks were measured at a target and all agree (fewer say
@@ -116,7 +108,7 @@ def fold(by_cell: dict[tuple[str, int], Cell]) -> list[tuple[str, frozenset[int]
     rows: dict[tuple[str, str, str, str], list[Any]] = {}
     for target, shapes in per_target.items():
         signatures = {(c[0], normalized(c[1])) for c in shapes.values()}
-        wide = len(shapes) >= FOLD_SHAPES and len(_ranks(shapes)) >= FOLD_RANKS
+        wide = len(shapes) >= FOLD_SHAPES and len(ranks_of(shapes)) >= FOLD_RANKS
         if len(signatures) == 1 and wide:
             merged = list(shapes.values())
             cell = (merged[0][0], merged[0][1], sum(c[2] for c in merged))
