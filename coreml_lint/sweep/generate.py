@@ -140,8 +140,10 @@ FLOATS_VARIANTS = (2.0, 1.3, 0.5, 1.5, 0.7)  # 1.3 first: its class's riskier va
 # model axis calls them; 23: a Python integer past int32 as a pointwise op's later operand
 # (``-2**32 + 1``, keyed ``-big64``); 24: floats of magnitude one keyed apart (``values.ONE``):
 # 1.0 and -1.0 among the Scalar values and a pointwise op's number operands, and a float
-# argument's whole class measured at 3.0 as well as at one.
-GENERATOR = 24
+# argument's whole class measured at 3.0 as well as at one; 25: the model axis tries the base
+# call's shape behind a batch where ``N+2`` dims are not legal (``col2im``'s blocks, 3-d
+# batched: an overlap-add of patches; reflection and replication pads of 1 and 3 dims).
+GENERATOR = 25
 
 # The model axis's batches: one (a size-1 dim in the key), and two, where a layer's call
 # keys as its base call's rank without a size-1 dim but with constant weights (a transposed
@@ -843,11 +845,12 @@ def model_call(info: OpInfo, base: Call, cube: tuple[int, ...], batch: int = 1) 
 
 def _model_shapes(info: OpInfo, cube: tuple[int, ...], batch: int) -> list[tuple[int, ...]]:
     """Where a model's activation is batched: ``N+2`` dims for an op of ``int[N]`` windows
-    (an unbatched base call gains its batch), else the base call's rank with the batch;
-    a matrix base call tries a sequence, then an image."""
+    (an unbatched base call gains its batch), then the base call's shape behind a batch
+    (``col2im``'s blocks, ``(C*kh*kw, L)``, batched are 3-d, not 4); else the base call's
+    rank with the batch; a matrix base call tries a sequence, then an image."""
     windows = [a.length for a in info.args if a.kind == "ints" and a.length]
     if windows:
-        return [(batch, *(SIDE,) * (windows[0] + 1))]
+        return [(batch, *(SIDE,) * (windows[0] + 1)), (batch, *cube)]
     if len(cube) >= 3:
         return [(batch, *cube[1:])]
     return [(batch, SIDE, SIDE), (batch, SIDE, SIDE, SIDE)]
