@@ -44,7 +44,7 @@ from __future__ import annotations
 import ast
 import math
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from coreml_lint.core.findings import Finding, Outcome
@@ -263,40 +263,46 @@ MASK_STEPS = {
 def _scales_a_mask(ctx: ProgramContext, mul: Node) -> bool:
     """Whether the tensor a ``mul`` scales is a 0/1 mask: made from a bool or integer value
     through casts, ``1 - m`` and reshapes only (``ones_like(s) * c`` scales no mask)."""
-    frontier = [r for r in mul.tensor_inputs()]
-    seen = set(frontier)
-    while frontier:
-        value = frontier.pop()
-        dtype = ctx.dtype(value) or ""
-        if dtype == "bool" or "int" in dtype:
-            return True
+
+    def steps(value: str) -> list[str]:
         producer = ctx.producers.get(value)
-        if producer is None or producer.op_base not in MASK_STEPS:
-            continue
-        for name in producer.tensor_inputs():
-            if name not in seen:
-                seen.add(name)
-                frontier.append(name)
-    return False
+        mask_step = producer is not None and producer.op_base in MASK_STEPS
+        return producer.tensor_inputs() if mask_step else []
+
+    return _reaches_a_mask(mul.tensor_inputs(), lambda v: ctx.dtype(v) or "", steps)
 
 
 def _fx_scales_a_mask(mul: Any) -> bool:
     """:func:`_scales_a_mask` on the exported program the rewrite edits."""
     from coreml_lint.rulekit.fx import op_base
 
-    frontier = [a for a in mul.args if hasattr(a, "meta")]
+    def steps(value: Any) -> list[Any]:
+        mask_step = value.op == "call_function" and op_base(value) in MASK_STEPS
+        return list(value.all_input_nodes) if mask_step else []
+
+    def dtype(value: Any) -> str:
+        return str(getattr(value.meta.get("val"), "dtype", "")).replace("torch.", "")
+
+    return _reaches_a_mask([a for a in mul.args if hasattr(a, "meta")], dtype, steps)
+
+
+def _reaches_a_mask(
+    operands: list[Any], dtype: Callable[[Any], str], steps: Callable[[Any], list[Any]]
+) -> bool:
+    """One walk for both graphs: from a ``mul``'s operands back through mask steps
+    (``steps``: a value's operands where a mask step makes it, else none) to a bool or
+    integer value."""
+    frontier = list(operands)
     seen = set(frontier)
     while frontier:
         value = frontier.pop()
-        dtype = str(getattr(value.meta.get("val"), "dtype", ""))
-        if dtype == "torch.bool" or "int" in dtype:
+        kind = dtype(value)
+        if kind == "bool" or "int" in kind:
             return True
-        if value.op != "call_function" or op_base(value) not in MASK_STEPS:
-            continue
-        for arg in value.all_input_nodes:
-            if arg not in seen:
-                seen.add(arg)
-                frontier.append(arg)
+        for operand in steps(value):
+            if operand not in seen:
+                seen.add(operand)
+                frontier.append(operand)
     return False
 
 
