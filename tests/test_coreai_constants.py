@@ -89,3 +89,26 @@ def test_light_lint_reads_an_int64_buffer_past_int32(tmp_path):
     )
     assert run.returncode == 1, run.stderr
     assert "CAI112" in run.stdout and "int64 buffer 'salt' holds 1099511627777" in run.stdout
+
+
+def test_small_float_constants_of_one_repeated_value_are_found(tmp_path):
+    """An untrained ``nn.PReLU(4)``'s alpha (0.25 four times) is one repeated value; a
+    trained one's, a single element, an int64 tensor and a float constant past
+    ``SMALL_FLOATS`` elements are not reported."""
+    import struct
+
+    from coreml_lint.program.constants import SMALL_FLOATS, uniform_floats
+
+    def floats(name, values, dtype=7, code="f"):
+        raw = struct.pack(f"<{len(values)}{code}", *values)
+        return uniform_floats(
+            _archive(tmp_path / name, _meta([len(values)], [1], dtype), raw), "p", "model"
+        )
+
+    assert floats("untrained", [0.25] * 4) == {"lifted_tensor_0": 0.25}
+    assert floats("double", [1.0] * 3, dtype=8, code="d") == {"lifted_tensor_0": 1.0}
+    assert floats("trained", [0.1, 0.2, 0.3, 0.4]) == {}
+    assert floats("one", [0.25]) == {}
+    assert floats("large", [0.0] * (SMALL_FLOATS + 1)) == {}
+    raw = (5).to_bytes(8, "little", signed=True) * 2
+    assert uniform_floats(_archive(tmp_path / "i", _meta([2], [1]), raw), "p", "model") == {}

@@ -6,8 +6,12 @@
 sizes, strides and storage offset, with the archive's byte order in ``<prefix>/byteorder``.
 For an int64 tensor laid out contiguously, that is enough to read its values with the
 standard library; this module reads only those (at most :data:`MAX_ELEMENTS` elements
-each) and reports the ones that pass int32: what Core AI narrows and wraps. Pickled
-entries, other dtypes and strided views are never read.
+each) and reports the ones that pass int32: what Core AI narrows and wraps. It also reads
+small float32 and float64 constants (at most :data:`SMALL_FLOATS` elements) and reports the
+ones holding one repeated value: a converter can take a constant only when its values are
+all alike (coremltools' PReLU at rank 3), which an untrained layer's are (``nn.PReLU``
+starts at 0.25 everywhere) and a trained one's are not. Pickled entries, other dtypes and
+strided views are never read.
 """
 
 from __future__ import annotations
@@ -16,10 +20,14 @@ import json
 import sys
 import zipfile
 from array import array
+from collections.abc import Iterator
 from typing import Any
 
-LONG = 5  # torch._export.serde.schema.ScalarType.LONG (int64)
+# torch._export.serde.schema.ScalarType -> the array module's typecode of its elements
+LONG, FLOAT, DOUBLE = 5, 7, 8
+TYPECODES = {LONG: "q", FLOAT: "f", DOUBLE: "d"}
 MAX_ELEMENTS = 1 << 20
+SMALL_FLOATS = 1 << 12  # a per-channel parameter, not a weight matrix: cheap to read
 INT32 = (-(2**31), 2**31 - 1)
 KINDS = (("constants", "constants"), ("weights", "weights"))
 
@@ -27,22 +35,41 @@ KINDS = (("constants", "constants"), ("weights", "weights"))
 def int64_past_int32(archive: zipfile.ZipFile, prefix: str, method: str) -> dict[str, list[int]]:
     """Target name (``lifted_tensor_0``, ``cache``) -> ``[min, max]`` of each contiguous
     int64 tensor of the method whose values pass int32."""
-    order = _byteorder(archive, prefix)
     found: dict[str, list[int]] = {}
+    for name, values in _tensors(archive, prefix, method, (LONG,), MAX_ELEMENTS):
+        low, high = min(values), max(values)
+        if low < INT32[0] or high > INT32[1]:
+            found[name] = [low, high]
+    return found
+
+
+def uniform_floats(archive: zipfile.ZipFile, prefix: str, method: str) -> dict[str, float]:
+    """Target name (``p_prelu_weight`` as ``prelu.weight``) -> the one value of each small
+    contiguous float32 or float64 tensor of two elements or more whose values are all
+    that value."""
+    return {
+        name: values[0]
+        for name, values in _tensors(archive, prefix, method, (FLOAT, DOUBLE), SMALL_FLOATS)
+        if len(values) > 1 and all(v == values[0] for v in values)
+    }
+
+
+def _tensors(
+    archive: zipfile.ZipFile, prefix: str, method: str, dtypes: tuple[int, ...], limit: int
+) -> Iterator[tuple[str, list[Any]]]:
+    """(target name, values) of each weight and constant of the method of one of ``dtypes``
+    and at most ``limit`` elements that can be read (:func:`_values`)."""
+    order = _byteorder(archive, prefix)
     for folder, kind in KINDS:
         config = _json(archive, f"{prefix}/data/{folder}/{method}_{kind}_config.json")
         entries = config.get("config") if isinstance(config, dict) else None
         for name, entry in (entries if isinstance(entries, dict) else {}).items():
             try:
-                values = _values(archive, f"{prefix}/data/{folder}", entry, order)
+                values = _values(archive, f"{prefix}/data/{folder}", entry, order, dtypes, limit)
             except Exception:  # a damaged member or entry is not read (the graph still is)
                 continue
-            if values is None or not values:
-                continue
-            low, high = min(values), max(values)
-            if low < INT32[0] or high > INT32[1]:
-                found[name] = [low, high]
-    return found
+            if values:
+                yield name, values
 
 
 def _json(archive: zipfile.ZipFile, name: str) -> Any:
@@ -60,11 +87,21 @@ def _byteorder(archive: zipfile.ZipFile, prefix: str) -> str:
     return order if order in ("little", "big") else "little"
 
 
-def _values(archive: zipfile.ZipFile, folder: str, entry: Any, order: str) -> list[int] | None:
-    """The int64 values of one contiguous, unpickled tensor entry (None: not read)."""
+def _values(
+    archive: zipfile.ZipFile,
+    folder: str,
+    entry: Any,
+    order: str,
+    dtypes: tuple[int, ...],
+    limit: int,
+) -> list[Any] | None:
+    """The values of one contiguous, unpickled tensor entry of one of ``dtypes`` and at
+    most ``limit`` elements (None: not read)."""
     meta = entry.get("tensor_meta") if isinstance(entry, dict) else None
-    if not meta or entry.get("use_pickle") or meta.get("dtype") != LONG:
+    if not meta or entry.get("use_pickle") or meta.get("dtype") not in dtypes:
         return None
+    typecode = TYPECODES[meta["dtype"]]
+    width = array(typecode).itemsize
     sizes = [d.get("as_int") for d in meta.get("sizes", [])]
     strides = [d.get("as_int") for d in meta.get("strides", [])]
     offset = (meta.get("storage_offset") or {}).get("as_int", 0)
@@ -73,16 +110,16 @@ def _values(archive: zipfile.ZipFile, folder: str, entry: Any, order: str) -> li
     count = 1
     for size in sizes:
         count *= size
-    if count > MAX_ELEMENTS or strides != _contiguous(sizes):
+    if count > limit or strides != _contiguous(sizes):
         return None
     try:
         raw = archive.read(f"{folder}/{entry['path_name']}")
     except (KeyError, zipfile.BadZipFile, OSError):
         return None
-    data = raw[offset * 8 : (offset + count) * 8]
-    if len(data) != count * 8:
+    data = raw[offset * width : (offset + count) * width]
+    if len(data) != count * width:
         return None
-    values = array("q")
+    values = array(typecode)
     values.frombytes(data)
     if order != sys.byteorder:
         values.byteswap()

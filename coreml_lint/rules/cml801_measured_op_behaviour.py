@@ -75,6 +75,7 @@ from coreml_lint.measured.key import (
     keyed_whole,
 )
 from coreml_lint.measured.outcomes import (
+    ALIKE_VALUES_ONLY,
     BAD,
     BOUNDARY,
     BOUNDARY_CRASH,
@@ -111,6 +112,7 @@ from coreml_lint.rulekit.numbers import integers_as_floats, past_int32
 from coreml_lint.rulekit.rule import Rule
 
 CRASHES = (CRASH, BOUNDARY_CRASH)
+CONSTANT_KINDS = ("parameter", "buffer", "constant")
 
 
 class MeasuredOpBehaviour(Rule):
@@ -144,11 +146,15 @@ class MeasuredOpBehaviour(Rule):
             # never one ExecuTorch's edge verifier refuses whatever runs it
             cpu_answers = entry.outcome != BOUNDARY or _returns_a_user_input(node, ctx)
             cpu_answers = cpu_answers and not edge_refused(entry)
+            message = _message(key, answer, target, table, note, returned)
+            alike = _alike_constants(node, ctx, entry)
+            if alike:  # converts as it stands: a warning of what training will bring
+                message = _once_trained(message, alike)
             finding = ctx.finding(
                 node,
-                _message(key, answer, target, table, note, returned),
+                message,
                 fix=_fix(table, entry, target, key, cpu_answers, answer),
-                severity=Severity.WARNING if ranged else None,
+                severity=Severity.WARNING if ranged or alike else None,
                 outcome=Outcome.CRASH if entry.outcome in CRASHES else Outcome.SILENT,
                 partitioner=ctx.skip_advice(node),
                 measured=entry.outcome,
@@ -214,6 +220,29 @@ class MeasuredOpBehaviour(Rule):
         if not name.startswith("aten.") or name.partition(".")[2] in load_optable().core_aten:
             return False
         return _bad_entry(node, settings.minimum_deployment_target) is not None
+
+
+def _alike_constants(node: Node, ctx: ProgramContext, entry: Entry) -> dict[str, float]:
+    """Target -> value of the node's constant operands, where the measured crash is a
+    converter's that takes a constant only when its values are all alike
+    (``ALIKE_VALUES_ONLY``) and this program's are (``program/constants.py`` read them):
+    then the node converts as it stands. Empty otherwise."""
+    if entry.outcome not in CRASHES or not any(t in entry.message for t in ALIKE_VALUES_ONLY):
+        return {}
+    uniform = ctx.graph.meta.get("uniform_floats") or {}
+    constant = {s.name: s for s in ctx.graph.inputs if s.kind in CONSTANT_KINDS}
+    specs = [constant[r] for r in node.tensor_inputs() if r in constant]
+    if not specs or any(s.target not in uniform for s in specs):
+        return {}
+    return {s.target: uniform[s.target] for s in specs}
+
+
+def _once_trained(message: str, alike: dict[str, float]) -> str:
+    held = ", ".join(f"`{name}` holds {value:g} throughout" for name, value in alike.items())
+    return (
+        f"{message}; but here {held}, as an untrained layer's does, so this program "
+        "converts as it stands: the crash comes once training makes the values differ"
+    )
 
 
 def _bad_entry(node: Any, target: int, boundary: bool = False) -> Entry | None:
@@ -671,6 +700,31 @@ def _():
 @case("measured-crop-by-slicing", expect=set())
 def _():
     return _crop(sliced=True)
+
+
+# A per-channel PReLU after a 1-d convolution (rank 3): coremltools takes its alpha only
+# when the values are all alike. A trained layer's differ and lowering crashes; an untrained
+# one (0.25 everywhere) converts, and the finding is a warning of what training brings.
+def _prelu(trained: bool) -> Any:
+    layers = torch.nn.Sequential(torch.nn.Conv1d(4, 4, 3), torch.nn.PReLU(4))
+    if trained:
+        with torch.no_grad():
+            layers[1].weight.copy_(torch.tensor([0.1, 0.2, 0.3, 0.4]))
+    return layers, (torch.randn(1, 4, 8),)
+
+
+@case(
+    "measured-prelu-per-channel-trained",
+    expect={"CML801"},
+    crash=r"only supported when all the values of alpha are same",
+)
+def _():
+    return _prelu(trained=True)
+
+
+@case("measured-prelu-per-channel-untrained", expect=set(), warnings={"CML801"})
+def _():
+    return _prelu(trained=False)
 
 
 @case("measured-rms-norm-small-eps", expect=set())
