@@ -36,7 +36,7 @@ from coreml_lint.program.graph import DType, TensorRef
         (2**63 - 1, "big"),  # a slice's open end: a sentinel, not a value
         (0.5, "frac"),
         (3.0, "whole"),
-        (1.0, "1.0"),  # a product or floor division by one is folded away: x % 1.0 is 0
+        (1.0, "1.0"),  # a floor division by one is folded away: x % 1.0 is x - x
         (-1.0, "-1.0"),
         (1, "1"),  # the integer is another call (an int constant)
         (1e-6, "tiny"),

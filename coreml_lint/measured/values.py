@@ -20,9 +20,9 @@ INT32 = (-(2**31), 2**31 - 1)  # what Core ML's integers hold
 # Integers this large are sentinels, not values: ``x[:, 1:]`` exports its end as 2**63 - 1.
 INT64_SENTINEL = 2**62
 # A float of magnitude one is keyed apart from other whole floats: coremltools folds a
-# multiply or a floor division by one away, so ``x % 1.0`` comes out 0 where ``x % 3.0`` is
-# right; and ``Softplus(beta=2.0, threshold=1.0)`` comes out wrong where a threshold of 3.0
-# was measured right.
+# floor division by one away as if the values were integers, so ``x % 1.0`` becomes
+# ``x - x``, 0 everywhere, where ``x % 3.0`` is right; and a Softplus threshold of 1.0 is
+# measured wrong where one of 3.0 is right.
 ONE = "1.0"
 
 
@@ -364,7 +364,7 @@ def _float_class(value: float) -> str:
         return sign + "huge"
     if magnitude < 1e-4:
         return sign + "tiny"
-    if magnitude == 1.0:  # converters drop a product or floor-division by one: x % 1.0 is 0
+    if magnitude == 1.0:  # a floor division by one is folded away: x % 1.0 is x - x
         return sign + ONE
     if value.is_integer():
         return sign + "whole"

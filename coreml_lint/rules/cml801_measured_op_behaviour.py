@@ -18,7 +18,10 @@ What it does
     output from the delegate (zero strides) is reported only where the node's output
     leaves its partition too; an op Core ML makes its own input var (an alias, a squeeze
     that removes no dim: the single-op program returned its input) only where the node's
-    partition then returns a value it receives.
+    partition then returns a value it receives. A crash of a converter that takes a
+    constant only when its values are all alike (a per-channel PReLU at rank 3, measured
+    with a trained layer's differing values) is a warning where the program's constant
+    holds one repeated value, as an untrained layer's does: it converts as it stands.
     A call not measured exactly is answered from other measurements, saying so: the other
     values of its argument's class where they all agree; the same rank with or without a
     size-1 dim; another shape class where the op's base call behaves alike at every
