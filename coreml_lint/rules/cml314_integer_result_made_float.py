@@ -1,24 +1,27 @@
-"""CML314 integer-result-made-float: an integer floor division, one-sided clamp or range
-that coremltools makes as float, and an op that needs an integer reads it.
+"""CML314 integer-result-made-float: an integer floor division, one-sided clamp, range or
+count of bools that coremltools makes as float, and an op that needs an integer reads it.
 
 What it does
     Flags a delegated floor or truncating division of integers (``a // b``,
     ``torch.div(a, b, rounding_mode="floor")``, ``floor_divide``), a clamp of integers with
-    one bound (``ids.clamp(min=0)``), a ``torch.linspace(..., dtype=<int>)`` or a
-    ``torch.arange`` with a float number and an integer ``dtype=`` whose result
+    one bound (``ids.clamp(min=0)``), a ``torch.linspace(..., dtype=<int>)``, a
+    ``torch.arange`` with a float number and an integer ``dtype=``, or a sum of bools (a
+    count: ``mask.sum(1)``, ``torch.count_nonzero``) whose result
     reaches, through integer arithmetic and views, the indices of
     ``gather``/``index_select``, or a ``stack``/``cat`` beside an integer made another way.
 
 Why it breaks
     coremltools converts these ops into float ones (``floor_div``/``real_div`` on values cast
     to fp32; ``clip`` with an infinite other bound; ``linspace`` and a ``range_1d`` of floats
-    in fp32, whatever ``dtype=`` says), so the value that torch types as int64 is fp32 in
+    in fp32, whatever ``dtype=`` says; ``reduce_sum`` of a bool cast to fp32, whatever
+    ``dtype=`` says), so the value that torch types as int64 is fp32 in
     Core ML, and so is everything computed from it there. ``gather_along_axis``
     takes int32 indices only: ``expects tensor or scalar of dtype from type domain
     ['int32'] but got tensor[...,fp32]``; ``stack`` refuses the mix of fp32 and int32:
     ``Tensors in 'values' of the stack op should share the same data type``. ``%``,
     ``clamp`` with both bounds, ``clamp_min``, ``maximum`` and the rest of integer
-    arithmetic stay integer, and so do ``arange`` of int numbers and ``logspace`` (measured).
+    arithmetic stay integer, and so do ``arange`` of int numbers, ``logspace``, a sum of
+    integers and a ``cumsum`` of bools (measured).
 
 Example
     ``cell = heat.argmax(-1) // width`` then ``feat.gather(-1, cell.clamp(min=0))``.
@@ -30,7 +33,9 @@ Fix
     ``x.clamp_min(lo)``/``x.clamp_max(hi)`` or both bounds; give ``arange`` int numbers;
     compute a ``linspace`` with torch once, as a buffer or an input (torch computes an integer
     linspace in float64 from truncated bounds: no float32 form matches it everywhere);
-    (b) ``coreml-lint lower`` rewrites the divisions, clamps and aranges whose result reaches
+    count integers: ``mask.long().sum(1)``, ``(x != 0).long().sum(1)``;
+    (b) ``coreml-lint lower`` rewrites the divisions, clamps, aranges and counts whose result
+    reaches
     an index or a join so in the program, and keeps an integer ``linspace`` on the CPU.
 
 References
@@ -57,6 +62,10 @@ CLAMP = "aten.clamp.default"
 # ``range_1d`` of floats, the numbers promoted together).
 LINSPACE = "aten.linspace.default"
 ARANGES = {"aten.arange.default", "aten.arange.start", "aten.arange.start_step"}
+# Counts: coremltools' ``reduce_sum`` of a bool casts it to fp32 (``count_nonzero`` is a
+# sum of ``x != 0``); a sum of integers stays integer (measured).
+SUMS = {"aten.sum.default", "aten.sum.dim_IntList"}
+COUNTS = {"aten.count_nonzero.default", "aten.count_nonzero.dim_IntList"}
 # Ops whose integer result Core ML computes from its (here fp32) operands in their type:
 # the float carries on to what reads them.
 CARRY = {
@@ -73,14 +82,17 @@ class IntegerResultMadeFloat(Rule):
     code = "CML314"
     name = "integer-result-made-float"
     outcome = Outcome.CRASH
-    summary = "integer floor division, one-sided clamp or range made as float, read as an index"
+    summary = "integer division, one-sided clamp, range or bool count made float, read as an index"
 
     def __init__(self) -> None:
         self.linspaces: set[str] = set()  # integer linspace nodes of the ATen graph refused
 
     def check(self, ctx: ProgramContext) -> Iterator[Finding]:
         floats: set[str] | None = None
-        for node in ctx.coreml_nodes():
+        whole = set(map(id, ctx.coreml_nodes()))
+        for node in ctx.coreml_nodes(include_decomposed=True):
+            if id(node) not in whole and node.target not in COUNTS:
+                continue  # of the ops torch decomposes, a count's pieces are its sum
             why = _made_float(ctx, node)
             if why is None:
                 continue
@@ -120,7 +132,9 @@ class IntegerResultMadeFloat(Rule):
         mode, done = None, []
         for node in list(ep.graph.nodes):
             fake = val(node)
-            if node.op != "call_function" or fake is None or fake.is_floating_point():
+            if node.op != "call_function" or not isinstance(fake, torch.Tensor):
+                continue  # not one tensor (a sort's values and indices)
+            if fake.is_floating_point():
                 continue
             if fake.dtype == torch.bool:
                 continue
@@ -132,6 +146,11 @@ class IntegerResultMadeFloat(Rule):
                     node.replace_all_uses_with(made)
                     ep.graph.erase_node(node)
                     done.append(f"{node.name}: {op_base(node)} made so Core ML keeps it integer")
+                continue
+            if str(node.target) in {*SUMS, *COUNTS}:
+                mode = mode or fake_mode(ep)
+                if _count_integers(ep, mode, node, fake):
+                    done.append(f"{node.name}: {op_base(node)} counted in {fake.dtype}")
                 continue
             if node.target == aten.clamp.default:
                 low, high = _bounds(node.args, node.kwargs)
@@ -154,6 +173,36 @@ class IntegerResultMadeFloat(Rule):
             ep.graph.erase_node(node)
             done.append(f"{node.name}: divided as float, {rounding}ed and cast to {fake.dtype}")
         return finish(ep), done
+
+
+def _count_integers(ep: Any, mode: Any, node: Any, fake: Any) -> bool:
+    """A sum of bools as the sum of the bools cast to the result's integer dtype, which
+    Core ML keeps integer; a ``count_nonzero`` as that sum of ``x != 0``. False for a sum
+    of anything but bools."""
+    from coreml_lint.rulekit.fx import aten, emit, val
+
+    operand = node.args[0]
+    counts = str(node.target) in COUNTS
+    if not counts and getattr(val(operand), "dtype", None) != torch.bool:
+        return False
+    with ep.graph.inserting_before(node):
+        if counts:
+            operand = emit(ep, mode, aten.ne.Scalar, (operand, 0))
+        cast = emit(ep, mode, aten._to_copy.default, (operand,), {"dtype": fake.dtype})
+    if not counts:
+        node.args = (cast, *node.args[1:])
+        return True
+    dim = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim")
+    with ep.graph.inserting_before(node):
+        if dim is None:
+            made = emit(ep, mode, aten.sum.default, (cast,))
+        else:
+            dims = [dim] if isinstance(dim, int) else list(dim)
+            made = emit(ep, mode, aten.sum.dim_IntList, (cast, dims))
+    made.meta = {**node.meta, "val": made.meta["val"]}
+    node.replace_all_uses_with(made)
+    ep.graph.erase_node(node)
+    return True
 
 
 def _whole_range(ep: Any, node: Any, fake: Any) -> Any:
@@ -238,6 +287,11 @@ def _made_float(ctx: ProgramContext, node: Node) -> str | None:
                 f"the {rounding} division of integers is made as float by coremltools "
                 f"({ctx.dtype(node.outputs[0])} in torch, fp32 in Core ML)"
             )
+    if _counts_bools(ctx, node):
+        return (
+            f"a count of bools ({node.op_base}) is made in fp32 by coremltools: its "
+            f"`reduce_sum` casts the bools to fp32 ({ctx.dtype(node.outputs[0])} in torch)"
+        )
     if node.target == CLAMP:
         low, high = _bounds(node.args, node.kwargs)
         if (low is None) != (high is None):
@@ -247,6 +301,13 @@ def _made_float(ctx: ProgramContext, node: Node) -> str | None:
                 "coremltools (its other bound is infinite)"
             )
     return None
+
+
+def _counts_bools(ctx: ProgramContext, node: Node) -> bool:
+    """A ``count_nonzero``, or a ``sum`` whose operand is bool."""
+    operands = node.tensor_inputs()
+    bools = bool(operands) and ctx.dtype(operands[0]) == "bool"
+    return node.target in COUNTS or (node.target in SUMS and bools)
 
 
 def _integer_reader(ctx: ProgramContext, node: Node, floats: set[str]) -> tuple[Node, str] | None:
@@ -315,6 +376,10 @@ def _fix(node: Node) -> str:
         )
     if node.target == CLAMP:
         return "clamp with `x.clamp_min(lo)` / `x.clamp_max(hi)`, or give both bounds"
+    if node.target in COUNTS:
+        return "count integers: `(x != 0).long().sum(dim)` (a sum of integers stays integer)"
+    if node.target in SUMS:
+        return "count integers: `mask.long().sum(dim)` (a sum of integers stays integer)"
     rounding = _rounding(node.target, node.args, node.kwargs) or "floor"
     return f"divide as float and cast back: `torch.{rounding}(a / b).long()`"
 
@@ -415,3 +480,29 @@ def _() -> Any:
 def _() -> Any:
     """Only returned: its values are the op table's to judge, no index reads it."""
     return module(lambda s, ids: ids // 4), (torch.arange(8),)
+
+
+def _last_valid(count: Any) -> tuple[Any, tuple[Any, ...]]:
+    """Each row's last valid feature, found by counting the valid ones (``count(valid)``),
+    as a model pools the last token of a padded sequence."""
+
+    def forward(s, x, valid):
+        return x.gather(1, count(valid).unsqueeze(1) - 1)
+
+    valid = torch.arange(8)[None] < torch.tensor([[3], [8], [5], [1]])
+    return module(forward), (torch.randn(4, 8), valid)
+
+
+@case("bool-count-gather-index", expect={"CML314"}, crash=INDICES_FP32)
+def _() -> Any:
+    return _last_valid(lambda valid: valid.sum(1))
+
+
+@case("count-nonzero-gather-index", expect={"CML314"}, crash=INDICES_FP32)
+def _() -> Any:
+    return _last_valid(lambda valid: torch.count_nonzero(valid, dim=1))
+
+
+@case("long-count-gather-index", expect=set(), clean=returns(GATHERED))
+def _() -> Any:
+    return _last_valid(lambda valid: valid.long().sum(1))
