@@ -15,6 +15,8 @@ import pytest
 from cases import BY_ID, CASE_IDS
 from conftest import _archive, exported, settings_of
 
+from coreml_lint.rules import rule_by_code
+
 pytestmark = pytest.mark.oracle
 
 
@@ -94,7 +96,9 @@ def test_lower_keeps_the_stock_placement_of_clean_models(case_id):
     assert stock.ok
     result, lowered = _lower(case_id)
     report = result.report
-    assert not report.rewrites and not report.refused
+    # only a warning whose rule's rewrite is exact is answered (1 / x of integers)
+    exact = {c for c in BY_ID[case_id].warnings or () if rule_by_code(c).rewrites_warnings}
+    assert {r.partition(":")[0] for r in report.rewrites} <= exact and not report.refused
     assert report.partitions_after == stock.delegate_calls
     assert sorted(report.cpu_ops_after) == sorted(stock.edge_cpu_ops)
     if BY_ID[case_id].clean:

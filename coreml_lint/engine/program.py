@@ -150,7 +150,9 @@ def raw_findings(
 
 
 def _deferred(found: list[Finding], target: str = "coreml") -> list[Finding]:
-    """Drop a deferring rule's finding on a node another rule reports an error on (selected
+    """Drop a deferring rule's finding on a node another rule reports an error on, or a
+    warning that explains the node's measured outcome (``explains_node``: 1 / x of
+    integers, where the epsilon the table measured costs float16's own rounding) (selected
     or not: see :func:`raw_findings`)."""
     deferring = {rule.code for rule in all_rules(target) if rule.defers}
     if not deferring:
@@ -158,7 +160,9 @@ def _deferred(found: list[Finding], target: str = "coreml") -> list[Finding]:
     claimed = {
         f.node
         for f in found
-        if f.code not in deferring and f.node is not None and f.severity is Severity.ERROR
+        if f.code not in deferring
+        and f.node is not None
+        and (f.severity is Severity.ERROR or f.extra.get("explains_node"))
     }
     return [f for f in found if f.code not in deferring or f.node not in claimed]
 

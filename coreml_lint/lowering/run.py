@@ -384,9 +384,13 @@ def stop_if_unanswered(findings: list[Finding], *, dequantize_on_cpu: bool = Fal
 
 
 def _fired(report: ProgramReport) -> list[type[Rule]]:
-    """The rules with an error finding, in code order."""
+    """The rules with an error finding, or a warning where the rule's rewrite is exact
+    (``Rule.rewrites_warnings``), in code order."""
     codes = sorted({f.code for f in report.findings if f.severity is Severity.ERROR})
-    return [rule for rule in map(rule_by_code, codes) if rule is not None]
+    warned = {f.code for f in report.findings if f.severity is Severity.WARNING}
+    rules = [rule_by_code(code) for code in sorted(warned - set(codes))]
+    extra = [rule.code for rule in rules if rule is not None and rule.rewrites_warnings]
+    return [rule for rule in map(rule_by_code, sorted({*codes, *extra})) if rule is not None]
 
 
 def _copy(ep: ExportedProgram) -> ExportedProgram:

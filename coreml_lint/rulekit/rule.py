@@ -60,6 +60,9 @@ class Rule:
     # Other severities the rule reports on some findings (CML301: a small fill used only
     # inside Core ML is a warning); the README's table shows them all.
     other_severities: ClassVar[tuple[Severity, ...]] = ()
+    # Whether ``lower`` applies the rule's rewrite for a warning too (one that computes the
+    # same values in eager, so nothing is lost where the warning's case never comes)
+    rewrites_warnings: ClassVar[bool] = False
     outcome: ClassVar[Outcome]
     summary: ClassVar[str]
     applies_to: ClassVar[str] = APPLIES_TO

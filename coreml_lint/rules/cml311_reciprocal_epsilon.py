@@ -28,15 +28,26 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from coreml_lint.core.findings import Finding, Outcome
+from coreml_lint.core.findings import Finding, Outcome, Severity
 from coreml_lint.core.settings import PartitionerSettings
+from coreml_lint.program.graph import INTEGER_DTYPES
 from coreml_lint.rulekit.context import ProgramContext
 from coreml_lint.rulekit.examples import case, module, returns, torch
 from coreml_lint.rulekit.rule import Rule
 
+# x holds integers (a cast of a count or an index): 1e-4 relative at most, under float16's
+# own rounding (2**-11), except at 0.
+COUNTED = (
+    "; here x holds integers (cast from {dtype}), so that is 1e-4 at most, within float16's "
+    "own rounding, except where x is 0: Core ML gives 10000, not inf"
+)
+CASTS = {"_to_copy", "to", "_to_dim_order_copy", "type_as"}
+
 
 class ReciprocalEpsilon(Rule):
     code = "CML311"
+    other_severities = (Severity.WARNING,)  # x holds integers: see ``COUNTED``
+    rewrites_warnings = True  # the division is exact: lower writes it at either severity
     name = "reciprocal-epsilon"
     outcome = Outcome.SILENT
     summary = "1 / x becomes inverse(x, epsilon=1e-4): 1/0.001 is 909 in Core ML"
@@ -52,14 +63,19 @@ class ReciprocalEpsilon(Rule):
                 "constant",
             ):
                 continue  # a constant is folded exactly when coremltools converts it
+            counted = _integer_valued(ctx, operand)
             yield ctx.finding(
                 node,
                 "1 / x is delegated as MIL `inverse(x, epsilon=1e-4)`, which computes "
-                "1 / (x + 1e-4): off by a relative 1e-4/|x| (1/0.001 gives 909, not 1000)",
+                "1 / (x + 1e-4): off by a relative 1e-4/|x| (1/0.001 gives 909, not 1000)"
+                + (COUNTED.format(dtype=counted) if counted else ""),
                 fix="write torch.div(1.0, x) (Core ML real_div computes the division itself)",
+                severity=Severity.WARNING if counted else None,
+                explains_node=bool(counted),  # the table's wrong (typical values) is this
             )
 
     def rewrite(self, ep: Any, settings: PartitionerSettings) -> tuple[Any, list[str]]:
+        """``reciprocal(x)`` as ``full_like(x, 1) / x``, the same values in eager."""
         from coreml_lint.rulekit.fx import aten, finish, val
 
         done = []
@@ -75,6 +91,15 @@ class ReciprocalEpsilon(Rule):
         return finish(ep), done
 
 
+def _integer_valued(ctx: ProgramContext, value: str) -> str | None:
+    """The integer dtype a value was cast from (``lag.float()``), or None."""
+    producer = ctx.producers.get(value)
+    if producer is None or producer.op_base not in CASTS or not producer.tensor_inputs():
+        return None
+    source = ctx.dtype(producer.tensor_inputs()[0])
+    return source if source in INTEGER_DTYPES else None
+
+
 # -- program cases: what the stock CoreMLPartitioner really does (the oracle lowers each) --
 @case("reciprocal-of-input", expect={"CML311"}, silent=returns(r"inverse\(x="))
 def _() -> Any:
@@ -84,3 +109,9 @@ def _() -> Any:
 @case("division-of-input", expect=set(), clean=returns(r"real_div\("))
 def _() -> Any:
     return module(lambda s, x: torch.div(1.0, x) + x), (torch.randn(2, 4),)
+
+
+@case("reciprocal-of-a-count", expect=set(), warnings={"CML311"})
+def _() -> Any:
+    """A pitch from the autocorrelation's best lag (``8000 / lag.float()``, lag >= 16)."""
+    return module(lambda s, x: 8000 / (x.argmax(1) + 16).float()), (torch.randn(2, 32),)
