@@ -88,17 +88,17 @@ TARGETS = (15, 18)
 # Values of distinct classes per argument: every class the lists below reach (a bool, an
 # enum-like string and a dtype take every value they have).
 VARIANTS_PER_ARG = 8
-# A float or Scalar argument takes one more: magnitude one is a class of its own
-# (``values.ONE``), and the classes it had before are still measured.
-VARIANTS_PER_NUMBER = 9
-NUMBER_KINDS = ("float", "scalar")
+# A float or Scalar argument takes more: magnitude one is a class of its own (``values.ONE``),
+# the classes it had before are still measured, and a float's negative whole class too.
+VARIANTS_PER_KIND = {"float": 10, "scalar": 9}
 # Special scalars: 0, 1, -1, negative, non-integral (both signs), past float16's range,
 # below its smallest normal, past 2048 (not exact in float16), infinities.
 INT_VARIANTS = [0, 1, -1, 2, -2, SIDE, 3001, -3001]
 # float32's lowest (-3.4e38) is the masking sentinel models write (``finfo.min``): upstream
 # coremltools fixed it becoming NaN in float16 after 9.0 (docs/upstream-mined.md).
 F32_MIN = -3.4028234663852886e38
-FLOAT_VARIANTS = [0.0, 1.0, -1.0, 0.5, -0.5, 1e-6, 7e4, F32_MIN, 3.0, float("inf"), float("-inf")]
+FLOAT_VARIANTS = [0.0, 1.0, -1.0, 0.5, -0.5, 1e-6, 7e4, F32_MIN, 3.0, -3.0]
+FLOAT_VARIANTS += [float("inf"), float("-inf")]
 SCALAR_VARIANTS = [2, 0.5, -0.5, 3.0, 1, -1, 3001, 7e4, 1.0, F32_MIN, float("-inf"), 0]
 # Variants of these argument kinds are measured on integer operands too (a rounding mode
 # on int64 kept its dtype only after coremltools 9.0: docs/upstream-mined.md); so is every
@@ -142,8 +142,10 @@ FLOATS_VARIANTS = (2.0, 1.3, 0.5, 1.5, 0.7)  # 1.3 first: its class's riskier va
 # 1.0 and -1.0 among the Scalar values and a pointwise op's number operands, and a float
 # argument's whole class measured at 3.0 as well as at one; 25: the model axis tries the base
 # call's shape behind a batch where ``N+2`` dims are not legal (``col2im``'s blocks, 3-d
-# batched: an overlap-add of patches; reflection and replication pads of 1 and 3 dims).
-GENERATOR = 25
+# batched: an overlap-add of patches; reflection and replication pads of 1 and 3 dims); 26: a
+# float argument's negative whole class at -3.0 (``nn.Hardtanh(-2.0, 2.0)``: -1.0 is keyed
+# apart now).
+GENERATOR = 26
 
 # The model axis's batches: one (a size-1 dim in the key), and two, where a layer's call
 # keys as its base call's rank without a size-1 dim but with constant weights (a transposed
@@ -357,7 +359,7 @@ def _variants(info: OpInfo, base: Call) -> Iterator[tuple[str, Call]]:
             seen.add(_class(value, shape))
             made += 1
             yield f"{arg.name}={_class(value, shape)}", call
-            cap = VARIANTS_PER_NUMBER if arg.kind in NUMBER_KINDS else VARIANTS_PER_ARG
+            cap = VARIANTS_PER_KIND.get(arg.kind, VARIANTS_PER_ARG)
             if arg.kind not in ("dtype", "bool", "str") and made >= cap:
                 break
 
