@@ -90,7 +90,7 @@ TARGETS = (15, 18)
 VARIANTS_PER_ARG = 8
 # A float or Scalar argument takes more: magnitude one is a class of its own (``values.ONE``),
 # the classes it had before are still measured, and a float's negative whole class too.
-VARIANTS_PER_KIND = {"float": 10, "scalar": 9}
+VARIANTS_PER_KIND = {"float": 10, "scalar": 10}
 # Special scalars: 0, 1, -1, negative, non-integral (both signs), past float16's range,
 # below its smallest normal, past 2048 (not exact in float16), infinities.
 INT_VARIANTS = [0, 1, -1, 2, -2, SIDE, 3001, -3001]
@@ -99,7 +99,7 @@ INT_VARIANTS = [0, 1, -1, 2, -2, SIDE, 3001, -3001]
 F32_MIN = -3.4028234663852886e38
 FLOAT_VARIANTS = [0.0, 1.0, -1.0, 0.5, -0.5, 1e-6, 7e4, F32_MIN, 3.0, -3.0]
 FLOAT_VARIANTS += [float("inf"), float("-inf")]
-SCALAR_VARIANTS = [2, 0.5, -0.5, 3.0, 1, -1, 3001, 7e4, 1.0, F32_MIN, float("-inf"), 0]
+SCALAR_VARIANTS = [2, 0.5, -0.5, 3.0, 1, -1, 3001, 7e4, 1.0, -3.0, F32_MIN, float("-inf"), 0]
 # Variants of these argument kinds are measured on integer operands too (a rounding mode
 # on int64 kept its dtype only after coremltools 9.0: docs/upstream-mined.md); so is every
 # dtype argument, also where the op takes integers only with one (``mean(x, dtype=float32)``
@@ -143,8 +143,8 @@ FLOATS_VARIANTS = (2.0, 1.3, 0.5, 1.5, 0.7)  # 1.3 first: its class's riskier va
 # argument's whole class measured at 3.0 as well as at one; 25: the model axis tries the base
 # call's shape behind a batch where ``N+2`` dims are not legal (``col2im``'s blocks, 3-d
 # batched: an overlap-add of patches; reflection and replication pads of 1 and 3 dims); 26: a
-# float argument's negative whole class at -3.0 (``nn.Hardtanh(-2.0, 2.0)``: -1.0 is keyed
-# apart now).
+# float or Scalar argument's negative whole class at -3.0 (``nn.Hardtanh(-2.0, 2.0)``: -1.0 is
+# keyed apart now).
 GENERATOR = 26
 
 # The model axis's batches: one (a size-1 dim in the key), and two, where a layer's call
