@@ -15,8 +15,6 @@ import pytest
 from cases import BY_ID, CASE_IDS
 from conftest import _archive, exported, settings_of
 
-from coreml_lint.rules import rule_by_code
-
 pytestmark = pytest.mark.oracle
 
 
@@ -97,7 +95,7 @@ def test_lower_keeps_the_stock_placement_of_clean_models(case_id):
     result, lowered = _lower(case_id)
     report = result.report
     # only a warning whose rule's rewrite is exact is answered (1 / x of integers)
-    exact = {c for c in BY_ID[case_id].warnings or () if rule_by_code(c).rewrites_warnings}
+    exact = {f.code for f in report.findings_before if f.rewrite_as_warning}
     assert {r.partition(":")[0] for r in report.rewrites} <= exact and not report.refused
     assert report.partitions_after == stock.delegate_calls
     assert sorted(report.cpu_ops_after) == sorted(stock.edge_cpu_ops)
@@ -294,3 +292,23 @@ def test_cli_lower_refuses_a_missing_output_folder(tmp_path):
     result = _cli("lower", str(program), "-o", str(tmp_path / "y.pte"), "--report", str(missing))
     assert result.returncode == 2 and not (tmp_path / "nonexistent").exists()
     assert not (tmp_path / "y.pte").exists()
+
+
+@pytest.mark.parametrize(
+    ("case_id", "code", "mil"),
+    [
+        ("reciprocal-of-a-count", "CML311", r"real_div\("),  # a warning, answered exactly
+        ("bool-count-gather-index", "CML314", r"gather_along_axis\("),
+        ("count-nonzero-gather-index", "CML314", r"gather_along_axis\("),
+        ("topk-index-floor-div-gather", "CML314", r"gather_along_axis\("),  # past a top-k
+    ],
+)
+def test_lower_answers_these_by_a_rewrite_kept_on_core_ml(case_id, code, mil):
+    """The rule's rewrite is what answers the case (not a CPU fallback): the rewritten op
+    is in the delegate's MIL."""
+    import re
+
+    result, lowered = _lower(case_id)
+    assert any(r.startswith(f"{code}: ") for r in result.report.rewrites), result.report.rewrites
+    assert not result.report.refused and not result.report.cpu_ops_after
+    assert re.search(mil, lowered.mil), lowered.mil

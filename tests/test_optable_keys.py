@@ -285,3 +285,28 @@ def test_a_repeated_operand_is_keyed_alike_by_the_lint_and_the_hook():
     hooked = ep.run_decompositions({}).graph
     found = {k for n in hooked.nodes for k, context in fx_keys(n) if not context}
     assert mine <= found
+
+
+def test_a_symbolic_size_is_keyed_alike_by_the_lint_and_the_hook():
+    """A dynamic batch read with ``x.shape[0]`` is a ``sym_size`` node: the hook keys it as
+    the light graph does (``sym``), not as a tensor operand."""
+    from coreml_lint.engine.exported import graph_of
+    from coreml_lint.program.canonical import canonicalize
+    from coreml_lint.program.placement import predict_placement
+    from coreml_lint.rules.cml801_measured_op_behaviour import fx_keys
+
+    class Flatten(torch.nn.Module):
+        def forward(self, x):
+            return x.view(x.shape[0], -1) * 2.0
+
+    batch = torch.export.Dim("batch", min=2, max=64)
+    ep = torch.export.export(
+        Flatten().eval(), (torch.randn(4, 3, 2),), dynamic_shapes=({0: batch},), strict=False
+    )
+    graph = canonicalize(graph_of(ep))
+    maker = KeyMaker(graph, predict_placement(graph, PartitionerSettings()))
+    mine = {maker.key(n) for n in graph.nodes if n.target == "aten.view.default"}
+    assert mine and all("sym" in k.variant for k in mine)
+    hooked = ep.run_decompositions({}).graph
+    found = {k for n in hooked.nodes for k, context in fx_keys(n) if not context}
+    assert mine <= found

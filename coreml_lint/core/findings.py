@@ -108,6 +108,12 @@ class Finding:
     fix: str | None = None
     partitioner: dict[str, Any] | None = None  # CoreMLPartitioner option changes that avoid it
     lower_fixes: bool = False  # does `coreml-lint lower` answer it (from the rule's hooks)
+    # ``lower`` applies the rule's rewrite to it though it is a warning: the rewrite computes
+    # the same values, so nothing is lost where the warned case never comes (1 / x of ints)
+    rewrite_as_warning: bool = False
+    # Measured outcomes of its node (CML801's ``measured``) this finding explains: a rule
+    # that defers leaves them to it (the epsilon of 1 / x is the ``wrong`` the table saw)
+    explains: tuple[str, ...] = ()
     count: int = 1  # how many graph nodes from the same source line this stands for
     edit: SourceFix | None = None  # the source rewrite that fixes it, when one is safe to place
     extra: dict[str, Any] = field(default_factory=dict)

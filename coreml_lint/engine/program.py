@@ -151,20 +151,27 @@ def raw_findings(
 
 def _deferred(found: list[Finding], target: str = "coreml") -> list[Finding]:
     """Drop a deferring rule's finding on a node another rule reports an error on, or a
-    warning that explains the node's measured outcome (``explains_node``: 1 / x of
-    integers, where the epsilon the table measured costs float16's own rounding) (selected
-    or not: see :func:`raw_findings`)."""
+    finding that explains the measured outcome the deferring rule reports there
+    (``Finding.explains``) (selected or not: see :func:`raw_findings`)."""
     deferring = {rule.code for rule in all_rules(target) if rule.defers}
     if not deferring:
         return found
-    claimed = {
+    errors = {
         f.node
         for f in found
-        if f.code not in deferring
-        and f.node is not None
-        and (f.severity is Severity.ERROR or f.extra.get("explains_node"))
+        if f.code not in deferring and f.node is not None and f.severity is Severity.ERROR
     }
-    return [f for f in found if f.code not in deferring or f.node not in claimed]
+    explained = {
+        (f.node, outcome)
+        for f in found
+        if f.code not in deferring and f.node is not None
+        for outcome in f.explains
+    }
+
+    def left_to_another(f: Finding) -> bool:
+        return f.node in errors or (f.node, f.extra.get("measured")) in explained
+
+    return [f for f in found if f.code not in deferring or not left_to_another(f)]
 
 
 def _checked(rule: type[Rule], ctx: ProgramContext, failures: list[RuleFailure]) -> list[Finding]:

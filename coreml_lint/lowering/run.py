@@ -347,7 +347,7 @@ def _rewrite_until_stable(
     latest = first
     for _ in range(MAX_REWRITE_ROUNDS):
         rules = [
-            r for r in _fired(latest) if r.code not in tried and "rewrite" in r.lowering_hooks()
+            r for r in _rewriting(latest) if r.code not in tried and "rewrite" in r.lowering_hooks()
         ]
         if not rules:
             break
@@ -384,13 +384,18 @@ def stop_if_unanswered(findings: list[Finding], *, dequantize_on_cpu: bool = Fal
 
 
 def _fired(report: ProgramReport) -> list[type[Rule]]:
-    """The rules with an error finding, or a warning where the rule's rewrite is exact
-    (``Rule.rewrites_warnings``), in code order."""
+    """The rules with an error finding, in code order."""
     codes = sorted({f.code for f in report.findings if f.severity is Severity.ERROR})
-    warned = {f.code for f in report.findings if f.severity is Severity.WARNING}
-    rules = [rule_by_code(code) for code in sorted(warned - set(codes))]
-    extra = [rule.code for rule in rules if rule is not None and rule.rewrites_warnings]
-    return [rule for rule in map(rule_by_code, sorted({*codes, *extra})) if rule is not None]
+    return [rule for rule in map(rule_by_code, codes) if rule is not None]
+
+
+def _rewriting(report: ProgramReport) -> list[type[Rule]]:
+    """The rules whose rewrite ``lower`` applies: those with an error finding, and those
+    with a warning their rewrite answers exactly (``Finding.rewrite_as_warning``)."""
+    codes = {
+        f.code for f in report.findings if f.severity is Severity.ERROR or f.rewrite_as_warning
+    }
+    return [rule for rule in map(rule_by_code, sorted(codes)) if rule is not None]
 
 
 def _copy(ep: ExportedProgram) -> ExportedProgram:

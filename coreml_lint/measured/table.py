@@ -235,7 +235,7 @@ class BehaviourTable:
     def _spelling(self, op: str, variant: str) -> str:
         """A variant less the arguments at a default keys record exactly (an integer, a
         list of them, a bool or None). Not a float's class: ``elu``'s default alpha is the
-        integer 1, and ``nn.ELU`` passes 1.0, keyed ``whole``, which coremltools converts
+        integer 1, and ``nn.ELU`` passes 1.0, keyed ``1.0``, which coremltools converts
         where the integer crashes; and a class holds other values than the default."""
         defaults = self.arg_defaults.get(op, {})
         kept = {

@@ -112,11 +112,12 @@ def _values(
         count *= size
     if count > limit or strides != _contiguous(sizes):
         return None
-    try:
-        raw = archive.read(f"{folder}/{entry['path_name']}")
-    except (KeyError, zipfile.BadZipFile, OSError):
+    try:  # only the view's bytes: views of one storage share a member (a tied weight's)
+        with archive.open(f"{folder}/{entry['path_name']}") as member:
+            member.seek(offset * width)
+            data = member.read(count * width)
+    except (KeyError, zipfile.BadZipFile, OSError, ValueError):
         return None
-    data = raw[offset * width : (offset + count) * width]
     if len(data) != count * width:
         return None
     values = array(typecode)

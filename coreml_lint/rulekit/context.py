@@ -257,6 +257,8 @@ class ProgramContext:
         partitioner: dict[str, Any] | None = None,
         severity: Severity | None = None,
         outcome: Outcome | None = None,
+        explains: tuple[str, ...] = (),
+        rewrite_as_warning: bool = False,
         **extra: Any,
     ) -> Finding:
         assert self.rule is not None, "finding() is called from inside a rule's check()"
@@ -270,5 +272,7 @@ class ProgramContext:
             location=source_location(node.stack_trace) if node else None,
             fix=fix,
             partitioner=partitioner,
+            explains=explains,
+            rewrite_as_warning=rewrite_as_warning,
             extra=extra,
         )

@@ -60,9 +60,6 @@ class Rule:
     # Other severities the rule reports on some findings (CML301: a small fill used only
     # inside Core ML is a warning); the README's table shows them all.
     other_severities: ClassVar[tuple[Severity, ...]] = ()
-    # Whether ``lower`` applies the rule's rewrite for a warning too (one that computes the
-    # same values in eager, so nothing is lost where the warning's case never comes)
-    rewrites_warnings: ClassVar[bool] = False
     outcome: ClassVar[Outcome]
     summary: ClassVar[str]
     applies_to: ClassVar[str] = APPLIES_TO
@@ -99,15 +96,17 @@ class Rule:
     ) -> Finding:
         """A finding of this rule: code, name, default severity and outcome filled in.
         ``lower`` answers errors only (it acts on the rules with an error finding), so a
-        warning never claims a lowering answer."""
+        warning claims a lowering answer only where the rule's exact rewrite answers it
+        (``rewrite_as_warning``)."""
         severity = severity or cls.severity
+        answered = severity is Severity.ERROR or fields.get("rewrite_as_warning", False)
         return Finding(
             code=cls.code,
             name=cls.name,
             severity=severity,
             outcome=outcome or cls.outcome,
             message=message,
-            lower_fixes=cls.lowers() and severity is Severity.ERROR,
+            lower_fixes=cls.lowers() and answered,
             **fields,
         )
 

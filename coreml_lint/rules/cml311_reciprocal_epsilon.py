@@ -3,8 +3,9 @@
 What it does
     Flags a delegated ``aten.reciprocal`` (``1 / x``, ``2 / x``, ``x.reciprocal()``) of a value
     computed from the program's inputs. Where that value is an integer cast to float
-    (``8000 / lag.float()``) it is a warning: the error is 1e-4 relative at most, within
-    float16's own rounding, except where the integer is 0.
+    (``8000 / lag.float()``, ``1 / mask.float()``) it is a warning: the error is 1e-4
+    relative at most, within float16's own rounding at Core ML's default compute precision,
+    except where the integer is 0; ``coreml-lint lower`` still writes the exact division.
 
 Why it breaks
     coremltools converts ``reciprocal`` to MIL ``inverse(x, epsilon=1e-4)``, which computes
@@ -32,6 +33,7 @@ from typing import Any
 
 from coreml_lint.core.findings import Finding, Outcome, Severity
 from coreml_lint.core.settings import PartitionerSettings
+from coreml_lint.measured.outcomes import WRONG
 from coreml_lint.program.graph import INTEGER_DTYPES
 from coreml_lint.rulekit.context import ProgramContext
 from coreml_lint.rulekit.examples import case, module, returns, torch
@@ -41,7 +43,8 @@ from coreml_lint.rulekit.rule import Rule
 # own rounding (2**-11), except at 0.
 COUNTED = (
     "; here x holds integers (cast from {dtype}), so that is 1e-4 at most, within float16's "
-    "own rounding, except where x is 0: Core ML gives 10000, not inf"
+    "own rounding (Core ML's default compute precision; at float32 it is not), except where "
+    "x is 0: Core ML gives 10000, not inf"
 )
 CASTS = {"_to_copy", "to", "_to_dim_order_copy", "type_as"}
 
@@ -49,7 +52,6 @@ CASTS = {"_to_copy", "to", "_to_dim_order_copy", "type_as"}
 class ReciprocalEpsilon(Rule):
     code = "CML311"
     other_severities = (Severity.WARNING,)  # x holds integers: see ``COUNTED``
-    rewrites_warnings = True  # the division is exact: lower writes it at either severity
     name = "reciprocal-epsilon"
     outcome = Outcome.SILENT
     summary = "1 / x becomes inverse(x, epsilon=1e-4): 1/0.001 is 909 in Core ML"
@@ -73,7 +75,8 @@ class ReciprocalEpsilon(Rule):
                 + (COUNTED.format(dtype=counted) if counted else ""),
                 fix="write torch.div(1.0, x) (Core ML real_div computes the division itself)",
                 severity=Severity.WARNING if counted else None,
-                explains_node=bool(counted),  # the table's wrong (typical values) is this
+                rewrite_as_warning=bool(counted),  # the division is exact: lower writes it
+                explains=(WRONG,) if counted else (),  # what the table measured (typical x)
             )
 
     def rewrite(self, ep: Any, settings: PartitionerSettings) -> tuple[Any, list[str]]:
@@ -94,12 +97,12 @@ class ReciprocalEpsilon(Rule):
 
 
 def _integer_valued(ctx: ProgramContext, value: str) -> str | None:
-    """The integer dtype a value was cast from (``lag.float()``), or None."""
+    """The integer (or bool) dtype a value was cast from (``lag.float()``), or None."""
     producer = ctx.producers.get(value)
     if producer is None or producer.op_base not in CASTS or not producer.tensor_inputs():
         return None
     source = ctx.dtype(producer.tensor_inputs()[0])
-    return source if source in INTEGER_DTYPES else None
+    return source if source in INTEGER_DTYPES or source == "bool" else None
 
 
 # -- program cases: what the stock CoreMLPartitioner really does (the oracle lowers each) --

@@ -89,10 +89,7 @@ class IntegerResultMadeFloat(Rule):
 
     def check(self, ctx: ProgramContext) -> Iterator[Finding]:
         floats: set[str] | None = None
-        whole = set(map(id, ctx.coreml_nodes()))
-        for node in ctx.coreml_nodes(include_decomposed=True):
-            if id(node) not in whole and node.target not in COUNTS:
-                continue  # of the ops torch decomposes, a count's pieces are its sum
+        for node in _candidates(ctx):
             why = _made_float(ctx, node)
             if why is None:
                 continue
@@ -303,6 +300,17 @@ def _made_float(ctx: ProgramContext, node: Node) -> str | None:
     return None
 
 
+def _candidates(ctx: ProgramContext) -> list[Node]:
+    """The Core ML nodes this rule reads: the delegated ones, and a ``count_nonzero`` torch
+    decomposes into a sum the partitioner delegates."""
+    whole = set(map(id, ctx.coreml_nodes()))
+    return [
+        node
+        for node in ctx.coreml_nodes(include_decomposed=True)
+        if id(node) in whole or node.target in COUNTS
+    ]
+
+
 def _counts_bools(ctx: ProgramContext, node: Node) -> bool:
     """A ``count_nonzero``, or a ``sum`` whose operand is bool."""
     operands = node.tensor_inputs()
@@ -351,7 +359,7 @@ def _joins_another_integer(ctx: ProgramContext, join: Node, floats: set[str]) ->
 def _floats(ctx: ProgramContext) -> set[str]:
     """Every integer value Core ML holds as float because of this rule's ops: their results
     and what integer arithmetic and views carry on from them."""
-    sources = [n.outputs[0] for n in ctx.coreml_nodes() if _made_float(ctx, n) is not None]
+    sources = [n.outputs[0] for n in _candidates(ctx) if _made_float(ctx, n) is not None]
     floats = set(sources)
 
     def carries(user: Node) -> bool:
@@ -506,3 +514,25 @@ def _() -> Any:
 @case("long-count-gather-index", expect=set(), clean=returns(GATHERED))
 def _() -> Any:
     return _last_valid(lambda valid: valid.long().sum(1))
+
+
+@case("count-nonzeros-stacked", expect=set(), clean=returns(r"= stack\("))
+def _() -> Any:
+    """Two counts joined: fp32 beside fp32 in Core ML, which lowers."""
+
+    def forward(s, x, valid):
+        return torch.stack([torch.count_nonzero(valid, dim=1), torch.count_nonzero(x > 0, dim=1)])
+
+    valid = torch.arange(8)[None] < torch.tensor([[3], [8], [5], [1]])
+    return module(forward), (torch.randn(4, 8), valid)
+
+
+@case("topk-index-floor-div-gather", expect={"CML314"}, crash=INDICES_FP32)
+def _() -> Any:
+    """The cells of a heatmap's top two peaks: the rewrite passes the top-k's two outputs."""
+
+    def forward(s, x):
+        _, peaks = x.topk(2, dim=1)
+        return x.gather(1, peaks // 2)
+
+    return module(forward), (torch.randn(4, 8),)

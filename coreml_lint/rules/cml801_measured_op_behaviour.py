@@ -153,10 +153,13 @@ class MeasuredOpBehaviour(Rule):
             alike = _alike_constants(node, ctx, entry)
             if alike:  # converts as it stands: a warning of what training will bring
                 message = _once_trained(message, alike)
+            fix = _fix(table, entry, target, key, cpu_answers, answer)
+            if alike:
+                fix = f"nothing as the program stands; once trained: {fix}"
             finding = ctx.finding(
                 node,
                 message,
-                fix=_fix(table, entry, target, key, cpu_answers, answer),
+                fix=fix,
                 severity=Severity.WARNING if ranged or alike else None,
                 outcome=Outcome.CRASH if entry.outcome in CRASHES else Outcome.SILENT,
                 partitioner=ctx.skip_advice(node),
@@ -505,7 +508,7 @@ def fx_keys(node: Any) -> list[tuple[Key, str]]:
     each context op among its users."""
     from coreml_lint.measured.key import variant_of
     from coreml_lint.measured.values import shape_class
-    from coreml_lint.program.graph import DType, Opaque, TensorRef
+    from coreml_lint.program.graph import DType, Opaque, SymRef, TensorRef
 
     if node.op != "call_function":
         return []
@@ -513,7 +516,8 @@ def fx_keys(node: Any) -> list[tuple[Key, str]]:
 
     def light(value: Any) -> Any:
         if hasattr(value, "op") and hasattr(value, "meta"):
-            return TensorRef(value.name)
+            symbolic = type(value.meta.get("val")).__name__ in ("SymInt", "SymFloat", "SymBool")
+            return SymRef(value.name) if symbolic else TensorRef(value.name)
         if isinstance(value, (list, tuple)):
             return [light(v) for v in value]
         if type(value).__name__ == "dtype":
