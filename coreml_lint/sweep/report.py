@@ -46,8 +46,9 @@ def sweep_summary(
 
 SAMPLING = (
     "one factor at a time around a legal float32 call found from the schema: 9 dtypes; "
-    "each argument at up to 8 other legal values (small integers and short lists of them "
-    "exactly; special, negative, non-integral and out-of-float16 scalars; scale factors "
+    "each argument at up to 8 other legal values, a float or Scalar one at up to 10 (small "
+    "integers and short lists of them exactly; special, negative, non-integral and "
+    "out-of-float16 scalars, 1.0 and -1.0 apart from other whole numbers; scale factors "
     "making a fractional and a whole output size; equations with ellipsis and repeated "
     "labels), every value of a bool, string or dtype argument (strings: the words torch's "
     "error lists and ATen's enum words the op takes; in float32 and float16 made in the "
