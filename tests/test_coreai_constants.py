@@ -101,9 +101,9 @@ def test_small_float_constants_of_one_repeated_value_are_found(tmp_path):
 
     def floats(name, values, dtype=7, code="f"):
         raw = struct.pack(f"<{len(values)}{code}", *values)
-        return uniform_floats(
-            _archive(tmp_path / name, _meta([len(values)], [1], dtype), raw), "p", "model"
-        )
+        archive = _archive(tmp_path / name, _meta([len(values)], [1], dtype), raw)
+        assert uniform_floats(archive, "p", "model", set()) == {}  # not wanted: not read
+        return uniform_floats(archive, "p", "model", {"lifted_tensor_0"})
 
     assert floats("untrained", [0.25] * 4) == {"lifted_tensor_0": 0.25}
     assert floats("double", [1.0] * 3, dtype=8, code="d") == {"lifted_tensor_0": 1.0}
@@ -111,4 +111,5 @@ def test_small_float_constants_of_one_repeated_value_are_found(tmp_path):
     assert floats("one", [0.25]) == {}
     assert floats("large", [0.0] * (SMALL_FLOATS + 1)) == {}
     raw = (5).to_bytes(8, "little", signed=True) * 2
-    assert uniform_floats(_archive(tmp_path / "i", _meta([2], [1]), raw), "p", "model") == {}
+    archive = _archive(tmp_path / "i", _meta([2], [1]), raw)
+    assert uniform_floats(archive, "p", "model", {"lifted_tensor_0"}) == {}

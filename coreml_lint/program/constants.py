@@ -23,6 +23,8 @@ from array import array
 from collections.abc import Iterator
 from typing import Any
 
+from coreml_lint.program.graph import Graph
+
 # torch._export.serde.schema.ScalarType -> the array module's typecode of its elements
 LONG, FLOAT, DOUBLE = 5, 7, 8
 TYPECODES = {LONG: "q", FLOAT: "f", DOUBLE: "d"}
@@ -43,27 +45,55 @@ def int64_past_int32(archive: zipfile.ZipFile, prefix: str, method: str) -> dict
     return found
 
 
-def uniform_floats(archive: zipfile.ZipFile, prefix: str, method: str) -> dict[str, float]:
-    """Target name (``p_prelu_weight`` as ``prelu.weight``) -> the one value of each small
-    contiguous float32 or float64 tensor of two elements or more whose values are all
+# Ops whose converter takes a constant operand only when its values are all alike
+# (coremltools' prelu at rank 3 and 5): only their constants are read.
+ALIKE_OPS = frozenset({"aten.prelu.default", "aten._prelu_kernel.default"})
+CONSTANT_KINDS = ("parameter", "buffer", "constant")
+
+
+def alike_operands(graph: Graph) -> set[str]:
+    """The targets (``prelu.weight``) of the constants an op of ``ALIKE_OPS`` takes."""
+    constant = {s.name: s.target for s in graph.inputs if s.kind in CONSTANT_KINDS}
+    return {
+        constant[ref]
+        for node in graph.nodes
+        if node.target in ALIKE_OPS
+        for ref in node.tensor_inputs()
+        if ref in constant
+    }
+
+
+def uniform_floats(
+    archive: zipfile.ZipFile, prefix: str, method: str, wanted: set[str]
+) -> dict[str, float]:
+    """Target name (``prelu.weight``) -> the one value of each of the ``wanted`` small
+    contiguous float32 or float64 tensors of two elements or more whose values are all
     that value."""
     return {
         name: values[0]
-        for name, values in _tensors(archive, prefix, method, (FLOAT, DOUBLE), SMALL_FLOATS)
+        for name, values in _tensors(archive, prefix, method, (FLOAT, DOUBLE), SMALL_FLOATS, wanted)
         if len(values) > 1 and all(v == values[0] for v in values)
     }
 
 
 def _tensors(
-    archive: zipfile.ZipFile, prefix: str, method: str, dtypes: tuple[int, ...], limit: int
+    archive: zipfile.ZipFile,
+    prefix: str,
+    method: str,
+    dtypes: tuple[int, ...],
+    limit: int,
+    wanted: set[str] | None = None,
 ) -> Iterator[tuple[str, list[Any]]]:
-    """(target name, values) of each weight and constant of the method of one of ``dtypes``
-    and at most ``limit`` elements that can be read (:func:`_values`)."""
+    """(target name, values) of each weight and constant of the method (of ``wanted``
+    ones, when given) of one of ``dtypes`` and at most ``limit`` elements that can be read
+    (:func:`_values`)."""
     order = _byteorder(archive, prefix)
     for folder, kind in KINDS:
         config = _json(archive, f"{prefix}/data/{folder}/{method}_{kind}_config.json")
         entries = config.get("config") if isinstance(config, dict) else None
         for name, entry in (entries if isinstance(entries, dict) else {}).items():
+            if wanted is not None and name not in wanted:
+                continue
             try:
                 values = _values(archive, f"{prefix}/data/{folder}", entry, order, dtypes, limit)
             except Exception:  # a damaged member or entry is not read (the graph still is)

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from coreml_lint.core.errors import InputError
-from coreml_lint.program.constants import int64_past_int32, uniform_floats
+from coreml_lint.program.constants import alike_operands, int64_past_int32, uniform_floats
 from coreml_lint.program.gcpause import gc_paused
 from coreml_lint.program.graph import (
     DType,
@@ -127,8 +127,11 @@ def read_pt2_stream(stream: IO[bytes], label: str) -> list[Graph]:
             prefix = info.filename.split("/", 1)[0]
             # int64 constants past int32, read raw (constants.py): what Core AI wraps
             graphs[-1].meta["int64_past_int32"] = int64_past_int32(archive, prefix, method)
-            # small float constants of one repeated value: an untrained layer's (CML801)
-            graphs[-1].meta["uniform_floats"] = uniform_floats(archive, prefix, method)
+            # small float constants of one repeated value: an untrained layer's (CML801),
+            # read only where an op whose converter asks that takes them
+            wanted = alike_operands(graphs[-1])
+            found = uniform_floats(archive, prefix, method, wanted) if wanted else {}
+            graphs[-1].meta["uniform_floats"] = found
         return graphs
 
 
