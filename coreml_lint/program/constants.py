@@ -7,10 +7,11 @@ sizes, strides and storage offset, with the archive's byte order in ``<prefix>/b
 For an int64 tensor laid out contiguously, that is enough to read its values with the
 standard library; this module reads only those (at most :data:`MAX_ELEMENTS` elements
 each) and reports the ones that pass int32: what Core AI narrows and wraps. It also reads
-small float32 and float64 constants (at most :data:`SMALL_FLOATS` elements) and reports the
-ones holding one repeated value: a converter can take a constant only when its values are
-all alike (coremltools' PReLU at rank 3), which an untrained layer's are (``nn.PReLU``
-starts at 0.25 everywhere) and a trained one's are not. Pickled entries, other dtypes and
+the small float32 and float64 constants (at most :data:`SMALL_FLOATS` elements) an op of
+:data:`ALIKE_OPS` takes and reports the ones holding one repeated value: that converter
+takes a constant only when its values are all alike (coremltools' PReLU at rank 3), which
+an untrained layer's are (``nn.PReLU`` starts at 0.25 everywhere) and a trained one's are
+not. Pickled entries, other dtypes and
 strided views are never read.
 """
 

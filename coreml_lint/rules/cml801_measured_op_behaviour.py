@@ -107,6 +107,7 @@ from coreml_lint.measured.table import (
 )
 from coreml_lint.measured.values import NARROW_INDEX, WIDE_SRC, describe_variant, factors
 from coreml_lint.measured.versions import active_table, version_note
+from coreml_lint.program.constants import CONSTANT_KINDS
 from coreml_lint.program.graph import Node
 from coreml_lint.program.optable import load_optable
 from coreml_lint.rulekit.context import ProgramContext
@@ -115,7 +116,6 @@ from coreml_lint.rulekit.numbers import integers_as_floats, past_int32
 from coreml_lint.rulekit.rule import Rule
 
 CRASHES = (CRASH, BOUNDARY_CRASH)
-CONSTANT_KINDS = ("parameter", "buffer", "constant")
 
 
 class MeasuredOpBehaviour(Rule):
