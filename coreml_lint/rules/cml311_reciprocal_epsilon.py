@@ -44,7 +44,7 @@ from coreml_lint.rulekit.rule import Rule
 COUNTED = (
     "; here x holds integers (cast from {dtype}), so that is 1e-4 at most, within float16's "
     "own rounding (Core ML's default compute precision; at float32 it is not), except where "
-    "x is 0: Core ML gives 10000, not inf"
+    "x is 0, where `inverse` is by its definition 1 / 1e-4 = 10000, not inf"
 )
 CASTS = {"_to_copy", "to", "_to_dim_order_copy", "type_as"}
 
