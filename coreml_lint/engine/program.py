@@ -198,14 +198,16 @@ def _lower_hint(rule: Rule, finding: Finding) -> Finding:
 
 
 def _merge(findings: list[Finding]) -> list[Finding]:
-    """One finding per rule and source line: a bf16 model must not print 400 lines."""
+    """One finding per rule, severity and source line: a bf16 model must not print 400
+    lines, and an error at a line is never hidden behind a warning of the same rule there
+    (three PReLUs of one layer class, one of them trained: its crash is the error)."""
     merged: dict[tuple[Any, ...], Finding] = {}
     for finding in findings:
         loc = finding.location
         key = (
-            (finding.code, loc.path, loc.line)
+            (finding.code, finding.severity, loc.path, loc.line)
             if loc
-            else (finding.code, finding.node, finding.message)
+            else (finding.code, finding.severity, finding.node, finding.message)
         )
         if key in merged:
             merged[key].count += 1
