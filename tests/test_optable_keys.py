@@ -310,3 +310,33 @@ def test_a_symbolic_size_is_keyed_alike_by_the_lint_and_the_hook():
     hooked = ep.run_decompositions({}).graph
     found = {k for n in hooked.nodes for k, context in fx_keys(n) if not context}
     assert mine <= found
+
+
+def test_a_factorys_placement_keywords_are_keyed_as_the_sweeps_calls_leave_them_out():
+    """Export writes ``device=cpu, pin_memory=False`` into every factory call a model makes;
+    the sweep's calls mostly leave them out. Neither the lint nor the hook keys them, and a
+    memory format is spelled as the light graph spells it."""
+    from coreml_lint.engine.exported import graph_of
+    from coreml_lint.program.canonical import canonicalize
+    from coreml_lint.program.placement import predict_placement
+    from coreml_lint.rules.cml801_measured_op_behaviour import fx_keys
+
+    class Factories(torch.nn.Module):
+        def forward(self, x):
+            steps = torch.arange(4, device=x.device, dtype=torch.float32)
+            kept = x.clone(memory_format=torch.contiguous_format)
+            return kept + torch.zeros(4, 4, device=x.device) + steps
+
+    ep = torch.export.export(Factories().eval(), (torch.randn(4, 4),), strict=False)
+    graph = canonicalize(graph_of(ep))
+    maker = KeyMaker(graph, predict_placement(graph, PartitionerSettings()))
+    factories = ("aten.arange.default", "aten.zeros.default", "aten.clone.default")
+    mine = {maker.key(n) for n in graph.nodes if n.target in factories}
+    assert {k.variant for k in mine} >= {"a0=[4,4]", "a0=4;dtype=float32"}
+    assert not any(w in k.variant for k in mine for w in ("device", "pin_memory", "layout"))
+    hooked = ep.run_decompositions({}).graph
+    found = {k for n in hooked.nodes for k, context in fx_keys(n) if not context}
+    assert mine <= found
+    zeros = next(k for k in mine if k.op == "aten.zeros.default")
+    answer = active_table().answer(zeros, TARGET)
+    assert answer is not None and answer.entry.outcome == "ok"  # a measured call, answered

@@ -50,6 +50,18 @@ def boundary_crash(message: str) -> bool:
     return any(m in message for m in BOUNDARY_CRASH_MESSAGES)
 
 
+# A wrong outcome in the dtype the partition hands back (``arange(8, dtype=float32)`` is
+# made int32): the values are whole, only the output's dtype differs from eager's, which
+# matters where the node's output leaves its partition. Consumed inside Core ML, a float
+# op may refuse the int32 operand instead (CML315) or promote it.
+INTERFACE_DTYPE = "interface dtype"
+
+
+def interface_only(entry: Entry) -> bool:
+    """Whether a measured wrong outcome is the partition output's dtype alone."""
+    return entry.outcome == WRONG and entry.message.startswith(INTERFACE_DTYPE)
+
+
 INT32_WRAP = "semantic integer"  # the float32 pass's integers: int64 computed as int32
 INT32_RANGE = "integer results pass int32's range (|x| > 2**31 - 1; int64 is int32 there)"
 

@@ -84,6 +84,7 @@ from coreml_lint.measured.outcomes import (
     BOUNDARY_CRASH,
     CRASH,
     EDGE_REFUSAL,
+    interface_only,
     value_dependent,
     value_range,
 )
@@ -283,7 +284,7 @@ def measured(
     """The node's key and its bad answer (alone, or feeding a context op): measured, or
     predicted (``Answer.basis`` says how). A crash the sweep saw only because its program
     returned the op's output straight from the delegate counts only when this node's
-    output leaves its partition too."""
+    output leaves its partition too, and so does a wrong dtype handed back."""
     key = maker.key(node)
     part = ctx.placement.partition_of(node)
     # measured consumed in the partition, as this node is: that answer, not the returned one
@@ -299,6 +300,8 @@ def measured(
         answer = table.answer(key, target, context)
         if answer is None:
             continue
+        if interface_only(answer.entry) and not _leaves(node, part, ctx):
+            continue  # the dtype handed back, and this node's output stays inside
         if answer.entry.outcome in BAD:
             return key, answer
         if answer.entry.outcome == BOUNDARY_CRASH and _leaves(node, part, ctx):
@@ -523,7 +526,7 @@ def fx_keys(node: Any) -> list[tuple[Key, str]]:
         if type(value).__name__ == "dtype":
             return DType(str(value).replace("torch.", ""))
         if type(value).__name__ in ("device", "layout", "memory_format"):
-            return Opaque(type(value).__name__)
+            return Opaque(f"as_{type(value).__name__}")  # the export schema's kind
         return value
 
     kwargs = {k: light(v) for k, v in node.kwargs.items() if k != "dim_order"}
