@@ -301,6 +301,7 @@ def test_cli_lower_refuses_a_missing_output_folder(tmp_path):
         ("bool-count-gather-index", "CML314", r"gather_along_axis\("),
         ("count-nonzero-gather-index", "CML314", r"gather_along_axis\("),
         ("topk-index-floor-div-gather", "CML314", r"gather_along_axis\("),  # past a top-k
+        ("float-range-outer-input", "CML315", r"matmul\("),  # the range cast, then outer
     ],
 )
 def test_lower_answers_these_by_a_rewrite_kept_on_core_ml(case_id, code, mil):
