@@ -1260,3 +1260,25 @@ def test_an_op_decomposed_into_one_the_edge_verifier_refuses_is_found():
     assert refused["outcome"] == "crash"
     assert EDGE_REFUSAL.search(refused["message"]).group(1) == "_linalg_slogdet.default"
     assert edge_verdict("special_erf.default")["outcome"] == "ok"
+
+
+def test_an_integer_or_bool_operand_beside_floats_is_measured():
+    """``torch.outer(positions, inv_freq)`` with an int64 ``arange`` crashes where both
+    float32 convert: one operand of each kind beside float32 ones is its own axis, keyed
+    with its own dtype and origin."""
+    pytest.importorskip("torch")
+    from coreml_lint.program.optable import load_optable
+    from coreml_lint.sweep.generate import op_cases
+    from coreml_lint.sweep.legal import Call, is_legal
+    from coreml_lint.sweep.schema import in_scope
+
+    ops = {info.name: info for info in in_scope(load_optable())[0]}
+    cases, _ = op_cases(ops["outer.default"])
+    mixed = [c for c in cases if c["axis"] == "mixed"]
+    kinds = {tuple((t["dtype"], t["origin"]) for t in c["tensors"]) for c in mixed}
+    assert (("int64", "op"), ("float32", "in")) in kinds
+    assert (("float32", "in"), ("bool", "op")) in kinds
+    for case in mixed:
+        assert is_legal(ops["outer.default"], Call(case["tensors"], case["args"], case["kwargs"]))
+    single, _ = op_cases(ops["sin.default"])  # one float operand: nothing to mix
+    assert not [c for c in single if c["axis"] == "mixed"]

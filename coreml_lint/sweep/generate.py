@@ -31,6 +31,9 @@ crosses the factors the catalogue shows interacting):
   operand a constant (a buffer Core ML owns, seeded random values, never one repeated
   value) in every dtype but bfloat16; for an op of three operands or more, every operand
   after the first constant too (``clamp(x, lo, hi)`` with both bounds buffers);
+- *mixed*: one of the first two float operands an int64 (made inside, or an input) or a
+  bool made inside, beside float32 ones, as torch promotes them (``torch.outer`` of an int64
+  ``arange`` and float frequencies);
 - *scalar*: a pointwise op's operands after the first given as Python numbers of each
   class (``x * 0.5``, ``ids * 1000``: export keeps the number in the Tensor slot), on
   float32 and int32 inputs, on int64 inputs and int64 made inside Core ML, and on float16
@@ -144,8 +147,10 @@ FLOATS_VARIANTS = (2.0, 1.3, 0.5, 1.5, 0.7)  # 1.3 first: its class's riskier va
 # call's shape behind a batch where ``N+2`` dims are not legal (``col2im``'s blocks, 3-d
 # batched: an overlap-add of patches; reflection and replication pads of 1 and 3 dims); 26: a
 # float or Scalar argument's negative whole class at -3.0 (``nn.Hardtanh(-2.0, 2.0)``: -1.0 is
-# keyed apart now).
-GENERATOR = 26
+# keyed apart now); 27: one of the first two float operands an int64 (made in Core ML or an
+# input) or a bool made in Core ML beside float32 ones (``_mixed_dtypes``: an int64
+# ``arange`` into ``outer``).
+GENERATOR = 27
 
 # The model axis's batches: one (a size-1 dim in the key), and two, where a layer's call
 # keys as its base call's rank without a size-1 dim but with constant weights (a transposed
@@ -188,6 +193,7 @@ def op_cases(info: OpInfo) -> tuple[list[Case], str | None]:
     cases += [_case(info, c, "rank", s) for s, c in _edge_ranks(info, base)]
     cases += [_case(info, c, "origin", s) for s, c in _origins(info, base, dtype_calls)]
     cases += [_case(info, c, "scalar", s) for s, c in _scalar_operands(info, dtype_calls)]
+    cases += [_case(info, c, "mixed", s) for s, c in _mixed_dtypes(info, base)]
     for dtype, call in dtype_calls.items():  # the output consumed inside the partition
         if dtype not in ("bfloat16", "int8", "uint8"):
             cases.append(_case(info, call, CONSUMED, f"{dtype} consumed", CONSUMED))
@@ -729,6 +735,35 @@ def _origins(info: OpInfo, base: Call, dtype_calls: dict[str, Call]) -> Iterator
     buffered = _index_buffers(dtype_calls["float32"]) if "float32" in dtype_calls else None
     if buffered is not None:
         yield "index operands constant", buffered
+
+
+# An integer or bool operand beside float ones, as torch promotes it (``x * mask`` of a
+# comparison, ``torch.outer(positions, inv_freq)`` of an int64 ``arange``): Core ML makes the
+# integers int32, and a converter may pair them with the fp32 operand unpromoted (``matmul``:
+# "y has dtype fp32 whereas x has dtype int32"). (dtype, origin) of the one operand changed.
+MIXED_OPERANDS = (("int64", "op"), ("int64", "in"), ("bool", "op"))
+
+
+def _mixed_dtypes(info: OpInfo, base: Call) -> Iterator[tuple[str, Call]]:
+    """The base call with one of its first two float operands an integer or a bool, made
+    inside Core ML (an ``arange``, a comparison) or a partition input, the others float32."""
+    floats = [
+        i
+        for i, t in enumerate(base.tensors)
+        if t["dtype"] == "float32" and t.get("values") == "typical"
+    ]
+    if len(floats) < 2:
+        return
+    for i in floats[:2]:
+        for dtype, origin in MIXED_OPERANDS:
+            made = base.copy()
+            made.tensors[i] = dict(made.tensors[i], dtype=dtype, values="typical", origin=origin)
+            if not is_legal(info, made):
+                continue
+            if dtype != "bool" and overflows(info, made):
+                made.tensors[i]["values"] = "small"
+            where = " made in Core ML" if origin == "op" else ""
+            yield f"operand {i} {dtype}{where} beside float32", made
 
 
 def _index_buffers(call: Call) -> Call | None:
