@@ -62,6 +62,17 @@ def interface_only(entry: Entry) -> bool:
     return entry.outcome == WRONG and entry.message.startswith(INTERFACE_DTYPE)
 
 
+# A crash of the sweep's partition having no inputs, below iOS18 (an op that reads only its
+# operand's shape, ``x.new_ones(8)``, leaves the single-op partition input-less): the
+# partition's, which CML602 reads off the program's own placement, not the op's.
+INPUT_LESS = "Deploying a model with no inputs"
+
+
+def partition_crash(entry: Entry) -> bool:
+    """Whether a measured crash is the sweep partition's lack of inputs, not the op's."""
+    return entry.outcome == CRASH and INPUT_LESS in entry.message
+
+
 INT32_WRAP = "semantic integer"  # the float32 pass's integers: int64 computed as int32
 INT32_RANGE = "integer results pass int32's range (|x| > 2**31 - 1; int64 is int32 there)"
 

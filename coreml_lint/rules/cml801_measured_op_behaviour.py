@@ -85,6 +85,7 @@ from coreml_lint.measured.outcomes import (
     CRASH,
     EDGE_REFUSAL,
     interface_only,
+    partition_crash,
     value_dependent,
     value_range,
 )
@@ -263,6 +264,10 @@ def _bad_entry(node: Any, target: int, boundary: bool = False) -> Entry | None:
         answer = table.answer(key, target, context)
         if answer is None or value_dependent(answer.entry):
             continue  # values the model may never hold: not worth a CPU fallback
+        if partition_crash(answer.entry):
+            continue  # the sweep partition's, not the op's (``measured``)
+        if interface_only(answer.entry) and not any(u.op == "output" for u in node.users):
+            continue  # a dtype handed back, by a node the program does not return
         if answer.entry.outcome in bad:  # a boundary crash is no op's: see ``unanswered``
             return answer.entry
     return None
@@ -302,6 +307,8 @@ def measured(
             continue
         if interface_only(answer.entry) and not _leaves(node, part, ctx):
             continue  # the dtype handed back, and this node's output stays inside
+        if partition_crash(answer.entry):
+            continue  # the sweep's partition had no inputs: CML602 reads the program's
         if answer.entry.outcome in BAD:
             return key, answer
         if answer.entry.outcome == BOUNDARY_CRASH and _leaves(node, part, ctx):
@@ -968,3 +975,17 @@ def _():
         return y, y.squeeze(0)
 
     return module(forward), (torch.randn(3, 4),)
+
+
+@case("measured-new-ones-beside-its-input", expect=set())
+def _():
+    # The sweep's new_ones alone made a partition with no inputs (CML602's crash, below
+    # iOS18): here the mul reads x, and the partition has it.
+    return module(lambda s, x: x * x.new_ones(8)), (torch.randn(2, 8),)
+
+
+@case("measured-factory-of-a-model", expect=set())
+def _():
+    # export writes device= and pin_memory= into a model's factory calls: keyed as the
+    # sweep's calls, measured, converting
+    return module(lambda s, x: x + torch.zeros(2, 8, device=x.device)), (torch.randn(2, 8),)
