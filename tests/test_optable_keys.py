@@ -340,3 +340,18 @@ def test_a_factorys_placement_keywords_are_keyed_as_the_sweeps_calls_leave_them_
     zeros = next(k for k in mine if k.op == "aten.zeros.default")
     answer = active_table().answer(zeros, TARGET)
     assert answer is not None and answer.entry.outcome == "ok"  # a measured call, answered
+
+
+def test_a_folds_overlapping_windows_are_keyed_apart():
+    """Kernel and stride decide together whether coremltools folds patches back: a call
+    whose stride is below its kernel in some dim is keyed ``window=overlap`` beside its
+    exact values; tiling and gapped calls are not."""
+    from coreml_lint.measured.values import OVERLAP, overlap_text
+
+    col2im = "aten.col2im.default"
+    assert overlap_text(col2im, ["x", [24, 24], [8, 8], [1, 1], [0, 0], [4, 4]]) == OVERLAP
+    assert overlap_text(col2im, ["x", [24, 24], [8, 8], [1, 1], [0, 0], [8, 4]]) == OVERLAP
+    assert overlap_text(col2im, ["x", [24, 24], [4, 4], [1, 1], [0, 0], [4, 4]]) is None
+    assert overlap_text(col2im, ["x", [24, 24], [2, 2], [1, 1], [0, 0], [4, 4]]) is None
+    assert overlap_text("aten.im2col.default", ["x", [3, 3], [1, 1], [1, 1], [1, 1]]) == OVERLAP
+    assert overlap_text("aten.conv2d.default", ["x", "w", None, [1, 1], [0, 0]]) is None

@@ -34,6 +34,7 @@ from coreml_lint.measured.values import (
     ceil_text,
     describe_variant,
     grouped_text,
+    overlap_text,
     shape_class,
     squeeze_text,
     value_text,
@@ -249,7 +250,8 @@ def variant_of(
     squeeze's dims by what they do to the first operand's ``shape`` (``values.scaled_text``,
     ``ceil_text``, ``squeeze_text``), an attention's ``enable_gqa`` by whether the heads of
     its operands (``shapes``, every tensor operand's) differ (``grouped_text``), and a gather's
-    or scatter's index by how its shape relates to its input's (``along_dim_texts``)."""
+    or scatter's index by how its shape relates to its input's (``along_dim_texts``), and a
+    fold's windows by whether they overlap (``overlap_text``)."""
     parts = [
         f"a{i}={value_text(v, shape)}"
         for i, v in enumerate(node.args)
@@ -268,6 +270,8 @@ def variant_of(
     if (derived := grouped_text(node.target, node.kwargs, shapes)) is not None:
         parts = [f"enable_gqa={derived}" if p == "enable_gqa=True" else p for p in parts]
     parts += along_dim_texts(node.target, node.args, shapes)
+    if (derived := overlap_text(node.target, node.args)) is not None:
+        parts.append(derived)
     return ";".join(parts)
 
 

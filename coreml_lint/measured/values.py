@@ -240,6 +240,29 @@ NARROW_INDEX = "index=narrower"
 WIDE_SRC = "src=wider"
 
 
+# Ops whose kernel and stride decide together (kernel_size's position, stride's): coremltools
+# folds patches back (``F.fold``, ``col2im``) only where they do not overlap ("Only supports
+# stride >= kernel_size"), which no exact value or class of either list says alone. A call
+# whose windows overlap is keyed ``window=overlap`` beside its exact values, so the cells of
+# every overlapping call measured answer one that was not (the table's word reading).
+WINDOWS = {"aten.col2im.default": (2, 5), "aten.im2col.default": (1, 4)}
+OVERLAP = "window=overlap"
+
+
+def overlap_text(target: str, args: list[Any]) -> str | None:
+    """``window=overlap`` for a windowed op whose stride is below its kernel in some dim."""
+    where = WINDOWS.get(target)
+    if where is None or len(args) <= max(where):
+        return None
+    kernel, stride = args[where[0]], args[where[1]]
+    if not (isinstance(kernel, list) and isinstance(stride, list) and len(kernel) == len(stride)):
+        return None
+    numbers = [*kernel, *stride]
+    if not all(isinstance(n, int) and not isinstance(n, bool) for n in numbers):
+        return None
+    return OVERLAP if any(s < k for k, s in zip(kernel, stride, strict=True)) else None
+
+
 def along_dim_texts(
     op: str, args: list[Any], shapes: list[tuple[Any, ...] | None] | None
 ) -> list[str]:

@@ -989,3 +989,19 @@ def _():
     # export writes device= and pin_memory= into a model's factory calls: keyed as the
     # sweep's calls, measured, converting
     return module(lambda s, x: x + torch.zeros(2, 8, device=x.device)), (torch.randn(2, 8),)
+
+
+@case("measured-fold-overlap-add", expect={"CML801"}, crash=r"stride >= kernel_size for col2im")
+def _():
+    # Overlapping patches added back (kernel 8, stride 4): a call the sweep never made,
+    # answered by every overlapping call it made (``window=overlap``).
+    return module(lambda s, x: F.fold(x, (24, 24), kernel_size=8, stride=4)), (
+        torch.randn(1, 64, 25),
+    )
+
+
+@case("measured-fold-tiles", expect=set())
+def _():
+    return module(lambda s, x: F.fold(x, (24, 24), kernel_size=4, stride=4)), (
+        torch.randn(1, 16, 36),
+    )
