@@ -477,3 +477,19 @@ def test_an_op_is_shape_free_where_its_base_call_converts_at_three_ranks(tmp_pat
         assert answer.basis == SHAPE and answer.entry.message == refused
     else:
         assert answer is None or answer.entry.message != refused
+
+
+def test_an_op_of_integer_data_is_read_for_its_arguments_on_its_own_inputs():
+    """``x & 0xFF`` takes integers: whether its arguments change its outcome is read off the
+    variants measured on its base call's inputs (int64), as a float op's are off float32,
+    so an int64 made inside Core ML with a mask never measured is predicted from the crash
+    of the base call made there."""
+    from coreml_lint.measured.key import Key
+    from coreml_lint.measured.table import BASE
+    from coreml_lint.measured.versions import active_table
+
+    table = active_table()
+    op = "aten.bitwise_and.Scalar"
+    assert table.variant_free(op)
+    answer = table.answer(Key(op, "int64:op", "a1=big", "r2"), 18)
+    assert answer is not None and answer.basis == BASE and answer.entry.outcome == "crash"

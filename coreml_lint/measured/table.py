@@ -541,9 +541,11 @@ class BehaviourTable:
         return None
 
     def variant_free(self, op: str) -> bool:
-        """Whether every float32 variant measured has one outcome, for one reason."""
+        """Whether every variant measured on the op's data has one outcome, for one reason:
+        float32 inputs, or for an op of integer data (``x & 0xFF``) the inputs its base call
+        was measured with."""
         if op not in self._free:
-            reference = self._float32(op)
+            reference = self._float32(op) or self._base_inputs(op)
             variants = {e.variant for e in reference}
             reasons = {(e.outcome, normalized(e.message)) for e in reference}
             self._free[op] = len(variants) > 1 and len(reasons) == 1
@@ -563,6 +565,26 @@ class BehaviourTable:
             shapes = {e.shape for e in base}  # "*": agreeing classes of enough ranks
             self._free[key] &= "*" in shapes or len(ranks_of(shapes)) >= FOLD_RANKS
         return self._free[key]
+
+    def _base_inputs(self, op: str) -> list[Entry]:
+        """The context-free entries of the inputs the op's base call takes (all inputs,
+        measured with the base variant): of those spellings, the one measured with the most
+        variants, as the base call's own dtype is (the dtype axis measures each other dtype
+        at the base variant alone)."""
+        base = self.bases.get(op)
+        variants: dict[str, set[str]] = {}
+        for e in self.by_op.get(op, ()):
+            if not e.context and e.operands:
+                variants.setdefault(e.operands, set()).add(e.variant)
+        spellings = [
+            (len(found), operands)
+            for operands, found in variants.items()
+            if base in found and all(o.endswith(":in") for o in operands.split(","))
+        ]
+        if not spellings:
+            return []
+        chosen = max(spellings)[1]
+        return [e for e in self.by_op.get(op, ()) if not e.context and e.operands == chosen]
 
     def _float32(self, op: str) -> list[Entry]:
         return [
