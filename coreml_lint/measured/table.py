@@ -121,6 +121,10 @@ CLASS = "class"
 # it has (``unit_twin``): a model's batch of one against the sweep's batch of four.
 UNIT = "unit"
 
+# The ways of answering that read a measured call (its own, or one of its classes, shape
+# class or size-1 twin), as against predicting one no measured call made.
+READ_OFF = frozenset({MEASURED, HERE, CLASS, SHAPE, UNIT})
+
 
 def _word(value: str) -> str | None:
     """A string argument's word is its own kind (``_word_crashes``)."""

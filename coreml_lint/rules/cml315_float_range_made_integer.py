@@ -5,14 +5,16 @@ What it does
     ints, or a size read off a dynamic shape) whose values reach, through views, ``cat``,
     ``neg`` and arithmetic among such ranges, an op that takes only floats in Core ML:
     ``sin``/``cos``/``tan``/``exp``/``sqrt``/``tanh``/``sigmoid``/``erf`` and the activations,
-    ``softmax``, ``outer``, a 2-d ``matmul``, ``stack``, ``layer_norm`` or ``group_norm``. The
+    ``softmax``, ``outer``, ``layer_norm``, ``group_norm``, a ``stack`` beside a float, or a
+    matrix product whose second operand is the range or whose other operand is a weight. The
     rotary-embedding line ``t = torch.arange(T, dtype=torch.float32)`` then
     ``torch.outer(t, inv_freq)`` is the everyday case.
 
 Why it breaks
     coremltools' ``arange`` converter makes a range of integer bounds as an int32 tensor,
     whatever ``dtype=`` export recorded. Ops that promote their operands (``+``, ``*``, ``/``
-    with a float, ``pow``, ``log``, ``rsqrt``, ``linear``, ``bmm``, ``cat`` beside a float) still
+    with a float, ``pow``, ``log``, ``rsqrt``, ``linear``, ``bmm``, ``cat`` beside a float, a
+    product of the range and an activation) still
     lower and compute the right values; ops whose MIL type domain is float only fail:
     ``Op "aten_sin_default" (op_type: sin) Input x="aten_arange_default" expects tensor or
     scalar of dtype from type domain ['fp16', 'fp32'] but got tensor[8,int32]``, or for
@@ -48,32 +50,40 @@ from coreml_lint.source.context import SourceContext, has_star_args, keyword
 
 RANGES = frozenset({"aten.arange.default", "aten.arange.start", "aten.arange.start_step"})
 
-# Ops whose Core ML result stays int32 when their tensor operands are such a range (each
-# measured feeding ``sin``): views and copies of it, ``neg``, ``flip``, ``repeat``, and ``cat``,
-# ``add``/``sub``/``mul`` of ranges only. A number operand (``t * 2``, ``t + 0.5``) makes floats;
-# ``1 - t`` (``rsub``) does not.
+# Ops whose Core ML result stays int32 when their tensor operands are such ranges (each
+# measured feeding ``sin``): views and copies, ``neg``, ``flip``, ``repeat``; ``cat`` and
+# ``stack`` of ranges only (a float beside them promotes the join, or, for ``stack``, fails:
+# ``FLOAT_ONLY``); ``add``/``sub``/``mul`` of ranges only, with no number (``t * 2``, ``t +
+# 0.5`` make floats); ``rsub`` of an integer (``1 - t``; ``1.5 - t`` makes floats).
 KEEPS_INTEGERS = frozenset(
     {
         "view", "view_copy", "reshape", "_unsafe_view", "unsqueeze", "unsqueeze_copy",
         "squeeze", "squeeze_copy", "expand", "expand_copy", "permute", "permute_copy", "t",
         "t_copy", "transpose", "transpose_copy", "slice", "slice_copy", "select",
-        "select_copy", "alias", "alias_copy", "clone", "flip", "repeat", "neg", "rsub",
+        "select_copy", "alias", "alias_copy", "clone", "flip", "repeat", "neg",
     }
 )  # fmt: skip
-ALL_OPERANDS_KEEP = frozenset({"cat", "add", "sub", "mul"})
+JOINS = frozenset({"cat", "stack"})  # a list of tensors and a dim
+ALL_OPERANDS_KEEP = frozenset({"add", "sub", "mul"})
 
 # Ops measured to fail on an int32 operand (each fed ``arange(8, dtype=float32)``); ``log``,
 # ``log1p``, ``rsqrt``, ``reciprocal``, ``pow``, ``abs``, ``clamp``, ``floor``, ``where``,
-# ``maximum``, ``cumsum``, ``sum``, ``mean``, ``var``, ``norm``, ``linear`` and ``bmm`` were
-# measured converting, and are not flagged.
+# ``maximum``, ``cumsum``, ``sum``, ``mean``, ``var``, ``norm``, ``linear``, ``bmm`` and a
+# ``cat`` beside a float were measured converting, and are not flagged. ``outer`` fails
+# whichever operand the range is.
 FLOAT_ONLY = frozenset(
     {
         "sin", "cos", "tan", "atan", "asin", "sinh", "exp", "expm1", "sqrt", "sigmoid",
         "tanh", "erf", "gelu", "silu", "relu", "softplus", "hardswish", "_softmax",
-        "softmax", "_log_softmax", "log_softmax", "outer", "mm", "matmul", "stack",
-        "native_layer_norm", "layer_norm", "native_group_norm", "group_norm",
+        "softmax", "_log_softmax", "log_softmax", "outer", "native_layer_norm",
+        "layer_norm", "native_group_norm", "group_norm",
     }
 )  # fmt: skip
+# A matrix product fails where its second operand is the range, or where the range meets
+# a weight (a parameter, buffer or constant: coremltools makes it ``linear``); with the range
+# first beside an activation, it promotes and converts (measured).
+PRODUCTS = frozenset({"mm", "matmul"})
+WEIGHT_KINDS = frozenset({"parameter", "buffer", "constant"})
 
 
 def whole_float_range(node: Node) -> str | None:
@@ -91,28 +101,68 @@ def whole_float_range(node: Node) -> str | None:
     return dtype.name if numbers and whole else None
 
 
+def _fails_on(ctx: ProgramContext, user: Node, integer: set[str]) -> bool:
+    """Whether ``user``, reading some of the ``integer`` values, takes only floats there."""
+    base = user.op_base
+    inputs = user.tensor_inputs()
+    if base in FLOAT_ONLY:
+        return True
+    if base == "stack":
+        return not all(i in integer for i in inputs)  # ints beside floats
+    if base in PRODUCTS and len(inputs) >= 2:
+        kinds = {spec.name: spec.kind for spec in ctx.graph.inputs}
+        return inputs[1] in integer or kinds.get(inputs[1]) in WEIGHT_KINDS
+    return False
+
+
+def _keeps_integers(user: Node, integer: set[str]) -> bool:
+    """Whether ``user``'s result stays int32 in Core ML (``KEEPS_INTEGERS``' measurements)."""
+    base = user.op_base
+    inputs = user.tensor_inputs()
+    if base in KEEPS_INTEGERS:
+        return True
+    if base in JOINS:
+        return all(i in integer for i in inputs)
+    if base == "rsub":
+        other = user.args[1] if len(user.args) > 1 else None
+        return isinstance(other, int) and not isinstance(other, bool)
+    if base in ALL_OPERANDS_KEEP:
+        numbers = [a for a in user.args[1:] if isinstance(a, (int, float))]
+        return not numbers and all(i in integer for i in inputs)
+    return False
+
+
+def _integer_values(ctx: ProgramContext, part: object) -> set[str]:
+    """The values of a partition Core ML holds as int32 for its whole float ranges: theirs,
+    and those of ops that keep them so, in graph order (a join of two ranges included)."""
+    integer: set[str] = set()
+    for node in ctx.graph.nodes:
+        if not node.outputs or ctx.placement.partition_of(node) is not part:
+            continue
+        if whole_float_range(node) and ctx.on_coreml(node):
+            integer.update(node.outputs)
+        elif any(i in integer for i in node.tensor_inputs()) and _keeps_integers(node, integer):
+            integer.add(node.outputs[0])
+    return integer
+
+
 def _float_only_reader(ctx: ProgramContext, node: Node) -> Node | None:
     """The first op on Core ML, in the range's partition, that reads the range's int32
-    values (through ops that keep them int32) and takes only floats."""
+    values (through ops that keep them int32) and takes only floats there."""
     part = ctx.placement.partition_of(node)
-    integer, frontier = set(node.outputs), list(node.outputs)
+    integer = _integer_values(ctx, part)
+    frontier, seen = list(node.outputs), set(node.outputs)
     while frontier:
         value = frontier.pop()
         for user in ctx.users.get(value, []):
             if ctx.placement.partition_of(user) is not part or not user.outputs:
                 continue
-            base = user.op_base
-            if base in FLOAT_ONLY:
+            if _fails_on(ctx, user, integer):
                 return user
-            numbers = [a for a in user.args[1:] if isinstance(a, (int, float))]
-            keeps = base in KEEPS_INTEGERS or (
-                base in ALL_OPERANDS_KEEP
-                and not numbers
-                and all(i in integer for i in user.tensor_inputs())
-            )
-            if keeps and user.outputs[0] not in integer:
-                integer.add(user.outputs[0])
-                frontier.append(user.outputs[0])
+            made = user.outputs[0]
+            if made in integer and made not in seen:
+                seen.add(made)
+                frontier.append(made)
     return None
 
 
@@ -167,6 +217,7 @@ class FloatRangeMadeInteger(Rule):
             if c.lineno == line
             and source.qualname(c.func) == "torch.arange"
             and keyword(c, "dtype") is not None
+            and keyword(c, "requires_grad") is None  # an int64 range cannot require grad
             and not has_star_args(c)
         ]
         if len(calls) != 1:
@@ -277,6 +328,46 @@ def _():
     return module(lambda s, x: x + F.layer_norm(torch.arange(8, dtype=torch.float32), (8,))), (
         torch.randn(3, 8),
     )
+
+
+def _range() -> Any:
+    return torch.arange(8, dtype=torch.float32)
+
+
+@case("float-range-from-one-sin", expect={"CML315"}, crash=INT32_OPERAND)
+def _():
+    return module(lambda s, x: x + (1 - _range()).sin()), (torch.randn(2, 8),)
+
+
+@case("float-range-from-a-half-sin", expect=set())
+def _():
+    return module(lambda s, x: x + (1.5 - _range()).sin()), (torch.randn(2, 8),)
+
+
+@case("two-float-ranges-joined-sin", expect={"CML315"}, crash=INT32_OPERAND)
+def _():
+    forward = lambda s, x: x + torch.cat([_range()[None], _range()[None]], -1)[:, :8].sin()  # noqa: E731
+    return module(forward), (torch.randn(2, 8),)
+
+
+@case("float-ranges-stacked-sin", expect={"CML315"}, crash=INT32_OPERAND)
+def _():
+    return module(lambda s, x: x + torch.stack([_range(), _range()]).sin()), (torch.randn(2, 8),)
+
+
+@case("float-ranges-stacked-added", expect=set())
+def _():
+    return module(lambda s, x: x + torch.stack([_range(), _range()])), (torch.randn(2, 8),)
+
+
+@case("activation-times-float-range", expect={"CML315"}, crash=INT32_MATMUL)
+def _():
+    return module(lambda s, x: x @ _range()[:, None]), (torch.randn(2, 8),)
+
+
+@case("float-range-times-activation", expect=set())
+def _():
+    return module(lambda s, x: _range()[:, None] @ x[:1]), (torch.randn(2, 8),)
 
 
 @case("float-range-times-two-sin", expect=set())

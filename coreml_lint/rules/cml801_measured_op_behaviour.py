@@ -100,6 +100,7 @@ from coreml_lint.measured.table import (
     MEASURED,
     ORIGIN,
     RANK,
+    READ_OFF,
     SHAPE,
     SIGN,
     UNIT,
@@ -266,8 +267,10 @@ def _bad_entry(node: Any, target: int, boundary: bool = False) -> Entry | None:
             continue  # values the model may never hold: not worth a CPU fallback
         if partition_crash(answer.entry):
             continue  # the sweep partition's, not the op's (``measured``)
+        # a dtype handed back, by a node the program does not return (the hook sees no
+        # placement: one read by an op left on the CPU is the lint's finding alone)
         if interface_only(answer.entry) and not any(u.op == "output" for u in node.users):
-            continue  # a dtype handed back, by a node the program does not return
+            continue
         if answer.entry.outcome in bad:  # a boundary crash is no op's: see ``unanswered``
             return answer.entry
     return None
@@ -293,7 +296,9 @@ def measured(
     key = maker.key(node)
     part = ctx.placement.partition_of(node)
     # measured consumed in the partition, as this node is: that answer, not the returned one
-    inside = not _leaves(node, part, ctx) and table.answer(key, target, INSIDE) is not None
+    # (a prediction there does not outweigh a measurement of the returned call)
+    consumed = None if _leaves(node, part, ctx) else table.answer(key, target, INSIDE)
+    inside = consumed is not None and consumed.basis in READ_OFF
     contexts = [INSIDE if inside else ""]
     contexts += [
         user.target
