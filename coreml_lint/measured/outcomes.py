@@ -73,6 +73,12 @@ def partition_crash(entry: Entry) -> bool:
     return entry.outcome == CRASH and INPUT_LESS in entry.message
 
 
+def the_nodes(entry: Entry, leaves: bool) -> bool:
+    """Whether a measured outcome is a node's own: not the sweep partition's lack of inputs,
+    and a wrong dtype handed back only where the node's output ``leaves`` its partition."""
+    return not partition_crash(entry) and (leaves or not interface_only(entry))
+
+
 INT32_WRAP = "semantic integer"  # the float32 pass's integers: int64 computed as int32
 INT32_RANGE = "integer results pass int32's range (|x| > 2**31 - 1; int64 is int32 there)"
 

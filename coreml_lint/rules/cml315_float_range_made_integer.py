@@ -237,15 +237,12 @@ class FloatRangeMadeInteger(Rule):
         not a float-only op."""
         import torch
 
-        from coreml_lint.rulekit.fx import FLOATS, aten, cast, finish, val
+        from coreml_lint.rulekit.fx import cast, finish, val
 
-        targets = {aten.arange.default, aten.arange.start, aten.arange.start_step}
         done = []
         for node in list(ep.graph.nodes):
-            dtype = node.kwargs.get("dtype") if node.target in targets else None
-            numbers = node.args
-            whole = all(isinstance(n, torch.fx.Node) or type(n) is int for n in numbers)
-            if dtype not in FLOATS or not whole:
+            dtype = _fx_whole_float_range(node)
+            if dtype is None:
                 continue
             node.kwargs = {**node.kwargs, "dtype": torch.int64}
             node.meta["val"] = val(node).to(torch.int64)
@@ -260,17 +257,24 @@ class FloatRangeMadeInteger(Rule):
     def refuse(self, node: Any, settings: PartitionerSettings) -> str | None:
         """Where the rewrite was not applied, the range is made on the CPU (a float32 input
         of the partition then)."""
-        import torch
-
-        from coreml_lint.rulekit.fx import FLOATS
-
-        ranges = {"arange.default", "arange.start", "arange.start_step"}
-        name = getattr(node.target, "__name__", "")
-        if name not in ranges or node.kwargs.get("dtype") not in FLOATS:
+        if _fx_whole_float_range(node) is None:
             return None
-        if all(isinstance(n, torch.fx.Node) or type(n) is int for n in node.args):
-            return "float arange of whole numbers, made int32 in Core ML"
+        return "float arange of whole numbers, made int32 in Core ML"
+
+
+def _fx_whole_float_range(node: Any) -> Any:
+    """``whole_float_range`` of a ``torch.fx`` node (lower's hooks): its float dtype, or
+    None. A bound another node makes is a symbolic size."""
+    import torch
+
+    from coreml_lint.rulekit.fx import FLOATS, op_base
+
+    name = getattr(node.target, "__name__", "")
+    if op_base(node) != "arange" or f"aten.{name}" not in RANGES:
         return None
+    dtype = node.kwargs.get("dtype")
+    whole = all(isinstance(n, torch.fx.Node) or type(n) is int for n in node.args)
+    return dtype if dtype in FLOATS and whole and node.args else None
 
 
 # -- program cases: what the stock CoreMLPartitioner really does (the oracle lowers each) --

@@ -84,8 +84,7 @@ from coreml_lint.measured.outcomes import (
     BOUNDARY_CRASH,
     CRASH,
     EDGE_REFUSAL,
-    interface_only,
-    partition_crash,
+    the_nodes,
     value_dependent,
     value_range,
 )
@@ -265,11 +264,9 @@ def _bad_entry(node: Any, target: int, boundary: bool = False) -> Entry | None:
         answer = table.answer(key, target, context)
         if answer is None or value_dependent(answer.entry):
             continue  # values the model may never hold: not worth a CPU fallback
-        if partition_crash(answer.entry):
-            continue  # the sweep partition's, not the op's (``measured``)
-        # a dtype handed back, by a node the program does not return (the hook sees no
-        # placement: one read by an op left on the CPU is the lint's finding alone)
-        if interface_only(answer.entry) and not any(u.op == "output" for u in node.users):
+        # the hook sees no placement: a dtype handed back counts where the program returns
+        # the node (one read by an op left on the CPU is the lint's finding alone)
+        if not the_nodes(answer.entry, leaves=any(u.op == "output" for u in node.users)):
             continue
         if answer.entry.outcome in bad:  # a boundary crash is no op's: see ``unanswered``
             return answer.entry
@@ -310,10 +307,8 @@ def measured(
         answer = table.answer(key, target, context)
         if answer is None:
             continue
-        if interface_only(answer.entry) and not _leaves(node, part, ctx):
-            continue  # the dtype handed back, and this node's output stays inside
-        if partition_crash(answer.entry):
-            continue  # the sweep's partition had no inputs: CML602 reads the program's
+        if not the_nodes(answer.entry, leaves=_leaves(node, part, ctx)):
+            continue  # the sweep partition's lack of inputs (CML602's), or a dtype kept inside
         if answer.entry.outcome in BAD:
             return key, answer
         if answer.entry.outcome == BOUNDARY_CRASH and _leaves(node, part, ctx):
