@@ -73,3 +73,16 @@ def test_support_test_matches_coremltools_on_edge_ops():
         assert table.coreml_has_converter(name) == is_torch_fx_node_supported(node), name
         checked += 1
     assert checked > 150
+
+
+def test_an_out_variant_is_the_overloads_own_as_executorch_finds_it():
+    """ExecuTorch runs an op kept whole on the CPU through the out variant whose schema
+    matches the overload's: ``where.self_out`` is ``where.self``'s, and ``torch.where(c)``
+    (``where.default``) has none, however many out overloads the name has."""
+    from coreml_lint.program.optable import load_optable
+
+    table = load_optable()
+    assert "where.self" in table.with_out_variant
+    assert "where.default" not in table.with_out_variant
+    assert "nonzero.default" in table.with_out_variant
+    assert "pow.Tensor_Scalar" in table.with_out_variant  # ExecuTorch's lookup trips here

@@ -29,6 +29,24 @@ def _short(op: Any) -> str:
     return op.__name__
 
 
+def _has_out_variant(op: Any) -> bool | None:
+    """Whether ExecuTorch's emitter finds this overload's out variant (``to_out_variant``,
+    which matches schemas: ``where.self_out`` is ``where.self``'s, not ``where.default``'s),
+    so a node of it kept whole on the CPU gets a kernel; None where the lookup itself fails
+    (an in-place overload, or ``pow``'s, which trip assertions in its schema index)."""
+    from executorch.exir.operator.convert import to_out_variant
+
+    try:
+        to_out_variant(op)
+    except RuntimeError as error:
+        if "Missing out variant" in str(error):
+            return False
+        return None
+    except Exception:
+        return None
+    return True
+
+
 def build_table() -> dict[str, Any]:
     import logging
 
@@ -80,7 +98,10 @@ def build_table() -> dict[str, Any]:
             copy_packet = getattr(torch.ops.aten, base + "_copy", None)
             if copy_packet is not None and overload in copy_packet.overloads():
                 view_copy[name] = f"{base}_copy.{overload}"
-        if any(o == "out" or o.endswith("_out") for o in packet.overloads()):
+        found = _has_out_variant(op)
+        if found is None:  # ExecuTorch could not tell: an out overload of the name at all
+            found = any(o == "out" or o.endswith("_out") for o in packet.overloads())
+        if overload == "out" or overload.endswith("_out") or found:
             with_out_variant.add(name)
 
     return {
