@@ -355,3 +355,36 @@ def test_a_folds_overlapping_windows_are_keyed_apart():
     assert overlap_text(col2im, ["x", [24, 24], [2, 2], [1, 1], [0, 0], [4, 4]]) is None
     assert overlap_text("aten.im2col.default", ["x", [3, 3], [1, 1], [1, 1], [1, 1]]) == OVERLAP
     assert overlap_text("aten.conv2d.default", ["x", "w", None, [1, 1], [0, 0]]) is None
+
+
+def test_an_antialiased_resize_is_keyed_by_whether_it_shrinks():
+    """Antialiasing changes a resize only where it shrinks a dim (coremltools drops it):
+    an output size below the input's in some dim, or a scale factor below 1, is keyed
+    ``size=down``; a growing or same-size call, or a plain resize, is not."""
+    from coreml_lint.measured.values import DOWNSIZED, downsized_text
+
+    aa = "aten._upsample_bilinear2d_aa.vec"
+    assert downsized_text(aa, ["x", [12, 16], False, None], (1, 3, 32, 40)) == DOWNSIZED
+    assert downsized_text(aa, ["x", [12, 60], False, None], (1, 3, 32, 40)) == DOWNSIZED
+    assert downsized_text(aa, ["x", [12, 16], False, None], (1, 3, 4, 4)) is None
+    assert downsized_text(aa, ["x", [4, 4], False, None], (1, 3, 4, 4)) is None
+    assert downsized_text(aa, ["x", None, False, [0.5, 0.5]], (1, 3, 4, 4)) == DOWNSIZED
+    assert downsized_text(aa, ["x", None, False, [2.0, 2.0]], (1, 3, 4, 4)) is None
+    default = "aten._upsample_bilinear2d_aa.default"
+    assert downsized_text(default, ["x", [2, 2], False], (1, 3, 4, 4)) == DOWNSIZED
+    plain = "aten.upsample_bilinear2d.vec"
+    assert downsized_text(plain, ["x", [2, 2], False, None], (1, 3, 4, 4)) is None
+    assert downsized_text(aa, ["x", [2, 2], False, None], None) is None
+
+
+def test_the_judges_worst_value_sign_is_not_a_reason():
+    """Two wrong cells whose messages differ only in the sign of the worst value are one
+    reason; a hyphen after a word or a closing bracket (a name, a difference) stays."""
+    from coreml_lint.measured.outcomes import normalized
+
+    a = "semantic values (upsample_bilinear): worst at [0, 3]: Core ML -0.18, float64 0.02"
+    b = "semantic values (upsample_bilinear): worst at [0, 1]: Core ML 0.41, float64 -0.3"
+    assert normalized(a) == normalized(b)
+    assert normalized("a-1") == "a-N" and normalized("x[-2]") == "x[N]"
+    assert normalized("a]-1") == "a]-N" and normalized("f(x)-1") == "f(x)-N"
+    assert normalized("KeyError: torch.int8") != normalized("KeyError: torch.uint8")

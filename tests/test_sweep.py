@@ -1282,3 +1282,42 @@ def test_an_integer_or_bool_operand_beside_floats_is_measured():
         assert is_legal(ops["outer.default"], Call(case["tensors"], case["args"], case["kwargs"]))
     single, _ = op_cases(ops["sin.default"])  # one float operand: nothing to mix
     assert not [c for c in single if c["axis"] == "mixed"]
+
+
+def test_an_op_to_edge_decomposes_and_one_with_size_nodes_are_keyed_as_written():
+    """A case whose one node is its own op decomposed by ``to_edge`` (``narrow``,
+    ``repeat_interleave``) is keyed as the user writes it, and the table says so
+    (``measured_decomposed``); another op's decomposition is not. The nodes export adds to
+    compute a data-dependent output's size (``sym_size``, ``_operator.ge``) are not the op,
+    and only beside such an op."""
+    from coreml_lint.sweep.table import build_table, keyed
+
+    def result(op, keys, outcome="crash"):
+        return dict(id=op, op=op, target=15, outcome=outcome, message="E", keys=keys)
+
+    def key(op, placed):
+        shape = dict(operands="float32:in", variant="", shape="r2", context="")
+        return dict(op=op, placed=placed, **shape)
+
+    narrow = result("narrow.default", [key("aten.narrow.default", "dec")], "ok")
+    other = result("hardtanh.default", [key("aten.clamp.default", "dec")])
+    sized = [
+        key("aten.repeat_interleave.self_Tensor", "dec"),
+        key("aten.sym_size.int", "coreml"),
+        key("_operator.ge", "cpu"),
+    ]
+    repeat = result("repeat_interleave.self_Tensor", sized)
+    two = result("add.Tensor", [key("aten.add.Tensor", "coreml"), key("aten.mul.Tensor", "cpu")])
+    # a size node beside an op whose output size does not depend on its data (a dynamic
+    # shape's) may be what crashes: that case is not the op's alone
+    dynamic = result("view.default", [key("aten.view.default", "coreml"), sized[1]])
+    assert keyed(dynamic) is None
+    assert keyed(narrow)["op"] == "aten.narrow.default"
+    assert keyed(repeat)["op"] == "aten.repeat_interleave.self_Tensor"
+    assert keyed(other) is None and keyed(two) is None
+    data = build_table([narrow, other, repeat, two], {"cases": 4}, {})
+    assert data["measured_decomposed"] == [
+        "aten.narrow.default",
+        "aten.repeat_interleave.self_Tensor",
+    ]
+    assert set(data["ops"]) == {"aten.narrow.default", "aten.repeat_interleave.self_Tensor"}

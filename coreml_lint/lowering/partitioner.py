@@ -86,6 +86,9 @@ class LoweringPlan:
                 raise RuleHookError(rule.code, "refuse", node.name, exc) from exc
             if why is not None:
                 reasons.append((rule.code, why))
+        if not reasons and (origin := self._decomposed_into_itself(node)) is not None:
+            code = self.decomposed[origin]
+            reasons.append((code, f"{origin}, which {code} had decomposed, as another overload"))
         if not reasons:
             return None
         if self.recording:
@@ -93,6 +96,22 @@ class LoweringPlan:
             for code, why in reasons:
                 self.act(code, f"{node.name} kept on the CPU ({why})")
         return "{}: {}".format(*reasons[0])
+
+    def _decomposed_into_itself(self, node: torch.fx.Node) -> str | None:
+        """The node a rule had decomposed that this one was made from, where the
+        decomposition is another overload of the same op (``_upsample_bilinear2d_aa.vec``
+        becomes ``.default``): Core ML converts it as it did the node, so it stays on the
+        CPU, the answer the rule wanted. None otherwise."""
+        if not self.decomposed or node.op != "call_function":
+            return None
+        mine = _op_base(getattr(node.target, "__name__", str(node.target)))
+        sources = list(node.meta.get("from_node") or [])
+        while sources:
+            source = sources.pop()
+            if source.name in self.decomposed and _op_base(str(source.target)) == mine:
+                return source.name
+            sources.extend(source.from_node or [])
+        return None
 
     def buffer_to_return(self, node: torch.fx.Node, program: Any) -> str | None:
         for rule in self.rules:
@@ -110,6 +129,11 @@ class LoweringPlan:
                 self.decomposed.setdefault(node.name, rule.code)
                 return True
         return False
+
+
+def _op_base(name: str) -> str:
+    """``aten._upsample_bilinear2d_aa.vec`` -> ``aten._upsample_bilinear2d_aa``."""
+    return name.rsplit(".", 1)[0] if name.count(".") >= 2 else name
 
 
 class _Support(_OperatorsSupportedForCoreMLBackend):

@@ -25,9 +25,12 @@ FAMILIES = (
         "activation",
         r"relu|gelu|silu|sigmoid|tanh|elu|softmax|softplus|hard|mish|glu|prelu|log_softmax|threshold",
     ),
+    # resampling computes new values between the input's (a filter, antialiasing): not a
+    # copy, and its answers hold out apart from the copies'
+    ("resize", r"upsample|interp|grid_sampler"),
     (
         "shape/copy",
-        r"view|reshape|permute|transpose|expand|squeeze|unsqueeze|cat|stack|split|flatten|repeat|tile|flip|roll|copy|clone|pad|chunk|unbind|narrow|alias|contiguous|t\.|numpy_T|atleast|broadcast|pixel|upsample|interp|grid",
+        r"view|reshape|permute|transpose|expand|squeeze|unsqueeze|cat|stack|split|flatten|repeat|tile|flip|roll|copy|clone|pad|chunk|unbind|narrow|alias|contiguous|t\.|numpy_T|atleast|broadcast|pixel|grid",
     ),
     ("elementwise math", r"."),
 )

@@ -33,6 +33,7 @@ from coreml_lint.measured.values import (
     along_dim_texts,
     ceil_text,
     describe_variant,
+    downsized_text,
     grouped_text,
     overlap_text,
     shape_class,
@@ -251,7 +252,8 @@ def variant_of(
     ``ceil_text``, ``squeeze_text``), an attention's ``enable_gqa`` by whether the heads of
     its operands (``shapes``, every tensor operand's) differ (``grouped_text``), and a gather's
     or scatter's index by how its shape relates to its input's (``along_dim_texts``), and a
-    fold's windows by whether they overlap (``overlap_text``)."""
+    fold's windows by whether they overlap (``overlap_text``), and an antialiased resize by
+    whether it shrinks (``downsized_text``)."""
     parts = [
         f"a{i}={value_text(v, shape)}"
         for i, v in enumerate(node.args)
@@ -271,6 +273,8 @@ def variant_of(
         parts = [f"enable_gqa={derived}" if p == "enable_gqa=True" else p for p in parts]
     parts += along_dim_texts(node.target, node.args, shapes)
     if (derived := overlap_text(node.target, node.args)) is not None:
+        parts.append(derived)
+    if (derived := downsized_text(node.target, node.args, shape)) is not None:
         parts.append(derived)
     return ";".join(parts)
 

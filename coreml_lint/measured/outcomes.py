@@ -116,8 +116,9 @@ def _big_values(variant: str) -> list[str]:
 
 
 def normalized(message: str) -> str:
-    """A message with its numbers and quoted names blanked: two outcomes are the same when
-    these agree."""
+    """A message with its numbers (and their signs: the judge's worst value is as often
+    negative) and quoted names blanked: two outcomes are the same when these agree."""
     text = re.sub(r'"[^"]*"', '"…"', message)
     text = re.sub(r"'[^']*'", "'…'", text)
+    text = re.sub(r"(?<![\w)\]])-(?=\d)", "", text)
     return re.sub(r"\d+", "N", text)

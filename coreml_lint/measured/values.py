@@ -288,6 +288,40 @@ def along_dim_texts(
     return found
 
 
+# An antialiased resize (``F.interpolate(..., antialias=True)``) differs from a plain one
+# only where it shrinks a dim: there torch widens the filter to cover every input pixel,
+# which coremltools drops (its ``upsample_bilinear`` ignores the flag: wrong in float32).
+# An output size or scale factor by itself does not say whether it shrinks (``[12, 16]`` of
+# a 32x40 input does, of a 4x4 one it does not), so a shrinking call is keyed
+# ``size=down`` beside its exact values: every shrinking call measured then answers one
+# that was not (the class reading), and a growing one never answers for it.
+ANTIALIASED = frozenset(
+    {
+        "aten._upsample_bilinear2d_aa.vec",
+        "aten._upsample_bilinear2d_aa.default",
+        "aten._upsample_bicubic2d_aa.vec",
+        "aten._upsample_bicubic2d_aa.default",
+    }
+)
+DOWNSIZED = "size=down"
+
+
+def downsized_text(target: str, args: list[Any], shape: tuple[Any, ...] | None) -> str | None:
+    """``size=down`` for an antialiased resize whose output size (argument 1) is below
+    the input's in some dim, or whose scale factor (``.vec``'s argument 3) is below 1."""
+    if target not in ANTIALIASED or not shape:
+        return None
+    size = args[1] if len(args) > 1 else None
+    if isinstance(size, list) and size and len(size) <= len(shape):
+        spatial = shape[len(shape) - len(size) :]
+        if any(_less(o, i) for o, i in zip(size, spatial, strict=True)):
+            return DOWNSIZED
+    scales = args[3] if target.endswith(".vec") and len(args) > 3 else None
+    if isinstance(scales, list) and any(isinstance(f, float) and f < 1 for f in scales):
+        return DOWNSIZED
+    return None
+
+
 def _less(a: Any, b: Any) -> bool:
     """``a < b`` for two known sizes; a symbolic one (a dynamic batch) compares as equal."""
     return isinstance(a, int) and isinstance(b, int) and a < b

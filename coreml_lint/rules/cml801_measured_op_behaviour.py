@@ -151,11 +151,19 @@ class MeasuredOpBehaviour(Rule):
             # never one ExecuTorch's edge verifier refuses whatever runs it
             cpu_answers = entry.outcome != BOUNDARY or _returns_a_user_input(node, ctx)
             cpu_answers = cpu_answers and not edge_refused(entry)
+            where = ctx.placement.nodes[node.name]
+            kept_whole = where.kept_whole and where.aten_name not in ctx.table.core_aten
+            # an op kept whole is decomposed by ``lower``, which changes nothing of a
+            # partition returning its input (``must_decompose`` reads crashes and values)
+            cpu_answers = cpu_answers and not (kept_whole and entry.outcome == BOUNDARY)
             message = _message(key, answer, target, table, note, returned)
             alike = _alike_constants(node, ctx, entry)
             if alike:  # converts as it stands: a warning of what training will bring
                 message = _once_trained(message, alike)
-            fix = _fix(table, entry, target, key, cpu_answers, answer)
+            # values the model may never hold: ``lower`` leaves the node where it is
+            how = _HOW_LOWER_ANSWERS["kept whole" if kept_whole else "whole"]
+            how = _HOW_LOWER_ANSWERS["never"] if ranged else how
+            fix = _fix(table, entry, target, key, cpu_answers, answer, how)
             if alike:
                 fix = f"nothing as the program stands; once trained: {fix}"
             finding = ctx.finding(
@@ -211,7 +219,10 @@ class MeasuredOpBehaviour(Rule):
             return None
         name = fx_name(node.target)
         table = load_optable()
-        if name.partition(".")[2] not in table.core_aten:
+        short = name.partition(".")[2]
+        # an op torch would decompose is kept whole on the CPU only with its own out variant
+        # (``_upsample_bilinear2d_aa.default``, what its ``.vec`` decomposes into)
+        if short not in table.core_aten and short not in table.with_out_variant:
             return None
         if not (table.has_portable_kernel(name) or table.has_portable_kernel(_copy_name(name))):
             return None
@@ -458,6 +469,20 @@ def edge_refused(entry: Entry) -> bool:
     return entry.outcome == CRASH and EDGE_REFUSAL in entry.message
 
 
+# How the node leaves Core ML, and whether ``lower`` does it: a core ATen op stays on the CPU
+# (``refuse``); an op torch would decompose, which the partitioner keeps whole, is decomposed
+# (``must_decompose``: the CPU has no kernel for most of them whole), a piece measured bad
+# kept on the CPU; a value-dependent outcome is left to the user (``_bad_entry``).
+_HOW_LOWER_ANSWERS = {
+    "whole": "keep the node on the CPU (`coreml-lint lower` does)",
+    "kept whole": (
+        "let torch decompose the op rather than keep it whole for Core ML (`coreml-lint "
+        "lower` does, and keeps a piece measured bad on the CPU)"
+    ),
+    "never": "keep the node on the CPU where its values may reach that range",
+}
+
+
 def _fix(
     table: BehaviourTable,
     entry: Entry,
@@ -465,7 +490,11 @@ def _fix(
     key: Key | None = None,
     cpu_answers: bool = True,
     answer: Answer | None = None,
+    cpu: str = "",
 ) -> str:
+    """What to do about a bad measured outcome; ``cpu`` says how the node leaves Core ML
+    (``_HOW_LOWER_ANSWERS``)."""
+    cpu = cpu or _HOW_LOWER_ANSWERS["whole"]
     if entry.outcome == BOUNDARY_CRASH:  # the measured-meshgrid cases lower these two
         return (
             "return a value computed from the output inside the model, or `.contiguous()` "
@@ -473,7 +502,6 @@ def _fix(
         )
     if edge_refused(entry):
         return EDGE_FIX
-    cpu = "keep the node on the CPU (`coreml-lint lower` does)"
     if entry.outcome == BOUNDARY:
         same = "return the op's input itself (the op changes nothing here)"
         return f"{same}, or {cpu}" if cpu_answers else same
@@ -1005,6 +1033,56 @@ def _():
     return module(lambda s, x: F.fold(x, (24, 24), kernel_size=4, stride=4)), (
         torch.randn(1, 16, 36),
     )
+
+
+@case(
+    "measured-repeat-by-durations",
+    expect={"CML801"},
+    crash=r"repeat_interleave\.Tensor is not in Core ATen",
+)
+def _():
+    # A length regulator (text to speech): each frame repeated by its duration. to_edge
+    # decomposes the call into repeat_interleave.Tensor, which the edge verifier refuses;
+    # measured as users write it (the op itself, never a delegated node).
+    durations = torch.tensor([2, 1, 3, 1, 2])
+    return module(
+        lambda s, h: torch.repeat_interleave(h, s.durations, dim=0, output_size=9),
+        durations=durations,
+    ), (torch.randn(5, 6),)
+
+
+@case("measured-repeat-by-a-number", expect=set())
+def _():
+    # The same op by a number (grouped-query attention's key heads): converts.
+    return module(lambda s, k: k.repeat_interleave(2, dim=1)), (torch.randn(1, 2, 8, 4),)
+
+
+@case("measured-where-as-indices", expect={"CML801"}, crash=r"data-dependent expression")
+def _():
+    # torch.where with the condition alone: export adds the size nodes of its data-dependent
+    # output beside it, and the sweep's cases of it are keyed without them.
+    return module(lambda s, x: torch.where(x > 0)), (torch.randn(4, 4),)
+
+
+@case(
+    "measured-antialiased-downscale",
+    expect={"CML801"},
+    silent=lambda lowered: "upsample_bilinear(" in lowered.mil,
+)
+def _():
+    # antialias=True halving the size: coremltools lowers a plain bilinear resize (keyed
+    # ``size=down``); lower decomposes the .vec call and keeps its .default on the CPU
+    return module(
+        lambda s, x: F.interpolate(x, scale_factor=0.5, mode="bilinear", antialias=True)
+    ), (torch.randn(1, 3, 32, 40),)
+
+
+@case("measured-antialiased-upscale", expect=set())
+def _():
+    # growing, antialiasing changes nothing: not keyed as the shrinking calls
+    return module(
+        lambda s, x: F.interpolate(x, scale_factor=2.0, mode="bilinear", antialias=True)
+    ), (torch.randn(1, 3, 8, 8),)
 
 
 @case("measured-int64-mask-of-a-product", expect={"CML801"}, crash=r"only supports boolean input")

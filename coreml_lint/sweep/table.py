@@ -1,7 +1,8 @@
 """Aggregate the sweep's results into the checked-in table ``measured/data/behaviour.json``.
 
-Only cases whose op became exactly one delegated node of the linter's canonical graph are
-keyed (a decomposed op is measured through its pieces). Cases with the same key at the
+Only cases whose op became exactly one node of the linter's canonical graph are keyed: a
+delegated node, or the op as the user wrote it where ``to_edge`` decomposes it (beside a
+data-sized op, the nodes computing its size are not counted). Cases with the same key at the
 same target and shape class are one cell; a cell whose cases disagree is ``mixed`` (the
 rule never reports it). Cells of one key are then folded: all shape classes agreeing at a
 target become shape ``*``, and targets with the same outcome one target list.
@@ -33,22 +34,21 @@ from coreml_lint.measured.values import (
     ranks_of,
     underived,
 )
-from coreml_lint.sweep.scope import DECOMPOSED
 
 Cell = tuple[str, str, int]  # outcome, message, cases
 
 
 def keyed(result: Result) -> MeasuredKey | None:
     """The one key of a case whose op became one delegated node, or one node ``to_edge``
-    decomposes into delegated pieces (``dec``: ``nn.Hardshrink``, measured as users write
-    it); float32 made inside Core ML keyed as an input, as ``KeyMaker.origin`` keys it."""
-    keys = result.get("keys") or []
+    decomposes (``dec``: ``nn.Hardshrink``, ``narrow``, ``repeat_interleave``, measured as
+    users write them); float32 made inside Core ML keyed as an input, as
+    ``KeyMaker.origin`` keys it."""
+    keys = tensor_keys(result)
     if len(keys) != 1 or keys[0]["context"] == "?":
         return None
-    # "coreai": a Core AI case (``coreai.py``), where the whole program is Core AI's; "dec"
-    # only for an op the sweep measures decomposed (another op's decomposition is not it)
+    # "coreai": a Core AI case (``coreai.py``), where the whole program is Core AI's
     placed = keys[0]["placed"]
-    if placed not in ("coreml", "coreai") and not (placed == "dec" and result["op"] in DECOMPOSED):
+    if placed not in ("coreml", "coreai") and not decomposed_whole(keys, result["op"]):
         return None
     operands = ",".join(
         "float32:in" if o == "float32:op" else o for o in keys[0]["operands"].split(",")
@@ -56,9 +56,57 @@ def keyed(result: Result) -> MeasuredKey | None:
     return MeasuredKey(keys[0], operands=operands) if keys[0]["operands"] else keys[0]
 
 
+# Nodes that compute a size, not a tensor: export adds them beside an op whose output size
+# depends on its data, and a model calling that op has them too. Dropped only beside those
+# ops (``DATA_SIZED``): elsewhere (a dynamic shape) a size node may be what crashes.
+SIZE_OPS = ("aten.sym_size.int", "aten.sym_numel.default", "aten.sym_stride.int")
+DATA_SIZED = frozenset(
+    {
+        "nonzero.default",
+        "nonzero_numpy.default",
+        "argwhere.default",
+        "where.default",
+        "masked_select.default",
+        "_unique2.default",
+        "unique_dim.default",
+        "unique_consecutive.default",
+        "repeat_interleave.Tensor",
+        "repeat_interleave.self_Tensor",
+    }
+)
+
+
+def tensor_keys(result: Result) -> list[dict[str, str]]:
+    """A case's keys, less the nodes that compute the size of a data-sized op's output
+    (``SIZE_OPS``, ``_operator``)."""
+    keys = result.get("keys") or []
+    if result["op"] not in DATA_SIZED:
+        return keys
+    return [k for k in keys if k["op"] not in SIZE_OPS and not k["op"].startswith("_operator.")]
+
+
+def decomposed_whole(keys: list[dict[str, str]], op: str) -> bool:
+    """Whether a case's one key is its own op as the user wrote it, which ``to_edge``
+    decomposes (into pieces Core ML runs, or that its edge verifier refuses; another op's
+    decomposition is not it): the light graph holds that node whole, and nothing else
+    answers it."""
+    return len(keys) == 1 and keys[0]["placed"] == "dec" and keys[0]["op"] == f"aten.{op}"
+
+
 # Interface divergences about the partition's outputs, not the op's values: a single-op
 # program returning a clone returns the input var itself (CML501's failure, not the op's).
 BOUNDARY_MESSAGES = ("interface output-is-input", "interface duplicate-output")
+
+
+def decomposed_ops(results: list[dict[str, Any]]) -> set[str]:
+    """The ops whose cases are keyed as written, ``to_edge`` decomposing them."""
+    return {
+        r["op"]
+        for r in results
+        if r["outcome"] not in ("export", "error")
+        and decomposed_whole(tensor_keys(r), r["op"])
+        and keyed(r) is not None
+    }
 
 
 def outcome_of(result: dict[str, Any]) -> str:
@@ -186,6 +234,7 @@ def build_table(
     messages: list[str] = []
     index: dict[str, int] = {}
     ops: dict[str, list[list[Any]]] = defaultdict(list)
+    decomposed = decomposed_ops(results)
     for (op, operands, variant, context), by_cell in sorted(cells(results).items()):
         for shape, targets, (outcome, message, count) in fold(by_cell):
             if message and message not in index:
@@ -210,7 +259,7 @@ def build_table(
         "bases": bases(results, cases),
         "arg_names": arg_names(set(ops)),
         "arg_defaults": arg_defaults(set(ops)),
-        "measured_decomposed": sorted(o for o in ops if o.removeprefix("aten.") in DECOMPOSED),
+        "measured_decomposed": sorted(op for op in ops if op.removeprefix("aten.") in decomposed),
         "messages": messages,
         "ops": dict(sorted(ops.items())),
     }
