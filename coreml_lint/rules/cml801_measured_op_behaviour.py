@@ -219,11 +219,8 @@ class MeasuredOpBehaviour(Rule):
             return None
         name = fx_name(node.target)
         table = load_optable()
-        short = name.partition(".")[2]
-        # an op torch would decompose is kept whole on the CPU only with its own out variant
-        # (``_upsample_bilinear2d_aa.default``, what its ``.vec`` decomposes into)
-        if short not in table.core_aten and short not in table.with_out_variant:
-            return None
+        if name.partition(".")[2] not in table.core_aten:
+            return None  # decomposed instead (``must_decompose``)
         if not (table.has_portable_kernel(name) or table.has_portable_kernel(_copy_name(name))):
             return None
         target = settings.minimum_deployment_target
