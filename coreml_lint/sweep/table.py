@@ -104,8 +104,8 @@ def decomposed_ops(results: list[dict[str, Any]]) -> set[str]:
         r["op"]
         for r in results
         if r["outcome"] not in ("export", "error")
-        and decomposed_whole(tensor_keys(r), r["op"])
-        and keyed(r) is not None
+        and (key := keyed(r)) is not None
+        and key["placed"] == "dec"
     }
 
 
