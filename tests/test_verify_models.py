@@ -130,6 +130,25 @@ def test_integer_division_runs_in_float16():
     assert abs(wrong.numbers["expected"] - wrong.numbers["actual"]) == 1
 
 
+class VectorTimesBatch(nn.Module):
+    def forward(self, v, t):
+        return torch.matmul(v, t)
+
+
+def test_a_declared_output_shape_other_than_eagers_is_a_wrong_shape():
+    """coremltools types ``matmul`` of a vector and a rank-3 tensor as (1, n) where the op
+    computes (b, n): the program cannot execute as declared, and its interface already
+    disagrees with eager, so the output is wrong (not "could not run")."""
+    v, t = torch.randn(4), torch.randn(3, 4, 12)
+    report = verify(_export(VectorTimesBatch(), (v, t)))
+    assert report.status == "diverge", report.summary()
+    semantic = next(d for d in report.divergences if d.check == "semantic")
+    assert semantic.kind == "shape" and "(1, 12)" in semantic.message
+    assert "(3, 12)" in semantic.message and semantic.target == "aten.matmul.default"
+    # the same call at rank 2 declares what it computes
+    assert verify(_export(VectorTimesBatch(), (v, torch.randn(4, 12)))).status == "agree"
+
+
 def test_float16_rounding_flips_at_float_to_int_boundaries_are_excused():
     """In fp16, 1.7998 * 10 rounds to 18.0 where eager truncates 17.998 to 17: rounding at a
     float-to-int cast, not a wrong op (near-ties in argmax and comparisons likewise); the

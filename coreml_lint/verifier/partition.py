@@ -193,6 +193,11 @@ def run_pass(
         result.not_verified_ops = [str(exc)]
         return result, []
     except (ExecutionError, KeyError) as exc:
+        declared = _declared_shape_divergences(p, plan, mode, explain)
+        if declared:  # the program's own type says it returns another shape than eager
+            result.status, result.message = DIVERGE, declared[0].message
+            result.seconds = time.perf_counter() - start
+            return result, declared
         result.status, result.message = ERROR, f"could not execute: {exc}"
         return result, []
     if mode == SEMANTIC and computes_in_half(p.run, ep.graph_module):
@@ -201,6 +206,32 @@ def run_pass(
     result.status = DIVERGE if divergences else AGREE
     result.seconds = time.perf_counter() - start
     return result, divergences
+
+
+def _declared_shape_divergences(
+    p: Partition, plan: Plan, mode: str, explain: Callable[[str], str | None] | None
+) -> list[Divergence]:
+    """Outputs whose static shape, as the converted program declares it, holds another
+    number of elements than eager's value: Core ML returns the declared shape (or refuses the
+    program), so the output is wrong whatever the values. Asked only when execution failed
+    (a kernel's result contradicts the program's declared type, as coremltools' matmul of a
+    vector and a rank-3 tensor declares (1, n) where the op computes (b, n)): the program
+    cannot be run, but its interface already disagrees with eager."""
+    from coreml_lint.verifier.mil.program import static_shape
+
+    names = _output_names(p.lowered.original_module)
+    found = []
+    check = SEMANTIC if mode == SEMANTIC_HALF else mode
+    for i, var in enumerate(plan.function.outputs[: len(p.run.outputs)]):
+        declared, expected = static_shape(var), np.shape(as_numpy(p.run.outputs[i]))
+        if declared is None or int(np.prod(declared)) == int(np.prod(expected)):
+            continue
+        label = f"output {i} ({names[i] if i < len(names) else var.name})"
+        message = f"the program declares shape {declared}, eager computes {tuple(expected)}"
+        div = _div(p, check, "shape", label, message)
+        _at_output(p, plan, div, var.name, label)
+        found.append(_described(p, div, explain))
+    return found
 
 
 # edge ops that only convert or move a value: a model that rounds through float16 with them
@@ -308,14 +339,26 @@ def _divergence(p, plan, values, mode, label, var_name, numbers: Numbers, explai
         op, div.mil_var, div.node, _ = culprit
         div.mil_op = op.op_type
     elif var_name is not None:
-        div.mil_var = var_name
-        producer = next(
-            (op for op in plan.function.operations if var_name in [v.name for v in op.outputs]),
-            None,
-        )
-        div.mil_op = producer.op_type if producer is not None else None
-        div.node = _output_node(p, label)
-    div.target, div.source, div.code = describe_node(graph, div.node)
+        _at_output(p, plan, div, var_name, label)
+    return _described(p, div, explain)
+
+
+def _at_output(p: Partition, plan: Plan, div: Divergence, var_name: str, label: str) -> None:
+    """Attribute ``div`` to the output itself: the MIL op that produces it, its edge node."""
+    div.mil_var = var_name
+    producer = next(
+        (op for op in plan.function.operations if var_name in [v.name for v in op.outputs]),
+        None,
+    )
+    div.mil_op = producer.op_type if producer is not None else None
+    div.node = _output_node(p, label)
+
+
+def _described(p: Partition, div: Divergence, explain) -> Divergence:
+    """The node's op and model source line, and the lint rule that explains it."""
+    div.target, div.source, div.code = describe_node(
+        p.lowered.original_module.graph_module, div.node
+    )
     if explain is not None and div.node is not None:
         div.rule = explain(div.node)
     return div

@@ -84,7 +84,7 @@ class Plan:
                 inputs.append((name, tuple(v.name for v in var)))
             else:
                 inputs.append((name, var.name))
-        outputs = [(v.name, mil_dtype(v), _static_shape(v)) for v in op.outputs]
+        outputs = [(v.name, mil_dtype(v), static_shape(v)) for v in op.outputs]
         self.steps.append(Step(op, entry.kernel, inputs, outputs))
 
     def _add_constexpr(self, op: Any) -> None:
@@ -176,7 +176,7 @@ def _const_value(var: Any) -> Any:
     return value
 
 
-def _static_shape(var: Any) -> tuple[int, ...] | None:
+def static_shape(var: Any) -> tuple[int, ...] | None:
     from coremltools.converters.mil.mil import types
 
     if not types.is_tensor(var.sym_type) and not types.is_scalar(var.sym_type):
