@@ -216,6 +216,7 @@ def test_the_lowering_hooks_keys_include_the_lints(op):
         ("upsample_bilinear2d.vec", "scale_factors", "frac(whole)"),
         ("avg_pool3d.default", "ceil_mode", "True(same size)"),
         ("max_pool2d.default", "ceil_mode", "True(same size)"),
+        ("matmul.default", "operands at ranks", "ranks="),
     ],
 )
 def test_shape_derived_values_are_keyed_alike_by_the_lint_the_sweep_and_the_hook(
@@ -355,6 +356,19 @@ def test_a_folds_overlapping_windows_are_keyed_apart():
     assert overlap_text(col2im, ["x", [24, 24], [2, 2], [1, 1], [0, 0], [4, 4]]) is None
     assert overlap_text("aten.im2col.default", ["x", [3, 3], [1, 1], [1, 1], [1, 1]]) == OVERLAP
     assert overlap_text("aten.conv2d.default", ["x", "w", None, [1, 1], [0, 0]]) is None
+
+
+def test_a_matmul_is_keyed_by_its_operands_ranks_where_they_differ():
+    """A vector times a matrix converts right, a vector times a batch of matrices is typed
+    (1, n) for (b, n): the first operand's shape class alone cannot tell them apart."""
+    from coreml_lint.measured.values import ranks_text
+
+    matmul = "aten.matmul.default"
+    assert ranks_text(matmul, [(4,), (3, 4, 12)]) == "ranks=1x3"
+    assert ranks_text(matmul, [(2, 3, 4), (4,)]) == "ranks=3x1"
+    assert ranks_text(matmul, [(3, 4), (4, 5)]) is None  # equal ranks: the shape class says it
+    assert ranks_text(matmul, [(4,), None]) is None
+    assert ranks_text("aten.add.Tensor", [(4,), (3, 4, 12)]) is None
 
 
 def test_an_antialiased_resize_is_keyed_by_whether_it_shrinks():

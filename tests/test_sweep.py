@@ -533,7 +533,7 @@ def test_the_generator_covers_every_axis_with_calls_torch_accepts():
     cases, why = op_cases(ops["pow.Tensor_Scalar"])
     assert why is None
     axes = {"base", "dtype", "variant", "shape", "origin", "context", "inside", "model"}
-    assert {c["axis"] for c in cases} == axes
+    assert {c["axis"] for c in cases} == axes | {"module"}  # nn.LPPool2d's pow
     assert {c["target"] for c in cases} == {15, 18}
     dtypes = {c["tensors"][0]["dtype"] for c in cases if c["axis"] == "dtype"}
     assert {"int8", "uint8", "bfloat16", "float16", "int64", "int32"} <= dtypes
@@ -1321,3 +1321,32 @@ def test_an_op_to_edge_decomposes_and_one_with_size_nodes_are_keyed_as_written()
         "aten.repeat_interleave.self_Tensor",
     ]
     assert set(data["ops"]) == {"aten.narrow.default", "aten.repeat_interleave.self_Tensor"}
+
+
+def test_the_module_axis_holds_the_calls_torch_nn_layers_make():
+    """``InstanceNorm2d(track_running_stats=True)`` calls ``instance_norm`` with
+    ``use_input_stats=False`` at its default ``eps`` on a 4-d input, its buffers constant: a
+    call the search around one legal call never made. The shipped calls are what the layers
+    make on this torch (``collect``), and the generator measures them as they are."""
+    pytest.importorskip("torch")
+    from coreml_lint.program.optable import load_optable
+    from coreml_lint.sweep.generate import op_cases
+    from coreml_lint.sweep.modules import _calls, collect
+    from coreml_lint.sweep.schema import in_scope
+
+    made = collect(["InstanceNorm2d"])["instance_norm.default"]
+    shipped = [c for c in _calls()["instance_norm.default"] if "InstanceNorm2d" in c["module"]]
+    assert made == shipped
+    (info,) = [i for i in in_scope(load_optable())[0] if i.name == "instance_norm.default"]
+    cases, _ = op_cases(info)
+    running = [
+        c
+        for c in cases
+        if c["axis"] == "module"
+        and "track_running_stats=True" in c["label"]
+        and len(c["tensors"][0]["shape"]) == 4
+    ]
+    assert running and all(c["args"][5] is False and c["args"][7] == 1e-05 for c in running)
+    constants = {t["origin"] for c in running for t in c["tensors"][1:]}
+    assert constants == {"const"}
+    assert {c["target"] for c in running} == {15, 18}

@@ -36,6 +36,7 @@ from coreml_lint.measured.values import (
     downsized_text,
     grouped_text,
     overlap_text,
+    ranks_text,
     shape_class,
     squeeze_text,
     value_text,
@@ -253,7 +254,8 @@ def variant_of(
     its operands (``shapes``, every tensor operand's) differ (``grouped_text``), and a gather's
     or scatter's index by how its shape relates to its input's (``along_dim_texts``), and a
     fold's windows by whether they overlap (``overlap_text``), and an antialiased resize by
-    whether it shrinks (``downsized_text``)."""
+    whether it shrinks (``downsized_text``), and a matmul by its operands' ranks where
+    they differ (``ranks_text``)."""
     parts = [
         f"a{i}={value_text(v, shape)}"
         for i, v in enumerate(node.args)
@@ -275,6 +277,8 @@ def variant_of(
     if (derived := overlap_text(node.target, node.args)) is not None:
         parts.append(derived)
     if (derived := downsized_text(node.target, node.args, shape)) is not None:
+        parts.append(derived)
+    if (derived := ranks_text(node.target, shapes)) is not None:
         parts.append(derived)
     return ";".join(parts)
 

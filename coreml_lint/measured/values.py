@@ -220,6 +220,25 @@ def grouped_text(
     return GROUPED_HEADS
 
 
+# Ops whose operands' ranks choose the converter's path together: ``matmul`` promotes a
+# vector operand and broadcasts batch dims, and coremltools types a vector times a rank-3
+# tensor as (1, n) where the op computes (b, n), while a vector times a matrix is right. The
+# first operand's shape class cannot tell these apart, so a call whose operands' ranks
+# differ is keyed with both (``ranks=1x3``).
+RANK_PAIRED = frozenset({"aten.matmul.default"})
+
+
+def ranks_text(op: str, shapes: list[tuple[Any, ...] | None] | None) -> str | None:
+    """``ranks=AxB`` for a ``RANK_PAIRED`` node whose first two operands' ranks differ;
+    None where they agree or one is unknown."""
+    if op not in RANK_PAIRED or not shapes or len(shapes) < 2:
+        return None
+    first, second = shapes[0], shapes[1]
+    if first is None or second is None or len(first) == len(second):
+        return None
+    return f"ranks={len(first)}x{len(second)}"
+
+
 # Ops that read or write along ``dim`` where an ``index`` operand of the input's rank says
 # (``gather``, ``scatter``): torch takes an index narrower than the input on the other dims
 # (the x and y of K keypoints out of x, y and a score) and a scatter's ``src`` wider than
@@ -467,6 +486,9 @@ def describe_variant(variant: str, names: list[str] | None) -> str:
         name, _, value = part.partition("=")
         if names and re.fullmatch(r"a\d+", name) and int(name[1:]) < len(names):
             name = names[int(name[1:])]
+        if name == "ranks":  # ``ranks_text``: not an argument, the operands' ranks
+            parts.append("operands of ranks " + value.replace("x", " and "))
+            continue
         parts.append(f"{name}={value}".replace(SQUEEZE_WITHOUT_EFFECT, " (no dim of size 1)"))
     return ", ".join(parts)
 

@@ -23,7 +23,8 @@ crosses the factors the catalogue shows interacting):
 - *shape*: ranks 0, 1, 3 (with a size-1 dim), 3 (with an empty dim), 4 (with a size-1
   dim) and 5 besides the base call's, in float32, each with every value of a string
   argument too (required arguments are searched again for each shape);
-- *rank*: each operand alone at rank 1 and rank 0 (a vector into ``matmul``);
+- *rank*: each operand alone at rank 1 and rank 0 (a vector into ``matmul``); for an op
+  whose operands' ranks choose its path together (``RANK_PAIRED``), every two ranks 1-4;
 - *inside*: the base call per dtype with its outputs consumed inside the partition (keyed
   with context ``inside``): a crash the returned output alone causes is the boundary's;
 - *origin*: the first operand made inside the program (a cast or comparison in Core ML)
@@ -52,17 +53,21 @@ crosses the factors the catalogue shows interacting):
   answer it (a transposed
   convolution's ``output_padding`` with constant weights and a bias, a 3-d pool's
   ``ceil_mode`` on a batched input);
+- *module*: the calls ``torch.nn``'s own layers make (``modules.py``: each layer at its
+  defaults, each flag flipped and a few common settings changed, on a batch of one and of
+  two), with exactly the values export records and parameters and buffers constant;
 - *target*: every case at iOS15 and iOS18; the runner adds iOS16 and iOS17 where the two
   disagree.
 """
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator
 from typing import Any
 
 from coreml_lint.measured.case import Case
-from coreml_lint.measured.values import value_text
+from coreml_lint.measured.values import RANK_PAIRED, value_text
 from coreml_lint.sweep.build import CONSUMED
 from coreml_lint.sweep.legal import (
     SIDE,
@@ -75,6 +80,7 @@ from coreml_lint.sweep.legal import (
     with_given,
     with_layout,
 )
+from coreml_lint.sweep.modules import module_calls
 from coreml_lint.sweep.schema import EQUATIONS, Arg, OpInfo, mixed_lists, string_options
 from coreml_lint.sweep.values import (
     DTYPES,
@@ -149,8 +155,11 @@ FLOATS_VARIANTS = (2.0, 1.3, 0.5, 1.5, 0.7)  # 1.3 first: its class's riskier va
 # float or Scalar argument's negative whole class at -3.0 (``nn.Hardtanh(-2.0, 2.0)``: -1.0 is
 # keyed apart now); 27: one of the first two float operands an int64 (made in Core ML or an
 # input) or a bool made in Core ML beside float32 ones (``_mixed_dtypes``: an int64
-# ``arange`` into ``outer``).
-GENERATOR = 27
+# ``arange`` into ``outer``); 28: a ``RANK_PAIRED`` op's operands at every two ranks 1-4
+# (``_rank_pairs``: a vector times a batch of matrices), and the module axis: the calls
+# ``torch.nn``'s own layers make (``modules.module_calls``: ``InstanceNorm2d`` with its
+# running statistics, on a 4-d input, at its default ``eps``).
+GENERATOR = 28
 
 # The model axis's batches: one (a size-1 dim in the key), and two, where a layer's call
 # keys as its base call's rank without a size-1 dim but with constant weights (a transposed
@@ -218,6 +227,7 @@ def op_cases(info: OpInfo) -> tuple[list[Case], str | None]:
         cases += [
             _case(info, c, "model", f"{name} {label}") for label, c in _along_dim(info, model)
         ]
+    cases += [_case(info, c, "module", label) for label, c in module_calls(info)]
     return _at_targets(cases), None
 
 
@@ -664,6 +674,28 @@ def _edge_ranks(info: OpInfo, base: Call) -> Iterator[tuple[str, Call]]:
             made.tensors[i]["shape"] = list(shape)
             if list(shape) != base.tensors[i]["shape"] and is_legal(info, made):
                 yield f"operand {i} at rank {len(shape)}", made
+    if info.edge_name in RANK_PAIRED:
+        yield from _rank_pairs(info, base, typical[:2])
+
+
+def _rank_pairs(info: OpInfo, base: Call, pair: list[int]) -> Iterator[tuple[str, Call]]:
+    """Every two ranks 1-4 of the first two operands that differ, beyond a vector beside a
+    matrix (above): the ranks that choose a ``RANK_PAIRED`` op's path together (a vector
+    times a batch of matrices). Batch dims are 2, the contracted dim ``SIDE``."""
+    for first, second in itertools.product(range(1, 5), repeat=2):
+        if first == second or {first, second} == {1, 2}:
+            continue
+        made = base.copy()
+        made.tensors[pair[0]]["shape"] = _ranked(first, (3, SIDE))
+        made.tensors[pair[1]]["shape"] = _ranked(second, (SIDE, 5))
+        if is_legal(info, made):
+            yield f"operands at ranks {first} and {second}", made
+
+
+def _ranked(rank: int, matrix: tuple[int, int]) -> list[int]:
+    """A matrix operand at ``rank``: the contracted dim (``SIDE``) alone at rank 1, else
+    the matrix behind batch dims of 2."""
+    return [SIDE] if rank == 1 else [2] * (rank - 2) + list(matrix)
 
 
 def _shapes(info: OpInfo, base: Call, cube: tuple[int, ...]) -> Iterator[tuple[str, Call]]:

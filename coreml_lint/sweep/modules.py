@@ -1,0 +1,276 @@
+"""The calls ``torch.nn``'s own modules make: the sweep's *module* axis.
+
+A model's ops mostly come from ``torch.nn`` layers, and a layer passes the values its
+constructor defaults to (``nn.InstanceNorm2d``: ``momentum=0.1, eps=1e-5``; ``nn.GELU``:
+``approximate='none'``) with its parameters and buffers as constants, on a batched image
+or sequence. The generic search around one legal call reaches those values only one or
+two at a time, so the call a layer makes can stay unmeasured while its neighbours are
+(``InstanceNorm2d(track_running_stats=True)``: ``use_input_stats=False`` beside the
+default ``eps`` on a 4-d input).
+
+So every module class ``torch.nn`` exports is built (its required sizes filled in by
+name, then each bool flag flipped and a few common settings changed one at a time), run
+on a batch of one and of two at the first rank its forward takes, and exported; each op
+node whose operands are the module's input, parameters or buffers becomes a case with
+exactly the arguments export recorded. ``collect`` does this once per torch release and
+writes ``data/module_calls.json`` (``python -m coreml_lint.sweep.modules``); the
+generator reads it (``module_calls``), so a worker never builds modules.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import logging
+from collections.abc import Iterator
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from coreml_lint.sweep.legal import Call, is_legal
+from coreml_lint.sweep.schema import OpInfo
+
+DATA = Path(__file__).parent / "data" / "module_calls.json"
+
+# Required constructor arguments, by name: small sizes every layer accepts together (4
+# channels, a 3-wide kernel, 2 groups or heads).
+SIZES: dict[str, Any] = {
+    "in_channels": 4,
+    "out_channels": 4,
+    "num_features": 4,
+    "num_channels": 4,
+    "in_features": 4,
+    "out_features": 4,
+    "in1_features": 4,
+    "in2_features": 4,
+    "normalized_shape": 4,
+    "embed_dim": 4,
+    "d_model": 4,
+    "input_size": 4,
+    "hidden_size": 4,
+    "num_groups": 2,
+    "num_heads": 2,
+    "nhead": 2,
+    "kernel_size": 3,
+    "output_size": 2,
+    "upscale_factor": 2,
+    "downscale_factor": 2,
+    "num_embeddings": 10,
+    "embedding_dim": 4,
+    "groups": 2,
+    "padding": 1,
+    "size": 2,
+    "norm_type": 2.0,
+    "lambd": 0.5,
+    "threshold": 0.1,
+    "value": 0.0,
+    "dim": 1,
+    "unflattened_size": (2, 2),
+}
+# Settings changed one at a time beside the defaults, where the constructor takes them.
+SETTINGS: dict[str, tuple[Any, ...]] = {
+    "stride": (2,),
+    "padding": (1, "same"),
+    "dilation": (2,),
+    "groups": (2, 4),
+    "padding_mode": ("reflect", "replicate", "circular"),
+    "scale_factor": (2.0, 0.5),
+    "mode": ("nearest", "bilinear", "bicubic", "linear", "trilinear", "nearest-exact"),
+    "approximate": ("tanh",),
+    "negative_slope": (0.2,),
+    "alpha": (0.5,),
+    "beta": (2.0,),
+    "min_val": (0.0,),
+    "max_val": (6.0,),
+    "output_padding": (1,),
+    "eps": (1e-6,),
+}
+# Layers that take no single activation, or whose forward is not an inference op.
+SKIPPED = {
+    "Module",
+    "Sequential",
+    "ModuleList",
+    "ModuleDict",
+    "ParameterList",
+    "ParameterDict",
+    "Container",
+    "Identity",
+    "LazyLinear",
+    "Transformer",
+}
+# The input a layer's forward takes: a batched image first, then other ranks.
+FLOAT_SHAPES = ((4, 8, 8), (4, 8), (4, 4, 8, 8), (4,), (8, 4), (4, 4, 4))
+BATCHES = (1, 2)
+
+
+@cache
+def _calls() -> dict[str, list[dict[str, Any]]]:
+    if not DATA.exists():
+        return {}
+    return json.loads(DATA.read_text())["calls"]
+
+
+def module_calls(info: OpInfo) -> Iterator[tuple[str, Call]]:
+    """The legal calls of ``info``'s op that ``torch.nn``'s modules make, labelled by the
+    layer that makes them."""
+    for made in _calls().get(info.name, ()):
+        call = Call([dict(t) for t in made["tensors"]], made["args"], made["kwargs"])
+        if is_legal(info, call):
+            yield f"module {made['module']}", call
+
+
+def collect(names: list[str] | None = None) -> dict[str, list[dict[str, Any]]]:
+    """Every op call the module classes of ``torch.nn`` (or those ``names``) make, by op
+    (``amax.default``)."""
+    import torch
+
+    found: dict[str, dict[str, dict[str, Any]]] = {}
+    for name in sorted(dir(torch.nn)) if names is None else names:
+        cls = getattr(torch.nn, name)
+        if not (isinstance(cls, type) and issubclass(cls, torch.nn.Module)):
+            continue
+        if name in SKIPPED or name.startswith("Lazy") or name.endswith("Loss"):
+            continue
+        for label, module in _built(cls):
+            for batch in BATCHES:
+                for op, call in _exported(module, batch):
+                    key = json.dumps([call["args"], call["kwargs"], call["tensors"]])
+                    found.setdefault(op, {}).setdefault(key, dict(call, module=label))
+    return {op: list(calls.values()) for op, calls in sorted(found.items())}
+
+
+def _built(cls: type) -> Iterator[tuple[str, Any]]:
+    """The layer at its defaults, then with each bool flag flipped and each of
+    ``SETTINGS`` changed alone; constructions the layer refuses are left out."""
+    try:
+        params = inspect.signature(cls.__init__).parameters
+    except (TypeError, ValueError):
+        return
+    required: dict[str, Any] = {}
+    for pname, param in list(params.items())[1:]:
+        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+            continue
+        if param.default is inspect.Parameter.empty:
+            if pname not in SIZES:
+                return
+            required[pname] = SIZES[pname]
+    if cls.__name__ in ("Upsample", "UpsamplingNearest2d", "UpsamplingBilinear2d"):
+        required["scale_factor"] = 2.0
+    changes: list[dict[str, Any]] = [{}]
+    for pname, param in list(params.items())[1:]:
+        if isinstance(param.default, bool):
+            changes.append({pname: not param.default})
+        for value in SETTINGS.get(pname, ()):
+            if value != param.default and value != required.get(pname):
+                changes.append({pname: value})
+    for change in changes:
+        kwargs = {**required, **change}
+        try:
+            module = cls(**kwargs).eval()
+        except Exception:
+            continue
+        words = ", ".join(f"{k}={v!r}" for k, v in change.items())
+        yield f"{cls.__name__}({words})", module
+
+
+def _exported(module: Any, batch: int) -> Iterator[tuple[str, dict[str, Any]]]:
+    """The op calls of ``module``'s exported forward at the first input it takes, each
+    whose tensor operands are all the input, a parameter or a buffer."""
+    import torch
+
+    for x in _inputs(module, batch):
+        try:
+            with torch.no_grad():
+                module(x)
+                ep = torch.export.export(module, (x,), strict=False)
+        except Exception:
+            continue
+        yield from _op_calls(ep)
+        return
+
+
+def _inputs(module: Any, batch: int) -> Iterator[Any]:
+    import torch
+
+    if isinstance(module, (torch.nn.Embedding, torch.nn.EmbeddingBag)):
+        yield torch.randint(0, module.num_embeddings, (batch, 4))
+        return
+    for shape in FLOAT_SHAPES:
+        yield torch.randn(batch, *shape)
+
+
+def _op_calls(ep: Any) -> Iterator[tuple[str, dict[str, Any]]]:
+    import torch
+
+    signature = ep.graph_signature
+    constants = {**signature.inputs_to_parameters, **signature.inputs_to_buffers}
+    for node in ep.graph.nodes:
+        if node.op != "call_function" or not isinstance(node.target, torch._ops.OpOverload):
+            continue
+        if node.target.namespace != "aten":
+            continue
+        tensors: list[dict[str, Any]] = []
+        try:
+            args = [_encoded(a, tensors, constants) for a in node.args]
+            kwargs = {k: _encoded(v, tensors, constants) for k, v in node.kwargs.items()}
+        except _NotAnOperand:
+            continue
+        name = f"{node.target._schema.name.split('::')[1]}.{node.target._overloadname}"
+        yield name, {"args": args, "kwargs": kwargs, "tensors": tensors}
+
+
+def _encoded(value: Any, tensors: list[dict[str, Any]], constants: dict[str, str]) -> Any:
+    """An argument as a case holds it; a tensor operand is appended to ``tensors``."""
+    import torch
+
+    if isinstance(value, torch.fx.Node):
+        spec = _spec(value, constants)
+        if spec is None:
+            raise _NotAnOperand
+        tensors.append(spec)
+        return {"t": len(tensors) - 1}
+    if isinstance(value, (list, tuple)):
+        return [_encoded(v, tensors, constants) for v in value]
+    if isinstance(value, torch.dtype):
+        return {"dtype": str(value).removeprefix("torch.")}
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    raise _NotAnOperand
+
+
+class _NotAnOperand(Exception):
+    """An operand made by another node, or an argument a case cannot encode."""
+
+
+def _spec(node: Any, constants: dict[str, str]) -> dict[str, Any] | None:
+    import torch
+
+    value = node.meta.get("val")
+    if node.op != "placeholder" or not isinstance(value, torch.Tensor):
+        return None
+    dtype = str(value.dtype).removeprefix("torch.")
+    spec: dict[str, Any] = {"shape": list(value.shape), "dtype": dtype, "values": "typical"}
+    if dtype == "int64":  # an embedding's ids: indices below the table's size
+        spec.update(values="index", high=10)
+    target = constants.get(node.name)
+    spec["origin"] = "in" if target is None else "const"
+    if target is not None and target.endswith("running_var"):
+        spec["sign"] = "+"  # a variance: the layer's eps is the only guard below zero
+    return spec
+
+
+def render(calls: dict[str, list[dict[str, Any]]]) -> str:
+    import torch
+
+    return json.dumps({"torch": torch.__version__, "calls": calls}, indent=0, sort_keys=True) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    from coreml_lint.core.files import regenerate
+
+    logging.disable(logging.WARNING)
+    return regenerate(argv, __doc__ or "", DATA, lambda: render(collect()))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
