@@ -54,8 +54,9 @@ crosses the factors the catalogue shows interacting):
   convolution's ``output_padding`` with constant weights and a bias, a 3-d pool's
   ``ceil_mode`` on a batched input);
 - *module*: the calls ``torch.nn``'s own layers make (``modules.py``: each layer at its
-  defaults, each flag flipped and a few common settings changed, on a batch of one and of
-  two), with exactly the values export records and parameters and buffers constant;
+  defaults, each flag flipped, every two together, a few common settings changed, on a
+  batch of one and of two), with exactly the values export records and parameters and
+  buffers constant;
 - *target*: every case at iOS15 and iOS18; the runner adds iOS16 and iOS17 where the two
   disagree.
 """

@@ -9,7 +9,8 @@ two at a time, so the call a layer makes can stay unmeasured while its neighbour
 default ``eps`` on a 4-d input).
 
 So every module class ``torch.nn`` exports is built (its required sizes filled in by
-name, then each bool flag flipped and a few common settings changed one at a time), run
+name, then each bool flag flipped, every two flipped together, and a few common settings
+changed one at a time), run
 on a batch of one and of two at the first rank its forward takes, and exported; each op
 node whose operands are the module's input, parameters or buffers becomes a case with
 exactly the arguments export recorded. ``collect`` does this once per torch release and
@@ -20,6 +21,7 @@ generator reads it (``module_calls``), so a worker never builds modules.
 from __future__ import annotations
 
 import inspect
+import itertools
 import json
 import logging
 from collections.abc import Iterator
@@ -98,8 +100,12 @@ SKIPPED = {
     "LazyLinear",
     "Transformer",
 }
-# The input a layer's forward takes: a batched image first, then other ranks.
-FLOAT_SHAPES = ((4, 8, 8), (4, 8), (4, 4, 8, 8), (4,), (8, 4), (4, 4, 4))
+# The input a layer's forward takes, behind the batch: an image first, then a sequence (of
+# channels, then of features), a volume, features. A layer named for its dims takes its
+# batched rank first (``Conv3d`` also takes an unbatched 4-d volume, which models rarely
+# pass).
+FLOAT_SHAPES = ((4, 8, 8), (4, 8), (8, 4), (4, 4, 8, 8), (4,))
+BATCHED_RANK = {"1d": 3, "2d": 4, "3d": 5}
 BATCHES = (1, 2)
 
 
@@ -156,10 +162,10 @@ def _built(cls: type) -> Iterator[tuple[str, Any]]:
             required[pname] = SIZES[pname]
     if cls.__name__ in ("Upsample", "UpsamplingNearest2d", "UpsamplingBilinear2d"):
         required["scale_factor"] = 2.0
-    changes: list[dict[str, Any]] = [{}]
+    flags = [{n: not p.default} for n, p in params.items() if isinstance(p.default, bool)]
+    changes: list[dict[str, Any]] = [{}, *flags]
+    changes += [{**a, **b} for a, b in itertools.combinations(flags, 2)]  # affine and stats
     for pname, param in list(params.items())[1:]:
-        if isinstance(param.default, bool):
-            changes.append({pname: not param.default})
         for value in SETTINGS.get(pname, ()):
             if value != param.default and value != required.get(pname):
                 changes.append({pname: value})
@@ -195,7 +201,9 @@ def _inputs(module: Any, batch: int) -> Iterator[Any]:
     if isinstance(module, (torch.nn.Embedding, torch.nn.EmbeddingBag)):
         yield torch.randint(0, module.num_embeddings, (batch, 4))
         return
-    for shape in FLOAT_SHAPES:
+    rank = BATCHED_RANK.get(type(module).__name__[-2:].lower())
+    shapes = sorted(FLOAT_SHAPES, key=lambda s: len(s) + 1 != rank)  # stable: others keep order
+    for shape in shapes:
         yield torch.randn(batch, *shape)
 
 
