@@ -159,8 +159,9 @@ FLOATS_VARIANTS = (2.0, 1.3, 0.5, 1.5, 0.7)  # 1.3 first: its class's riskier va
 # ``arange`` into ``outer``); 28: a ``RANK_PAIRED`` op's operands at every two ranks 1-4
 # (``_rank_pairs``: a vector times a batch of matrices), and the module axis: the calls
 # ``torch.nn``'s own layers make (``modules.module_calls``: ``InstanceNorm2d`` with its
-# running statistics, on a 4-d input, at its default ``eps``).
-GENERATOR = 28
+# running statistics, on a 4-d input, at its default ``eps``); 29: the module axis with
+# every two flags flipped together, a layer named for its dims at its batched rank first.
+GENERATOR = 29
 
 # The model axis's batches: one (a size-1 dim in the key), and two, where a layer's call
 # keys as its base call's rank without a size-1 dim but with constant weights (a transposed
