@@ -38,6 +38,7 @@ from coreml_lint.measured.values import (
     overlap_text,
     ranks_text,
     shape_class,
+    sized_text,
     squeeze_text,
     value_text,
 )
@@ -254,7 +255,8 @@ def variant_of(
     its operands (``shapes``, every tensor operand's) differ (``grouped_text``), and a gather's
     or scatter's index by how its shape relates to its input's (``along_dim_texts``), and a
     fold's windows by whether they overlap (``overlap_text``), and an antialiased resize by
-    whether it shrinks (``downsized_text``), and a matmul by its operands' ranks where
+    whether it shrinks (``downsized_text``), a resize's output size by its ratio to the
+    input's (``sized_text``), and a matmul by its operands' ranks where
     they differ (``ranks_text``)."""
     parts = [
         f"a{i}={value_text(v, shape)}"
@@ -265,6 +267,8 @@ def variant_of(
         ceil = f"a{POOLS[node.target][5]}="
         parts = [ceil + derived if p == ceil + "True" else p for p in parts]
     if (derived := squeeze_text(node.target, node.args, shape)) is not None:
+        parts = [f"a1={derived}" if p.startswith("a1=") else p for p in parts]
+    if (derived := sized_text(node.target, node.args, shape)) is not None:
         parts = [f"a1={derived}" if p.startswith("a1=") else p for p in parts]
     parts += [
         f"{k}={value_text(v, shape)}"

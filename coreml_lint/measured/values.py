@@ -106,6 +106,39 @@ def scaled_text(value: Any, shape: tuple[Any, ...]) -> str | None:
     return "[" + ",".join(texts) + "]"
 
 
+# A resize's output size is keyed by what it does to each spatial dim, as its scale factors
+# are: coremltools picks the MIL op by the ratio (a whole upscale is ``upsample_*`` with an
+# integer scale, a fractional one ``resize_*`` or a refusal, a shrink by a divisor another
+# path), never by the size itself, and a model's sizes (224, 56, 20 -> 8) are numbers no
+# sweep can enumerate. Per dim: ``same``, ``1``, ``up`` (a multiple), ``up(frac)``, ``down``
+# (a divisor), ``down(frac)``.
+def sized_text(target: str, args: list[Any], shape: tuple[Any, ...] | None) -> str | None:
+    """The output size (argument 1) of an ``upsample`` op by its ratio to the input's
+    trailing dims, or None where it is not one, not given, or a dim is unknown."""
+    if "upsample" not in target or not shape or len(args) < 2:
+        return None
+    size = args[1]
+    if not (isinstance(size, list) and size and len(size) <= len(shape)):
+        return None
+    dims = shape[len(shape) - len(size) :]
+    texts = [_size_class(o, i) for o, i in zip(size, dims, strict=True)]
+    if any(t is None for t in texts):
+        return None
+    return "[" + ",".join(texts) + "]"  # type: ignore[arg-type]
+
+
+def _size_class(out: Any, size: Any) -> str | None:
+    if not (isinstance(out, int) and isinstance(size, int)) or size <= 0 or out <= 0:
+        return None
+    if out == size:
+        return "same"
+    if out == 1:
+        return "1"
+    if out > size:
+        return "up" if out % size == 0 else "up(frac)"
+    return "down" if size % out == 0 else "down(frac)"
+
+
 # A pooling's ``ceil_mode=True`` is keyed by what the ceil does to the output sizes, since
 # coremltools decides by it: windows that tile every padded dim exactly change no size
 # (``True(same size)``); a ceil whose extra window torch drops again (it would start past

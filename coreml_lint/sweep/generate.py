@@ -64,6 +64,7 @@ crosses the factors the catalogue shows interacting):
 from __future__ import annotations
 
 import itertools
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -160,8 +161,9 @@ FLOATS_VARIANTS = (2.0, 1.3, 0.5, 1.5, 0.7)  # 1.3 first: its class's riskier va
 # (``_rank_pairs``: a vector times a batch of matrices), and the module axis: the calls
 # ``torch.nn``'s own layers make (``modules.module_calls``: ``InstanceNorm2d`` with its
 # running statistics, on a 4-d input, at its default ``eps``); 29: the module axis with
-# every two flags flipped together, a layer named for its dims at its batched rank first.
-GENERATOR = 29
+# every two flags flipped together, a layer named for its dims at its batched rank first;
+# 30: a resize's output size of each ratio class (``_output_sizes``), keyed by the ratio.
+GENERATOR = 30
 
 # The model axis's batches: one (a size-1 dim in the key), and two, where a layer's call
 # keys as its base call's rank without a size-1 dim but with constant weights (a transposed
@@ -229,6 +231,7 @@ def op_cases(info: OpInfo) -> tuple[list[Case], str | None]:
         cases += [
             _case(info, c, "model", f"{name} {label}") for label, c in _along_dim(info, model)
         ]
+    cases += [_case(info, c, "variant", label) for label, c in _output_sizes(info, base)]
     cases += [_case(info, c, "module", label) for label, c in module_calls(info)]
     return _at_targets(cases), None
 
@@ -531,6 +534,44 @@ def _along_dim(info: OpInfo, base: Call) -> Iterator[tuple[str, Call]]:
             for name, found in ((label, call), (f"{label}, index constant", _index_buffers(call))):
                 if found is not None and is_legal(info, found):
                     yield name, found
+
+
+# A resize's output size per dim of each ratio class ``values.sized_text`` keys (a 4-wide dim
+# the same, doubled, 1.5 times, shrunk to 3; a divisor and 1 are among the generic values).
+SIZE_CLASSES = (
+    ("same", lambda d: d),
+    ("up", lambda d: 2 * d),
+    ("up(frac)", lambda d: d + d // 2),
+    ("down(frac)", lambda d: d - 1),
+)
+
+
+def _output_sizes(info: OpInfo, base: Call) -> Iterator[tuple[str, Call]]:
+    """A resize (``upsample_*``) given an output size of each ratio class in place of its
+    scale factors, with each ``align_corners``, on the base call's input and on a batch of
+    one: a model's ``F.interpolate(x, size=...)`` is keyed by the ratio, and the generic
+    search only tried sizes below the input's."""
+    names = [a.name for a in info.args]
+    if "upsample" not in info.name or len(names) < 2 or names[1] != "output_size":
+        return
+    spatial = int(re.search(r"(\d)d", info.name).group(1))  # upsample_bilinear2d_aa -> 2
+    named = _named(info, base)
+    scales = {n: None for n in names[2:] if n.startswith("scale")}
+    corners = (False, True) if "align_corners" in names else (None,)
+    for word, size_of in SIZE_CLASSES:
+        for flag in corners:
+            for batch in (None, 1):
+                made = base.copy()
+                if batch is not None:
+                    made.tensors[0]["shape"][0] = batch
+                dims = made.tensors[0]["shape"][-spatial:]
+                given = {**named, **scales, "output_size": [size_of(d) for d in dims]}
+                if flag is not None:
+                    given["align_corners"] = flag
+                call = with_given(info, made, given)
+                if is_legal(info, call):
+                    extra = f" align_corners={flag}" * bool(flag) + " batch 1" * bool(batch)
+                    yield f"output_size={word}{extra}", call
 
 
 def _ref(value: Any) -> bool:
