@@ -217,6 +217,7 @@ def test_the_lowering_hooks_keys_include_the_lints(op):
         ("avg_pool3d.default", "ceil_mode", "True(same size)"),
         ("max_pool2d.default", "ceil_mode", "True(same size)"),
         ("matmul.default", "operands at ranks", "ranks="),
+        ("upsample_bilinear2d.vec", "output_size=", "a1=["),
     ],
 )
 def test_shape_derived_values_are_keyed_alike_by_the_lint_the_sweep_and_the_hook(
@@ -369,6 +370,23 @@ def test_a_matmul_is_keyed_by_its_operands_ranks_where_they_differ():
     assert ranks_text(matmul, [(3, 4), (4, 5)]) is None  # equal ranks: the shape class says it
     assert ranks_text(matmul, [(4,), None]) is None
     assert ranks_text("aten.add.Tensor", [(4,), (3, 4, 12)]) is None
+
+
+def test_a_resize_output_size_is_keyed_by_its_ratio_to_the_input():
+    """coremltools picks a resize's MIL op by the ratio of each output dim to the input's,
+    so ``size=(8, 8)`` of a 20x20 input answers for ``size=(3, 3)`` of a 4x4 one."""
+    from coreml_lint.measured.values import sized_text
+
+    bilinear = "aten.upsample_bilinear2d.vec"
+    assert sized_text(bilinear, ["x", [8, 8], False, None], (1, 3, 20, 20)) == (
+        "[down(frac),down(frac)]"
+    )
+    assert sized_text(bilinear, ["x", [10, 40], False, None], (1, 3, 20, 20)) == "[down,up]"
+    assert sized_text(bilinear, ["x", [30, 20], False, None], (1, 3, 20, 20)) == ("[up(frac),same]")
+    assert sized_text(bilinear, ["x", [1, 1], False, None], (1, 3, 4, 4)) == "[1,1]"
+    assert sized_text(bilinear, ["x", None, False, [2.0, 2.0]], (1, 3, 4, 4)) is None
+    assert sized_text(bilinear, ["x", [8, 8], False, None], (1, 3, "s0", 4)) is None
+    assert sized_text("aten.adaptive_avg_pool2d.default", ["x", [2, 2]], (1, 3, 4, 4)) is None
 
 
 def test_an_antialiased_resize_is_keyed_by_whether_it_shrinks():
