@@ -87,19 +87,9 @@ SETTINGS: dict[str, tuple[Any, ...]] = {
     "output_padding": (1,),
     "eps": (1e-6,),
 }
-# Layers that take no single activation, or whose forward is not an inference op.
-SKIPPED = {
-    "Module",
-    "Sequential",
-    "ModuleList",
-    "ModuleDict",
-    "ParameterList",
-    "ParameterDict",
-    "Container",
-    "Identity",
-    "LazyLinear",
-    "Transformer",
-}
+# Containers: they make no call of their own. (A layer whose forward takes more than one
+# tensor, a loss or ``Transformer``, fails on one input and is left out there.)
+SKIPPED = {"Module", "Sequential", "ModuleList", "ModuleDict", "ParameterList", "ParameterDict"}
 # The input a layer's forward takes, behind the batch: an image first, then a sequence (of
 # channels, then of features), a volume, features. A layer named for its dims takes its
 # batched rank first (``Conv3d`` also takes an unbatched 4-d volume, which models rarely
@@ -146,8 +136,10 @@ def collect(names: list[str] | None = None) -> dict[str, list[dict[str, Any]]]:
 
 
 def _built(cls: type) -> Iterator[tuple[str, Any]]:
-    """The layer at its defaults, then with each bool flag flipped and each of
-    ``SETTINGS`` changed alone; constructions the layer refuses are left out."""
+    """The layer at its defaults, then with each bool flag flipped, every two flipped
+    together, and each of ``SETTINGS`` changed alone; constructions the layer refuses are
+    left out. A resize layer gets a scale factor: with neither a size nor a scale it
+    constructs but cannot run."""
     try:
         params = inspect.signature(cls.__init__).parameters
     except (TypeError, ValueError):
