@@ -159,13 +159,19 @@ def same_call(entry: Entry, key: Key) -> bool:
     )
 
 
-def _single_causes(cells: list[tuple[Entry, dict[str, str]]]) -> list[tuple[str, str, Entry]]:
+def _single_causes(
+    cells: list[tuple[Entry, dict[str, str]]], given: frozenset[str]
+) -> list[tuple[str, str, Entry]]:
     """(argument, value, crash) for each crashing cell and argument value of it where a
     cell that converts differs from it in that argument alone, and every cell measured with
     that value crashes (a value that crashes only beside another one, a stride beside
-    ``ceil_mode``, is no cause of its own)."""
+    ``ceil_mode``, is no cause of its own), among the cells that change no argument beyond
+    ``given``, those the key changes: an avg_pool3d's ``ceil_mode=True`` crashes beside the
+    default ``count_include_pad=True`` a key keeps, whatever it does beside ``False``."""
     outcomes: dict[tuple[str, str], set[str]] = {}
     for entry, changed in cells:
+        if not changed.keys() <= given:
+            continue
         for item in changed.items():
             outcomes.setdefault(item, set()).add(entry.outcome)
     names = {n for _, changed in cells for n in changed}
@@ -180,7 +186,7 @@ def _single_causes(cells: list[tuple[Entry, dict[str, str]]]) -> list[tuple[str,
         if entry.outcome != CRASH:
             continue
         for name, value in changed.items():
-            if outcomes[(name, value)] != {CRASH}:
+            if outcomes.get((name, value)) != {CRASH}:
                 continue
             rest = frozenset((f, v) for f, v in changed.items() if f != name)
             if fine.get((name, rest), set()) - {value}:
@@ -418,15 +424,19 @@ class BehaviourTable:
         operands, shape class, target and context only; (the value, as ``a4=[2,2]``, and
         the crash), or None."""
         mine = self.changes(key.op, key.variant)
-        for name, value, entry in self._causes(key.op, key.operands, key.shape, target, context):
+        causes = self._causes(key.op, key.operands, key.shape, target, context, frozenset(mine))
+        for name, value, entry in causes:
             if _same_value(mine.get(name), value):
                 return f"{name}={value}", entry
         return None
 
-    def _causes(self, op, operands, shape, target, context) -> list[tuple[str, str, Entry]]:
+    def _causes(
+        self, op, operands, shape, target, context, given: frozenset[str]
+    ) -> list[tuple[str, str, Entry]]:
         """(argument, value, crash) for each crash a single argument value explains at a
-        shape class (see :meth:`_contrast_crashes`), worked out once per cell group."""
-        memo = ("causes", op, operands, shape, target, context)
+        shape class among calls changing only ``given`` arguments (see
+        :meth:`_contrast_crashes`), worked out once per cell group."""
+        memo = ("causes", op, operands, shape, target, context, given)
         if memo not in self._free:
             cells = [
                 (e, self.changes(op, e.variant))
@@ -436,7 +446,7 @@ class BehaviourTable:
                 and target in e.targets
                 and e.shape in ("*", shape)
             ]
-            self._free[memo] = _single_causes(cells)
+            self._free[memo] = _single_causes(cells, given)
         return self._free[memo]
 
     def _factor_crashes(self, key: Key, target: int, context: str) -> Entry | None:
