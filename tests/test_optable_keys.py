@@ -217,7 +217,7 @@ def test_the_lowering_hooks_keys_include_the_lints(op):
         ("avg_pool3d.default", "ceil_mode", "True(same size)"),
         ("max_pool2d.default", "ceil_mode", "True(same size)"),
         ("matmul.default", "operands at ranks", "ranks="),
-        ("upsample_bilinear2d.vec", "output_size=", "a1=["),
+        ("upsample_bilinear2d.vec", "output_size=up(frac)", "a1=[up(frac),up(frac)]"),
     ],
 )
 def test_shape_derived_values_are_keyed_alike_by_the_lint_the_sweep_and_the_hook(
@@ -387,6 +387,9 @@ def test_a_resize_output_size_is_keyed_by_its_ratio_to_the_input():
     assert sized_text(bilinear, ["x", None, False, [2.0, 2.0]], (1, 3, 4, 4)) is None
     assert sized_text(bilinear, ["x", [8, 8], False, None], (1, 3, "s0", 4)) is None
     assert sized_text("aten.adaptive_avg_pool2d.default", ["x", [2, 2]], (1, 3, 4, 4)) is None
+    # a nearest resize is right or not by the sizes' common divisor: its sizes stay exact
+    nearest = "aten.upsample_nearest2d.vec"
+    assert sized_text(nearest, ["x", [8, 8], None], (1, 3, 20, 20)) is None
 
 
 def test_an_antialiased_resize_is_keyed_by_whether_it_shrinks():

@@ -74,13 +74,14 @@ def test_a_sample_of_the_sweep_measures_as_the_table_says():
     assert compared >= len(PINNED)
 
 
-def test_a_call_wrong_only_at_a_signed_zero_is_measured_edge_not_wrong():
-    """Typical floats hold -0.0 first: ``atan2(-0.0, x)`` for a negative ``x`` is -pi in
-    torch and 0 in Core ML, and nowhere else wrong. That depends on the values (a model
-    whose y is never exactly zero computes right), so the cell is ``edge`` naming the zero's
-    divergence; the same call wrong at other values too stays ``wrong``."""
+def test_a_call_wrong_only_at_a_zero_input_is_measured_as_depending_on_values():
+    """Typical floats hold -0.0 first: ``atan2(0, x)`` for a negative ``x`` is pi in torch
+    and 0 in Core ML, and nowhere else wrong. A model whose y is never exactly zero computes
+    right, so the cell is wrong with ``AT_ZERO`` first, which the lint reports as a
+    warning (``value_dependent``); a call wrong at other values too is plainly wrong."""
     import torch
 
+    from coreml_lint.measured.outcomes import AT_ZERO
     from coreml_lint.program.optable import load_optable
     from coreml_lint.sweep.generate import op_cases
     from coreml_lint.sweep.measure import _zero_free, measure
@@ -92,12 +93,13 @@ def test_a_call_wrong_only_at_a_signed_zero_is_measured_edge_not_wrong():
     cases, _ = op_cases(ops["atan2.default"])
     (inside,) = [c for c in cases if c["label"] == "float32 consumed" and c["target"] == 15]
     (result,) = measure([inside])
-    assert result["outcome"] == "edge", result
+    assert result["outcome"] == "wrong" and result["message"].startswith(AT_ZERO), result
     assert "Core ML 0" in result["message"] and "-6.28" in result["message"]
     assert _zero_free([torch.tensor([-0.0, 1.0]), torch.tensor([0, 1])])[0].tolist() == [0.5, 1]
     assert _zero_free([torch.tensor([2.0, 1.0])]) is None
     (wrong,) = measure([next(c for c in _cases() if c["op"] == "gelu.default")])
     assert wrong["outcome"] == "wrong"  # tanh GELU run as exact GELU: wrong everywhere
+    assert not wrong["message"].startswith(AT_ZERO)
 
 
 def test_a_group_with_a_failing_case_is_measured_case_by_case():

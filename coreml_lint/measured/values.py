@@ -111,11 +111,15 @@ def scaled_text(value: Any, shape: tuple[Any, ...]) -> str | None:
 # integer scale, a fractional one ``resize_*`` or a refusal, a shrink by a divisor another
 # path), never by the size itself, and a model's sizes (224, 56, 20 -> 8) are numbers no
 # sweep can enumerate. Per dim: ``same``, ``1``, ``up`` (a multiple), ``up(frac)``, ``down``
-# (a divisor), ``down(frac)``.
+# (a divisor), ``down(frac)``. Not a nearest resize: coremltools adds 1e-4 to a fractional
+# size and Core ML then reads source row ``floor(i / scale)``, one row short wherever
+# ``i * in / out`` is whole, so whether it is right depends on the sizes' common divisor
+# (20 -> 8 is wrong, 4 -> 3 right, both ``down(frac)``): its sizes stay exact.
 def sized_text(target: str, args: list[Any], shape: tuple[Any, ...] | None) -> str | None:
-    """The output size (argument 1) of an ``upsample`` op by its ratio to the input's
-    trailing dims, or None where it is not one, not given, or a dim is unknown."""
-    if "upsample" not in target or not shape or len(args) < 2:
+    """The output size (argument 1) of an ``upsample`` op but a nearest one by its ratio to
+    the input's trailing dims, or None where it is not one, not given, or a dim is
+    unknown."""
+    if "upsample" not in target or "nearest" in target or not shape or len(args) < 2:
         return None
     size = args[1]
     if not (isinstance(size, list) and size and len(size) <= len(shape)):

@@ -162,8 +162,10 @@ FLOATS_VARIANTS = (2.0, 1.3, 0.5, 1.5, 0.7)  # 1.3 first: its class's riskier va
 # ``torch.nn``'s own layers make (``modules.module_calls``: ``InstanceNorm2d`` with its
 # running statistics, on a 4-d input, at its default ``eps``); 29: the module axis with
 # every two flags flipped together, a layer named for its dims at its batched rank first;
-# 30: a resize's output size of each ratio class (``_output_sizes``), keyed by the ratio.
-GENERATOR = 30
+# 30: a resize's output size of each ratio class (``_output_sizes``), keyed by the ratio;
+# 31: those calls without changing the base call's batch in place (30 had made the base
+# call and its cases a batch of one).
+GENERATOR = 31
 
 # The model axis's batches: one (a size-1 dim in the key), and two, where a layer's call
 # keys as its base call's rank without a size-1 dim but with constant weights (a transposed
@@ -561,9 +563,9 @@ def _output_sizes(info: OpInfo, base: Call) -> Iterator[tuple[str, Call]]:
     for word, size_of in SIZE_CLASSES:
         for flag in corners:
             for batch in (None, 1):
-                made = base.copy()
+                made = base.copy()  # its tensor specs share their shape lists with base's
                 if batch is not None:
-                    made.tensors[0]["shape"][0] = batch
+                    made.tensors[0]["shape"] = [batch, *made.tensors[0]["shape"][1:]]
                 dims = made.tensors[0]["shape"][-spatial:]
                 given = {**named, **scales, "output_size": [size_of(d) for d in dims]}
                 if flag is not None:

@@ -8,8 +8,7 @@ Outcomes per case:
 - ``wrong``: it lowered, and the Core ML program computes other values than eager on
   typical inputs (``verify``: a divergence in the float32 or float16 pass or the interface);
 - ``edge``: right on typical values, wrong with NaN, infinities or values at the limits of
-  float16, or wrong only at the -0.0 that typical values hold (the first divergence says
-  which);
+  float16 (the first divergence says which);
 - ``ok``: right on both;
 - ``unverified``: it lowered, but the interpreter cannot execute a MIL op it produced;
 - ``cpu``: the stock partitioner did not delegate the op (or not all of it).
@@ -26,6 +25,7 @@ from typing import Any
 
 from coreml_lint.measured.case import Case, result_of
 from coreml_lint.measured.key import KeyMaker, MeasuredKey, measured_key
+from coreml_lint.measured.outcomes import AT_ZERO
 from coreml_lint.sweep.build import CONSUMED, CONTEXT_OPS, build
 
 SPLIT = "split"
@@ -92,8 +92,8 @@ def _lower_and_judge(ep, cases, built, keys, single) -> list[dict[str, Any]] | s
             extreme = verify_lowered(lowering.edge, lowering.mlmodels, inputs=list(built.extreme))
         elif single and report.status == "diverge" and (nonzero := _zero_free(built.inputs)):
             plain = verify_lowered(lowering.edge, lowering.mlmodels, inputs=nonzero)
-            if plain.status == "agree":  # wrong only at the -0.0 typical values hold
-                at_zero, report = report.divergences[0], plain
+            if plain.status == "agree":  # wrong only at the zeros typical values hold
+                at_zero = report.divergences[0]
     finally:
         logging.disable(logging.NOTSET)
     if not single and report.status != "agree":
@@ -101,8 +101,6 @@ def _lower_and_judge(ep, cases, built, keys, single) -> list[dict[str, Any]] | s
     edges = _edge_cases(lowering.edge.exported_program(), extreme, len(cases))
     if edges is None:
         return SPLIT
-    if at_zero is not None:
-        edges = {0: at_zero}
     results = []
     for i, case in enumerate(cases):
         if not placed[i]:
@@ -110,6 +108,8 @@ def _lower_and_judge(ep, cases, built, keys, single) -> list[dict[str, Any]] | s
             results.append(result_of(case, "cpu", why, keys[i]))
             continue
         outcome, message = _judge(report, edges.get(i))
+        if at_zero is not None:
+            message = (AT_ZERO + message)[:300]
         if outcome in ("wrong", "edge") and order_free(case):
             outcome, message = "unverified", f"{UNORDERED} ({message})"[:300]
         results.append(result_of(case, outcome, message, keys[i]))
@@ -117,11 +117,11 @@ def _lower_and_judge(ep, cases, built, keys, single) -> list[dict[str, Any]] | s
 
 
 def _zero_free(inputs: list[Any]) -> list[Any] | None:
-    """The typical inputs with their signed zeros (``values._floats`` puts -0.0 first in
-    every float operand) made 0.5, or None when no input holds one. A call wrong only
-    there (``atan2(-0.0, x)`` for negative ``x``: -pi in torch, 0 in Core ML) depends on
-    values, as a call wrong only at a limit of float16 does: the sweep records it ``edge``
-    with the zero's divergence, not ``wrong``."""
+    """The typical inputs with their zeros (``values._floats`` puts -0.0 first in every
+    float operand) made 0.5, or None when no input holds one. A call wrong only there
+    (``atan2(0, x)`` for negative ``x``: pi in torch, 0 in Core ML) depends on values, as
+    a call wrong only at a limit of float16 does: the sweep records it wrong with
+    ``outcomes.AT_ZERO`` before its divergence, which the lint reports as a warning."""
     if not any(t.is_floating_point() and bool((t == 0).any()) for t in inputs):
         return None
     return [t.masked_fill(t == 0, 0.5) if t.is_floating_point() else t for t in inputs]
