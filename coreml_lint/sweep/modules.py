@@ -8,10 +8,11 @@ two at a time, so the call a layer makes can stay unmeasured while its neighbour
 (``InstanceNorm2d(track_running_stats=True)``: ``use_input_stats=False`` beside the
 default ``eps`` on a 4-d input).
 
-So every module class ``torch.nn`` exports is built (its required sizes filled in by
-name, then each bool flag flipped, every two flipped together, and a few common settings
-changed one at a time), run
-on a batch of one and of two at the first rank its forward takes, and exported; each op
+So each module class ``torch.nn`` exports whose required arguments ``SIZES`` names is
+built (then each bool flag flipped, every two flipped together, and a few common settings
+changed one at a time), run on one input, a batch of one and of two at the first rank its
+forward takes, and exported (a recurrent layer, whose constructor takes ``*args``, and a
+layer of several inputs are left out); each op
 node whose operands are the module's input, parameters or buffers becomes a case with
 exactly the arguments export recorded. ``collect`` does this once per torch release and
 writes ``data/module_calls.json`` (``python -m coreml_lint.sweep.modules``); the

@@ -39,7 +39,7 @@ from coreml_lint.verifier.localize import (
     uninitialised,
 )
 from coreml_lint.verifier.mil.dtypes import mil_dtype, round_fp16, store
-from coreml_lint.verifier.mil.program import ExecutionError, Plan, fp16_state_vars
+from coreml_lint.verifier.mil.program import ExecutionError, Plan, fp16_state_vars, static_shape
 from coreml_lint.verifier.mil.registry import Unsupported
 from coreml_lint.verifier.report import (
     AGREE,
@@ -212,13 +212,11 @@ def _declared_shape_divergences(
     p: Partition, plan: Plan, mode: str, explain: Callable[[str], str | None] | None
 ) -> list[Divergence]:
     """Outputs whose static shape, as the converted program declares it, holds another
-    number of elements than eager's value: Core ML returns the declared shape (or refuses the
-    program), so the output is wrong whatever the values. Asked only when execution failed
-    (a kernel's result contradicts the program's declared type, as coremltools' matmul of a
-    vector and a rank-3 tensor declares (1, n) where the op computes (b, n)): the program
-    cannot be run, but its interface already disagrees with eager."""
-    from coreml_lint.verifier.mil.program import static_shape
-
+    number of elements than eager's value: whether Core ML returns a tensor of the declared
+    shape or refuses the program, it does not return eager's output. Asked only when
+    execution failed (a kernel's result contradicts the program's declared type, as
+    coremltools' matmul of a vector and a rank-3 tensor declares (1, n) where the op
+    computes (b, n)): the program cannot be run, but its interface already disagrees."""
     names = _output_names(p.lowered.original_module)
     found = []
     check = SEMANTIC if mode == SEMANTIC_HALF else mode
