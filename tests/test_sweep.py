@@ -1350,3 +1350,25 @@ def test_the_module_axis_holds_the_calls_torch_nn_layers_make():
     constants = {t["origin"] for c in running for t in c["tensors"][1:]}
     assert constants == {"const"}
     assert {c["target"] for c in running} == {15, 18}
+
+
+def test_a_resize_is_measured_at_an_output_size_of_each_ratio_class():
+    """Each ratio class ``values.sized_text`` keys, on the base call's input and on a batch
+    of one, without changing the base call (its specs share shape lists with copies)."""
+    pytest.importorskip("torch")
+    from coreml_lint.measured.values import sized_text
+    from coreml_lint.program.optable import load_optable
+    from coreml_lint.sweep.generate import op_cases
+    from coreml_lint.sweep.schema import in_scope
+
+    (info,) = [i for i in in_scope(load_optable())[0] if i.name == "upsample_bilinear2d.vec"]
+    cases, _ = op_cases(info)
+    (base,) = [c for c in cases if c["axis"] == "base" and c["target"] == 15]
+    assert base["tensors"][0]["shape"][0] != 1  # not made a batch of one by a later axis
+    sized = [c for c in cases if c["label"].startswith("output_size=") and c["target"] == 15]
+    batches = {c["tensors"][0]["shape"][0] for c in sized}
+    assert batches == {1, base["tensors"][0]["shape"][0]}
+    texts = {
+        sized_text(f"aten.{info.name}", c["args"], tuple(c["tensors"][0]["shape"])) for c in sized
+    }
+    assert {f"[{w},{w}]" for w in ("same", "up", "up(frac)", "down(frac)")} <= texts
