@@ -112,6 +112,8 @@ def value_range(entry: Entry, names: list[str] | None = None) -> str:
     found = VALUE_RANGES.get(kind, "values reach float16's limits")
     if entry.message.startswith(INT32_WRAP):
         found = INT32_RANGE
+    if entry.message.startswith(AT_ZERO):
+        found = "an input is exactly 0"
     big = _big_values(entry.variant)
     said = describe_variant(";".join(big), names)
     return found + (f" (measured with {said})" if big else "")

@@ -430,7 +430,7 @@ def _message(
     )
     if value_dependent(entry):
         text += (
-            "; a model whose values stay in that range is unaffected (`coreml-lint verify` "
+            "; a model whose values never meet that condition is unaffected (`coreml-lint verify` "
             "checks the partition on the program's example inputs)"
         )
     return f"{text}; {note}" if note else text
