@@ -165,15 +165,17 @@ def _single_causes(
     """(argument, value, crash) for each crashing cell and argument value of it where a
     cell that converts differs from it in that argument alone, and every cell measured with
     that value crashes (a value that crashes only beside another one, a stride beside
-    ``ceil_mode``, is no cause of its own), among the cells that change no argument beyond
-    ``given``, those the key changes: an avg_pool3d's ``ceil_mode=True`` crashes beside the
-    default ``count_include_pad=True`` a key keeps, whatever it does beside ``False``."""
+    ``ceil_mode``, is no cause of its own): every cell that changes no other argument
+    beyond ``given``, those the key changes, where there is one (an avg_pool3d's
+    ``ceil_mode=True`` crashes beside the default ``count_include_pad=True`` a key keeps,
+    whatever it does beside ``False``), else every cell."""
     outcomes: dict[tuple[str, str], set[str]] = {}
+    beside: dict[tuple[str, str], set[str]] = {}  # only beside arguments the key changes
     for entry, changed in cells:
-        if not changed.keys() <= given:
-            continue
         for item in changed.items():
             outcomes.setdefault(item, set()).add(entry.outcome)
+            if changed.keys() - {item[0]} <= given:
+                beside.setdefault(item, set()).add(entry.outcome)
     names = {n for _, changed in cells for n in changed}
     fine: dict[tuple[str, frozenset], set[str | None]] = {}  # values beside the same others
     for entry, changed in cells:
@@ -186,7 +188,7 @@ def _single_causes(
         if entry.outcome != CRASH:
             continue
         for name, value in changed.items():
-            if outcomes.get((name, value)) != {CRASH}:
+            if beside.get((name, value), outcomes[(name, value)]) != {CRASH}:
                 continue
             rest = frozenset((f, v) for f, v in changed.items() if f != name)
             if fine.get((name, rest), set()) - {value}:
