@@ -551,8 +551,9 @@ SIZE_CLASSES = (
 def _output_sizes(info: OpInfo, base: Call) -> Iterator[tuple[str, Call]]:
     """A resize (``upsample_*``) given an output size of each ratio class in place of its
     scale factors, with each ``align_corners``, on the base call's input and on a batch of
-    one: a model's ``F.interpolate(x, size=...)`` is keyed by the ratio, and the generic
-    search only tried sizes below the input's."""
+    one: a model's ``F.interpolate(x, size=...)`` is keyed by the ratio (a nearest one by
+    its exact sizes, measured here at these), and the generic search only tried sizes below
+    the input's."""
     names = [a.name for a in info.args]
     if "upsample" not in info.name or len(names) < 2 or names[1] != "output_size":
         return
