@@ -392,6 +392,35 @@ def test_a_resize_output_size_is_keyed_by_its_ratio_to_the_input():
     assert sized_text(nearest, ["x", [8, 8], None], (1, 3, 20, 20)) is None
 
 
+@pytest.mark.parametrize(
+    "key",
+    [
+        # F.interpolate(x, size=(8, 8), mode="bilinear", antialias=True) of a 20x20 input
+        Key(
+            "aten._upsample_bilinear2d_aa.vec",
+            "float32:in",
+            "a1=[down(frac),down(frac)];a2=False;a3=None;size=down",
+            "r4u",
+        ),
+        # torch.matmul(v, t) of a vector and a batch of matrices: declared (1, n)
+        Key("aten.matmul.default", "float32:in,float32:in", "ranks=1x3", "r1"),
+        # nn.InstanceNorm2d(8, affine=True, track_running_stats=True) on a 4-d input
+        Key(
+            "aten.instance_norm.default",
+            ",".join(["float32:in"] + ["float32:const"] * 4),
+            "a5=False;a6=frac;a7=tiny;a8=False",
+            "r4u",
+        ),
+    ],
+)
+def test_the_table_answers_a_models_call_of_the_new_keys_as_measured(key):
+    """The calls the session's keys and axes reach, as a model's node keys them: measured
+    wrong at the default target, not predicted."""
+    answer = active_table().answer(key, TARGET)
+    assert answer is not None and answer.basis == "measured", key
+    assert answer.entry.outcome == "wrong"
+
+
 def test_an_antialiased_resize_is_keyed_by_whether_it_shrinks():
     """Antialiasing changes a resize only where it shrinks a dim (coremltools drops it):
     an output size below the input's in some dim, or a scale factor below 1, is keyed

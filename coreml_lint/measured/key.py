@@ -266,10 +266,9 @@ def variant_of(
     if (derived := ceil_text(node.target, node.args, shape)) is not None:
         ceil = f"a{POOLS[node.target][5]}="
         parts = [ceil + derived if p == ceil + "True" else p for p in parts]
-    if (derived := squeeze_text(node.target, node.args, shape)) is not None:
-        parts = [f"a1={derived}" if p.startswith("a1=") else p for p in parts]
-    if (derived := sized_text(node.target, node.args, shape)) is not None:
-        parts = [f"a1={derived}" if p.startswith("a1=") else p for p in parts]
+    for derive in (squeeze_text, sized_text):  # argument 1 read against the shape
+        if (derived := derive(node.target, node.args, shape)) is not None:
+            parts = [f"a1={derived}" if p.startswith("a1=") else p for p in parts]
     parts += [
         f"{k}={value_text(v, shape)}"
         for k, v in sorted(node.kwargs.items())

@@ -107,14 +107,15 @@ def scaled_text(value: Any, shape: tuple[Any, ...]) -> str | None:
 
 
 # A resize's output size is keyed by what it does to each spatial dim, as its scale factors
-# are: coremltools picks the MIL op by the ratio (a whole upscale is ``upsample_*`` with an
-# integer scale, a fractional one ``resize_*`` or a refusal, a shrink by a divisor another
-# path), never by the size itself, and a model's sizes (224, 56, 20 -> 8) are numbers no
-# sweep can enumerate. Per dim: ``same``, ``1``, ``up`` (a multiple), ``up(frac)``, ``down``
-# (a divisor), ``down(frac)``. Not a nearest resize: coremltools adds 1e-4 to a fractional
-# size and Core ML then reads source row ``floor(i / scale)``, one row short wherever
-# ``i * in / out`` is whole, so whether it is right depends on the sizes' common divisor
-# (20 -> 8 is wrong, 4 -> 3 right, both ``down(frac)``): its sizes stay exact.
+# are: coremltools chooses its path by the ratio (a whole scale or a fractional one), and a
+# model's sizes (224, 56, 20 -> 8) are numbers no sweep can enumerate. The ratio class does
+# not decide everything (one class answering another held out at 0.56 in the resize family,
+# so that reading is gated): a cell answers only the class it measured. Per dim: ``same``,
+# ``1``, ``up`` (a multiple), ``up(frac)``, ``down`` (a divisor), ``down(frac)``. Not a
+# nearest resize: coremltools adds 1e-4 to a fractional size and Core ML then reads source
+# row ``floor(i / scale)``, one row short wherever ``i * in / out`` is whole, so whether it
+# is right depends on the sizes' common divisor (20 -> 8 is wrong, 4 -> 3 right, both
+# ``down(frac)``): its sizes stay exact.
 def sized_text(target: str, args: list[Any], shape: tuple[Any, ...] | None) -> str | None:
     """The output size (argument 1) of an ``upsample`` op but a nearest one by its ratio to
     the input's trailing dims, or None where it is not one, not given, or a dim is

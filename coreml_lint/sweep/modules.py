@@ -252,7 +252,7 @@ def _spec(node: Any, constants: dict[str, str]) -> dict[str, Any] | None:
     dtype = str(value.dtype).removeprefix("torch.")
     spec: dict[str, Any] = {"shape": list(value.shape), "dtype": dtype, "values": "typical"}
     if dtype == "int64":  # an embedding's ids: indices below the table's size
-        spec.update(values="index", high=10)
+        spec.update(values="index", high=SIZES["num_embeddings"])
     target = constants.get(node.name)
     spec["origin"] = "in" if target is None else "const"
     if target is not None and target.endswith("running_var"):
