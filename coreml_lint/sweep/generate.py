@@ -564,9 +564,9 @@ def _output_sizes(info: OpInfo, base: Call) -> Iterator[tuple[str, Call]]:
     for word, size_of in SIZE_CLASSES:
         for flag in corners:
             for batch in (None, 1):
-                made = base.copy()  # its tensor specs share their shape lists with base's
+                made = base.copy()
                 if batch is not None:
-                    made.tensors[0]["shape"] = [batch, *made.tensors[0]["shape"][1:]]
+                    made.tensors[0]["shape"][0] = batch
                 dims = made.tensors[0]["shape"][-spatial:]
                 given = {**named, **scales, "output_size": [size_of(d) for d in dims]}
                 if flag is not None:

@@ -41,8 +41,9 @@ class Call:
     kwargs: dict[str, Any] = field(default_factory=dict)
 
     def copy(self) -> Call:
+        """A copy whose tensor specs, shapes included, can be changed in place."""
         return Call(
-            [dict(t) for t in self.tensors], _deep(self.args), dict(_deep(self.kwargs) or {})
+            [_deep(t) for t in self.tensors], _deep(self.args), dict(_deep(self.kwargs) or {})
         )
 
 
