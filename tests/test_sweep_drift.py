@@ -163,3 +163,43 @@ def test_a_two_worker_cluster_measures_the_same_cells_as_one_process(tmp_path):
         cell = {k: serial[0][k] for k in ("outcome", "message", "keys")}
         assert {k: swept[case["id"]][k] for k in cell} == cell, case["label"]
     assert store.cpu_seconds() > 0  # every task's CPU time, recorded as it returned
+
+
+def test_rejudge_lowers_a_case_again_and_puts_todays_result_in_place(tmp_path):
+    """``sweep rejudge`` after a judge change: the selected case's shard row (here made
+    stale by hand) is measured again on a local worker and replaced by what today's judge
+    says, which is what a serial measurement says; a case it did not select keeps its row;
+    the run's CPU time is recorded beside the shards; the table is rebuilt from them."""
+    pytest.importorskip("distributed", reason="the sweep's engine needs dask distributed")
+    import json
+
+    from coreml_lint.sweep import shards
+    from coreml_lint.sweep.__main__ import main
+    from coreml_lint.sweep.measure import measure
+    from coreml_lint.sweep.tasks import prepare
+
+    prepare()
+    chosen, other = _cases()[:2]
+    folder = tmp_path / "measurements" / "stack"
+    stale = {"outcome": "wrong", "message": "semantic values (stale judge)"}
+    results = {
+        c["id"]: dict(stale, id=c["id"], op=c["op"], target=c["target"], keys=[])
+        for c in (chosen, other)
+    }
+    shards.write(folder, [chosen, other], results)
+    ids = tmp_path / "ids.txt"
+    ids.write_text(chosen["id"] + "\n")
+    table = tmp_path / "table.json"
+    argv = ["rejudge", "--out", str(tmp_path / "sweep"), "--shards", str(folder)]
+    argv += ["--table", str(table), "--workers", "1", "--only", str(ids), "--outcomes", "wrong"]
+    assert main(argv) == 0
+    kept, _ = shards.read(folder)
+    (serial,) = measure([chosen])
+    assert {k: kept[chosen["id"]][k] for k in ("outcome", "message")} == {
+        k: serial[k] for k in ("outcome", "message")
+    }
+    assert kept[other["id"]]["message"] == stale["message"]  # not selected: untouched
+    (run,) = shards.runs(folder).values()
+    assert run["cpu_seconds"] > 0
+    assert not (tmp_path / "sweep" / "rejudge").exists()
+    assert json.loads(table.read_text())["ops"]

@@ -4,6 +4,8 @@
                                     [--ops amax.default,...] [--axes dtype,variant]
                                     [--only IDS_FILE]
     python -m coreml_lint.sweep rekey [--out DIR] [--workers 2 | --scheduler HOST:8786]
+    python -m coreml_lint.sweep rejudge [--ops ...] [--outcomes wrong,unverified]
+                                        [--message TEXT] [--only IDS_FILE]
     python -m coreml_lint.sweep build [--out DIR] [--table PATH]
     python -m coreml_lint.sweep report [--out DIR]
     python -m coreml_lint.sweep edges [--workers 2 | --scheduler HOST:8786]
@@ -16,7 +18,10 @@ there as it finishes) and builds the table,
 on ``--workers`` local Dask worker processes or on the Dask cluster whose scheduler is at
 ``--scheduler``;
 ``rekey`` keys every measured case again with today's key (after a key format change: the
-programs are exported again, never lowered, and no outcome changes); ``build`` only
+programs are exported again, never lowered, and no outcome changes); ``rejudge`` lowers and
+judges again the measured cases it selects, after a change to the judge, and puts the new
+results in place (the one way a measured cell changes; its cost is recorded as a run's);
+``build`` only
 aggregates; ``report`` prints the counts by op family and which catalogue
 pitfalls the sweep found; ``edges`` lowers the base call of each op ``to_edge`` decomposes
 that the sweep leaves out and writes which ExecuTorch's edge verifier refuses
@@ -34,6 +39,7 @@ import signal
 import sys
 import time
 import uuid
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -66,14 +72,7 @@ def run(args: argparse.Namespace) -> int:
     from coreml_lint.sweep.scope import in_order
 
     store = Store(args.out, shards=_shards(args))
-    meta = store.meta()
-    # The folder's id beside the shards, kept before anything is measured (a run killed at
-    # once keeps it); a folder that measures into other shards is another run.
-    if "run" not in meta or meta.get("run_shards", str(store.shards)) != str(store.shards):
-        meta.update(run=uuid.uuid4().hex[:12], run_shards=str(store.shards))
-        # What the folder had cost before: not this run's (another stack's shards).
-        meta.update(run_cpu_before=store.cpu_seconds(), run_wall_before=meta.get("wall_seconds", 0))
-        store.save_meta(meta)
+    meta = _begin(store)
     started = time.monotonic()
     ops, left_out = in_scope(load_optable())
     names = in_order([i.name for i in ops if not args.ops or i.name in args.ops])
@@ -105,6 +104,60 @@ def run(args: argparse.Namespace) -> int:
     finally:
         engine.close()
         store.save_meta(_record(store, meta, started, engine.size, left_out))
+    return build(args)
+
+
+def _begin(store: Any) -> dict[str, Any]:
+    """The folder's meta, with its run id beside the shards kept before anything is
+    measured (a run killed at once keeps it); a folder that measures into other shards is
+    another run."""
+    meta = store.meta()
+    if "run" not in meta or meta.get("run_shards", str(store.shards)) != str(store.shards):
+        meta.update(run=uuid.uuid4().hex[:12], run_shards=str(store.shards))
+        # What the folder had cost before: not this run's (another stack's shards).
+        meta.update(run_cpu_before=store.cpu_seconds(), run_wall_before=meta.get("wall_seconds", 0))
+        store.save_meta(meta)
+    return meta
+
+
+def rejudge(args: argparse.Namespace) -> int:
+    """Lower and judge again the measured cases ``--ops``, ``--outcomes``, ``--message``
+    and ``--only`` select (after a change to the judge), put the new results in place, and
+    rebuild the table; the CPU time is recorded beside the shards as a run's."""
+    from coreml_lint.program.optable import load_optable
+    from coreml_lint.sweep.engine import Engine
+    from coreml_lint.sweep.run import Store, rejudge_all
+    from coreml_lint.sweep.schema import in_scope
+
+    store = Store(args.out, shards=_shards(args))
+    results, cases = store.results(), store.cases()
+    wanted = set(args.only.read_text().split()) if args.only else None
+    chosen = [
+        cases[i]
+        for i, r in sorted(results.items())
+        if i in cases
+        and (not args.ops or r["op"] in args.ops)
+        and (not args.outcomes or r["outcome"] in args.outcomes)
+        and (args.message is None or args.message in r.get("message", ""))
+        and (wanted is None or i in wanted)
+    ]
+    if not chosen:
+        _say("no measured case matches: nothing judged again")
+        return 2
+    meta = _begin(store)
+    started = time.monotonic()
+    _, left_out = in_scope(load_optable())
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    engine = Engine(args.workers, address=args.scheduler, on_cost=store.add_cost)
+    try:
+        _say(f"judging {len(chosen)} measured cases again")
+        changed = rejudge_all(engine, store, chosen, _say)
+    finally:
+        engine.close()
+        store.save_meta(_record(store, meta, started, engine.size, left_out))
+    moves = Counter(f"{a} -> {b}" for a, b in changed.values())
+    said = ", ".join(f"{n} {move}" for move, n in moves.most_common()) or "none"
+    _say(f"{len(chosen)} cases judged again; outcomes changed: {said}")
     return build(args)
 
 
@@ -276,7 +329,7 @@ def main(argv: list[str] | None = None) -> int:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     commands = parser.add_subparsers(dest="command", required=True)
-    for name in ("run", "rekey", "build", "report", "edges"):
+    for name in ("run", "rekey", "rejudge", "build", "report", "edges"):
         sub = commands.add_parser(name)
         sub.add_argument("--out", type=Path, default=DEFAULT_OUT, help="the sweep's folder")
         sub.add_argument("--table", type=Path, default=TABLE_PATH, help="the table to write")
@@ -288,28 +341,38 @@ def main(argv: list[str] | None = None) -> int:
                 help="coreai: measure the same cases on Core AI's runtime (its own shards "
                 "and table)",
             )
-        if name in ("run", "rekey", "edges"):
+        if name in ("run", "rekey", "rejudge", "edges"):
             sub.add_argument("--workers", type=int, default=2, help="local worker processes")
             sub.add_argument(
                 "--scheduler",
                 default=None,
                 help="the address of a Dask scheduler (a cluster) instead of local workers",
             )
-        if name in ("run", "rekey", "build", "report"):
+        if name in ("run", "rekey", "rejudge", "build", "report"):
             sub.add_argument(
                 "--shards",
                 default=None,
                 help="where measured ops are kept (default: measurements/<stack>; 'none')",
             )
-        if name in ("run", "rekey"):
+        if name in ("run", "rekey", "rejudge"):
             sub.add_argument("--ops", type=lambda s: set(s.split(",")), default=None)
-        if name == "run":
-            sub.add_argument("--axes", type=lambda s: set(s.split(",")), default=None)
+        if name in ("run", "rejudge"):
             sub.add_argument(
                 "--only", type=Path, default=None, help="a file of case ids to measure (a sample)"
             )
+        if name == "run":
+            sub.add_argument("--axes", type=lambda s: set(s.split(",")), default=None)
+        if name == "rejudge":
+            sub.add_argument(
+                "--outcomes",
+                type=lambda s: set(s.split(",")),
+                default=None,
+                help="only cases measured with these outcomes (wrong,unverified,...)",
+            )
+            sub.add_argument("--message", default=None, help="only cases whose message has it")
     args = parser.parse_args(argv)
-    commands = {"run": run, "rekey": rekey, "build": build, "report": report, "edges": edges}
+    commands = {"run": run, "rekey": rekey, "rejudge": rejudge, "build": build}
+    commands.update(report=report, edges=edges)
     return commands[args.command](args)
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 import time
 from collections import defaultdict
 from collections.abc import Callable
@@ -393,4 +394,36 @@ def rekey_all(engine: Engine, store: Store, say: Say, ops: set[str] | None = Non
     store.rewrite_results(rows)
     if store.shards is not None:
         changed += shards.rekey(store.shards, fresh)
+    return changed
+
+
+REJUDGED = "rejudge"  # the sub-folder a rejudge measures into (kept until it is applied)
+
+
+def rejudge_all(
+    engine: Engine, store: Store, cases: list[dict[str, Any]], say: Say
+) -> dict[str, tuple[str, str]]:
+    """Measure ``cases`` (already measured) again with today's judge, and put each new
+    result in place of the old one, in this folder and in the shards: after a change to
+    how a case is judged (``measure.py``), never to what was lowered. The new results go to
+    a sub-folder first, so a rejudge stopped anywhere resumes there; only a finished one is
+    applied (then the sub-folder goes). The tasks' CPU time is the store's, as a run's.
+    Returns case id -> (outcome before, outcome now) of every case whose outcome changed."""
+    aside = Store(store.folder / REJUDGED)
+    measure_all(engine, aside, cases, say)
+    fresh = {i: r for i, r in aside.live_results().items() if i in {c["id"] for c in cases}}
+    missing = len(cases) - len(fresh)
+    if missing:
+        raise RuntimeError(f"{missing} cases were not measured again: nothing applied")
+    before = store.results()
+    changed = {
+        i: (before[i]["outcome"], r["outcome"])
+        for i, r in fresh.items()
+        if i in before and before[i]["outcome"] != r["outcome"]
+    }
+    live = store.live_results()
+    store.rewrite_results([fresh.get(i, r) for i, r in live.items()])
+    if store.shards is not None:
+        shards.rejudge(store.shards, fresh)
+    shutil.rmtree(aside.folder)
     return changed

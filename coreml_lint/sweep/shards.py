@@ -5,7 +5,8 @@ a key format change re-keys what was measured instead of lowering it again.
 A shard is ``measurements/<stack>/<op>.jsonl.gz``: one line per measured case, the case
 spec beside its result. An op's shard is written when every case generated for it is
 measured; a shard is only ever extended (a result already in it is never replaced: a merge
-never changes a measured cell). What is measured of ops not finished yet is kept in
+never changes a measured cell), except by ``rejudge`` (the judge changed, and the cases it
+names were lowered and judged again). What is measured of ops not finished yet is kept in
 ``_unfinished.jsonl.gz`` (rewritten each time: its cases move to their op's shard when it
 finishes), so a run stopped anywhere loses nothing it measured.
 """
@@ -214,6 +215,22 @@ def rekey(folder: Path, keys: dict[str, Any]) -> int:
             _write(path, rows)
             changed += len(fresh)
     return changed
+
+
+def rejudge(folder: Path, results: dict[str, dict[str, Any]]) -> int:
+    """Put each of ``results`` (case id -> a result measured again with today's judge) in
+    place of the shards' result of that case; the one way a measured cell changes, and only
+    by ``sweep rejudge``. Returns how many results were replaced."""
+    replaced = 0
+    for path in sorted(folder.glob("*.jsonl.gz")) if folder.exists() else []:
+        rows = _rows(path)
+        mine = [row for row in rows if row["result"]["id"] in results]
+        for row in mine:
+            row["result"] = results[row["result"]["id"]]
+        if mine:
+            _write(path, rows)
+            replaced += len(mine)
+    return replaced
 
 
 def _write(path: Path, rows: list[dict[str, Any]]) -> None:
