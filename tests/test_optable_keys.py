@@ -387,9 +387,15 @@ def test_a_resize_output_size_is_keyed_by_its_ratio_to_the_input():
     assert sized_text(bilinear, ["x", None, False, [2.0, 2.0]], (1, 3, 4, 4)) is None
     assert sized_text(bilinear, ["x", [8, 8], False, None], (1, 3, "s0", 4)) is None
     assert sized_text("aten.adaptive_avg_pool2d.default", ["x", [2, 2]], (1, 3, 4, 4)) is None
-    # a nearest resize is right or not by the sizes' common divisor: its sizes stay exact
+    # a nearest resize is right or not by whether its sizes share a divisor
     nearest = "aten.upsample_nearest2d.vec"
-    assert sized_text(nearest, ["x", [8, 8], None], (1, 3, 20, 20)) is None
+    assert sized_text(nearest, ["x", [8, 3], None], (1, 3, 20, 4)) == "[down(common),down(coprime)]"
+    assert sized_text(nearest, ["x", [6, 5], None], (1, 3, 4, 4)) == "[up(common),up(coprime)]"
+    assert sized_text(nearest, ["x", [2, 8], None], (1, 3, 4, 4)) == "[down(common),up]"
+    assert sized_text(nearest, ["x", [4, 1], None], (1, 3, 4, 4)) == "[same,1]"
+    assert (
+        sized_text("aten._upsample_nearest_exact2d.vec", ["x", [8, 8], None], (1, 3, 4, 4)) is None
+    )
 
 
 @pytest.mark.parametrize(

@@ -111,25 +111,38 @@ def scaled_text(value: Any, shape: tuple[Any, ...]) -> str | None:
 # model's sizes (224, 56, 20 -> 8) are numbers no sweep can enumerate. The ratio class does
 # not decide everything (one class answering another held out at 0.56 in the resize family,
 # so that reading is gated): a cell answers only the class it measured. Per dim: ``same``,
-# ``1``, ``up`` (a multiple), ``up(frac)``, ``down`` (a divisor), ``down(frac)``. Not a
-# nearest resize: coremltools adds 1e-4 to a fractional size and Core ML then reads source
-# row ``floor(i / scale)``, one row short wherever ``i * in / out`` is whole, so whether it
-# is right depends on the sizes' common divisor (20 -> 8 is wrong, 4 -> 3 right, both
-# ``down(frac)``): its sizes stay exact.
+# ``1``, ``up`` (a multiple), ``up(frac)``, ``down`` (a divisor), ``down(frac)``. A nearest
+# resize is keyed by another class (``_nearest_class``).
 def sized_text(target: str, args: list[Any], shape: tuple[Any, ...] | None) -> str | None:
-    """The output size (argument 1) of an ``upsample`` op but a nearest one by its ratio to
-    the input's trailing dims, or None where it is not one, not given, or a dim is
-    unknown."""
-    if "upsample" not in target or "nearest" in target or not shape or len(args) < 2:
+    """The output size (argument 1) of an ``upsample`` op by its ratio to the input's
+    trailing dims (a nearest one by ``_nearest_class``), or None where it is not one, not
+    given, or a dim is unknown; a nearest-exact resize keeps its exact sizes."""
+    if "upsample" not in target or "nearest_exact" in target or not shape or len(args) < 2:
         return None
     size = args[1]
     if not (isinstance(size, list) and size and len(size) <= len(shape)):
         return None
     dims = shape[len(shape) - len(size) :]
-    texts = [_size_class(o, i) for o, i in zip(size, dims, strict=True)]
+    classed = _nearest_class if "nearest" in target else _size_class
+    texts = [classed(o, i) for o, i in zip(size, dims, strict=True)]
     if any(t is None for t in texts):
         return None
     return "[" + ",".join(texts) + "]"  # type: ignore[arg-type]
+
+
+# A nearest resize to a size that is not a multiple of the input's: coremltools makes its
+# scale ``(out + 1e-4) / in`` and Core ML reads source row ``floor(i / scale)``, one row
+# short of torch's ``floor(i * in / out)`` wherever ``i * in / out`` is whole for some
+# ``0 < i < out``: exactly where ``in`` and ``out`` share a divisor (20 -> 8, 8 -> 4 and
+# 4 -> 6 are wrong; 4 -> 3, 4 -> 5 and 7 -> 3 right, as measured). So its class is the
+# direction and whether the sizes are coprime: ``up(common)``, ``up(coprime)``,
+# ``down(common)`` (a divisor among them), ``down(coprime)``.
+def _nearest_class(out: Any, size: Any) -> str | None:
+    word = _size_class(out, size)
+    if word in (None, "same", "1", "up"):
+        return word
+    shared = "common" if math.gcd(out, size) > 1 else "coprime"
+    return f"{'up' if out > size else 'down'}({shared})"
 
 
 def _size_class(out: Any, size: Any) -> str | None:

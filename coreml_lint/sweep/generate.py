@@ -164,8 +164,9 @@ FLOATS_VARIANTS = (2.0, 1.3, 0.5, 1.5, 0.7)  # 1.3 first: its class's riskier va
 # every two flags flipped together, a layer named for its dims at its batched rank first;
 # 30: a resize's output size of each ratio class (``_output_sizes``), keyed by the ratio;
 # 31: those calls without changing the base call's batch in place (30 had made the base
-# call and its cases a batch of one).
-GENERATOR = 31
+# call and its cases a batch of one); 32: output sizes one more than the input's and half
+# of it (a nearest resize is keyed by whether its sizes are coprime).
+GENERATOR = 32
 
 # The model axis's batches: one (a size-1 dim in the key), and two, where a layer's call
 # keys as its base call's rank without a size-1 dim but with constant weights (a transposed
@@ -538,12 +539,15 @@ def _along_dim(info: OpInfo, base: Call) -> Iterator[tuple[str, Call]]:
                     yield name, found
 
 
-# A resize's output size per dim of each ratio class ``values.sized_text`` keys (a 4-wide dim
-# the same, doubled, 1.5 times, shrunk to 3; a divisor and 1 are among the generic values).
+# A resize's output size per dim of each class ``values.sized_text`` keys: a 4-wide dim the
+# same, doubled, 1.5 times (6: sharing a divisor), one more (5: coprime), halved (a divisor)
+# and shrunk by one (3: coprime); 1 is among the generic values.
 SIZE_CLASSES = (
     ("same", lambda d: d),
     ("up", lambda d: 2 * d),
     ("up(frac)", lambda d: d + d // 2),
+    ("up(frac) by one", lambda d: d + 1),
+    ("down", lambda d: d // 2),
     ("down(frac)", lambda d: d - 1),
 )
 
@@ -552,8 +556,8 @@ def _output_sizes(info: OpInfo, base: Call) -> Iterator[tuple[str, Call]]:
     """A resize (``upsample_*``) given an output size of each ratio class in place of its
     scale factors, with each ``align_corners``, on the base call's input and on a batch of
     one: a model's ``F.interpolate(x, size=...)`` is keyed by the ratio (a nearest one by
-    its exact sizes, measured here at these), and the generic search only tried sizes below
-    the input's."""
+    whether its sizes are coprime), and the generic search only tried sizes below the
+    input's."""
     names = [a.name for a in info.args]
     if "upsample" not in info.name or len(names) < 2 or names[1] != "output_size":
         return
