@@ -266,6 +266,24 @@ def test_parametric_activations():
     close(sp, t(alpha)[:, None, None] * torch.log1p(torch.exp(t(beta)[:, None, None] * t(x))))
 
 
+def test_softplus_keeps_its_tail_and_does_not_overflow():
+    """coremltools' value_inference computes ``log(1 + e)``: 0 below x = -17, where torch's
+    softplus is 4e-8 (a ``log`` of it finite); the kernels keep the tail, relative to it."""
+    x = np.array([[[-40.0, -20.0, -17.5, 0.0], [3.0, 20.0, 60.0, 100.0]]], dtype=np.float32)
+    (out,) = run(lambda v: mb.softplus(x=v), x)
+    expected = F.softplus(t(x).double()).numpy()
+    np.testing.assert_allclose(np.asarray(out, dtype=np.float64), expected, rtol=1e-6)
+    alpha = np.array([0.5, 0.25], dtype=np.float32)
+    beta = np.array([2.0, 4.0], dtype=np.float32)
+    (sp,) = run(lambda v: mb.softplus_parametric(x=v, alpha=alpha, beta=beta), x)
+    ours = np.asarray(sp, dtype=np.float64)
+    torch_form = [
+        F.softplus(t(x[:, c]).double(), beta=float(beta[c]), threshold=1e9) for c in (0, 1)
+    ]
+    np.testing.assert_allclose(ours, torch.stack(torch_form, 1).numpy(), rtol=1e-6)
+    assert np.isfinite(ours).all() and (ours > 0).all()
+
+
 @pytest.mark.parametrize("mode, approximate", [("EXACT", "none"), ("TANH_APPROXIMATION", "tanh")])
 def test_gelu(mode, approximate):
     x = grid(4, 8) * 2

@@ -30,7 +30,7 @@ ELEMENTWISE_UNARY = _names(
 )
 ACTIVATIONS = _names(
     "relu relu6 leaky_relu elu linear_activation prelu sigmoid sigmoid_hard softmax "
-    "softplus softplus_parametric softsign scaled_tanh clamped_relu"
+    "softsign scaled_tanh clamped_relu"
 )
 REDUCTIONS = _names(
     "reduce_sum reduce_mean reduce_max reduce_min reduce_prod reduce_argmax reduce_argmin "

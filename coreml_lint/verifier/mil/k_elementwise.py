@@ -5,6 +5,11 @@
 - ``erf``: the same Python loop.
 - ``thresholded_relu``: writes into its input array (coremltools#2795).
 - ``silu``: no value_inference.
+- ``softplus``, ``softplus_parametric``: value_inference computes ``log(1 + e)``, which is 0
+  wherever ``e`` is below float32's epsilon (``x < -17``: torch's ``log1p`` gives 4e-8 there,
+  and a later ``log`` of it is finite), and ``softplus_parametric``'s ``exp(beta * x)``
+  overflows past ``beta * x = 88``. What Core ML computes there is not documented; verify
+  would have reported it as Core ML's error, so the kernels compute softplus exactly.
 """
 
 from __future__ import annotations
@@ -57,3 +62,24 @@ def _silu(op: Any, a: dict[str, Any]) -> np.ndarray:
 def _thresholded_relu(op: Any, a: dict[str, Any]) -> np.ndarray:
     x = a["x"]
     return np.where(x < a["alpha"], np.zeros_like(x), x)
+
+
+def _softplus_of(z: np.ndarray) -> np.ndarray:
+    """``log(1 + exp(z))`` without overflow or loss of the tail (torch's own form)."""
+    return np.maximum(z, 0) + np.log1p(np.exp(-np.abs(z)))
+
+
+@kernel("softplus", how=WRAPPED, note="value_inference loses the tail below x = -17")
+def _softplus(op: Any, a: dict[str, Any]) -> np.ndarray:
+    return _softplus_of(np.asarray(a["x"], dtype=np.float64))
+
+
+@kernel("softplus_parametric", how=WRAPPED, note="value_inference overflows and loses the tail")
+def _softplus_parametric(op: Any, a: dict[str, Any]) -> np.ndarray:
+    """``alpha * softplus(beta * x)``, alpha and beta per channel (dim 1), as MIL defines it."""
+    x = np.asarray(a["x"], dtype=np.float64)
+    shape = [1] * x.ndim
+    shape[1] = -1
+    alpha = np.asarray(a["alpha"], dtype=np.float64).reshape(shape)
+    beta = np.asarray(a["beta"], dtype=np.float64).reshape(shape)
+    return alpha * _softplus_of(beta * x)
