@@ -239,6 +239,42 @@ def float_to_int_boundary(op: Any) -> bool:
     return op.op_type in COMPARISONS or op.op_type in ARG_OPS
 
 
+def tie_order(plan: Any, values: dict, eager: dict, var_name: str, mode: str) -> str | None:
+    """The op type, when the first departure among ``var_name``'s ancestors is the indices
+    of an ``argsort``, ``topk`` or arg-reduction that pick values equal to the ones eager's
+    indices pick (within the pass's tolerance): the order among ties, which neither torch
+    (``stable=False``) nor Core ML defines, so the values gathered by them later differ
+    without either side being wrong (a score filter's zeros sorted, then boxes gathered).
+    Indices that pick other values are a divergence."""
+    culprit = first_departure(plan, values, eager, var_name, mode)
+    if culprit is None:
+        return None
+    op, var, node, _ = culprit
+    if op.op_type not in ARG_OPS or op.inputs.get("x") is None:
+        return None
+    x = values.get(op.inputs["x"].name)
+    mine, theirs = values.get(var), eager.get(node)
+    if x is None or mine is None or theirs is None:
+        return None
+    x, mine, theirs = (np.asarray(as_numpy(v)) for v in (x, mine, theirs))
+    if mine.dtype.kind not in "iu" or mine.shape != theirs.shape:
+        return None  # topk's values output departs: not an order
+    axis = _value(op, "axis", -1)
+    if mine.ndim < x.ndim:  # an arg-reduction without keep_dims
+        mine, theirs = np.expand_dims(mine, axis), np.expand_dims(theirs, axis)
+    try:
+        picked = np.take_along_axis(x, mine.astype(np.int64), axis)
+        meant = np.take_along_axis(x, theirs.astype(np.int64), axis)
+    except (IndexError, ValueError):
+        return None  # an index out of range is wrong, not an order
+    return op.op_type if compare(picked, meant, mode, value_scale([x])).ok else None
+
+
+def _value(op: Any, name: str, default: Any) -> Any:
+    var = op.inputs.get(name)
+    return default if var is None or var.val is None else int(np.asarray(var.val))
+
+
 def rounding_flip(plan: Any, values: dict, eager: dict, var_name: str, mode: str) -> str | None:
     """The op type, when an integer value's first departure from eager is a float-to-int
     boundary whose float inputs still agree within tolerance: a rounding flip (``argmax`` of

@@ -36,6 +36,7 @@ from coreml_lint.verifier.localize import (
     first_departure,
     input_scale,
     rounding_flip,
+    tie_order,
     uninitialised,
 )
 from coreml_lint.verifier.mil.dtypes import mil_dtype, round_fp16, store
@@ -282,6 +283,11 @@ def _judge(p, plan, values, states, targets, mode, result, explain) -> list[Dive
         exact = _exact(p, mode, _output_node(p, label))
         numbers = compare(actual, expected, mode, floor, exact)
         result.outputs[label] = asdict(numbers)
+        if not numbers.ok and var_name is not None:
+            tied = tie_order(plan, values, p.run.values, var_name, mode)
+            if tied is not None:
+                result.outputs[label]["excused"] = f"the order of equal values in {tied}"
+                continue
         if numbers.kind == "integer" and var_name is not None:
             flip = rounding_flip(plan, values, p.run.values, var_name, mode)
             if flip is not None:
