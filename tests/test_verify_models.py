@@ -263,10 +263,10 @@ class TopScores(nn.Module):
 
 
 def test_the_order_of_equal_values_in_a_sort_is_not_a_divergence():
-    """Most scores are zeroed (about 4 of 40 pass 0.9), so the 12 kept hold ties: torch's unstable argsort and Core
-    ML's order the zeros each their own way, and the boxes gathered differ, yet both are a
-    correct sort. Indices that pick other values still diverge (``1 / x`` feeding the sort
-    changes which are largest)."""
+    """Most scores are zeroed (about 4 of 40 pass 0.9), so the 12 kept hold ties: torch's
+    unstable argsort and Core ML's order the zeros each their own way, and the boxes
+    gathered differ, yet both are a correct sort. Indices that pick other values still
+    diverge (``1 / x`` feeding the sort changes which are largest)."""
     scores, boxes = torch.rand(1, 40), torch.randn(1, 40, 4)
     report = verify(_export(TopScores(), (scores, boxes)))
     assert report.status == "agree", report.summary()
