@@ -16,6 +16,7 @@ ET = "https://github.com/pytorch/executorch"
 VERIFIED = {
     *(f"{CT}/issues/{n}" for n in (759, 1570, 2565, 2569, 2573, 2821, 2826)),
     *(f"{CT}/pull/{n}" for n in (779, 1623, 1911, 2592, 2669, 2773, 2863, 2864)),
+    *(f"{CT}/pull/{n}" for n in (2339, 2725)),  # read on 2026-12-04, against 9.0's converter
     *(f"{ET}/issues/{n}" for n in (4209, 11686, 21855, 21951)),
     *(f"{ET}/pull/{n}" for n in (5165, 12532, 18531, 19245, 19394)),
     f"{ET}/blob/main/backends/apple/coreml/partition/coreml_partitioner.py",

@@ -26,9 +26,10 @@ Fix
 
 References
     - https://github.com/apple/coremltools/pull/2725
-      apply torch's softplus threshold in the converter (open)
+      a stable softplus that also applies torch's threshold (open)
     - https://github.com/apple/coremltools/pull/2339
-      softplus rank limit and threshold handling
+      softplus at any rank (merged; the threshold handling it first proposed is not in
+      9.0's converter, which reads the threshold and drops it)
 """
 
 from __future__ import annotations
