@@ -410,6 +410,13 @@ def test_a_resize_output_size_is_keyed_by_its_ratio_to_the_input():
         ),
         # torch.matmul(v, t) of a vector and a batch of matrices: declared (1, n)
         Key("aten.matmul.default", "float32:in,float32:in", "ranks=1x3", "r1"),
+        # F.interpolate(x, size=(8, 8)) of a 20x20 input: nearest, sizes sharing a divisor
+        Key(
+            "aten.upsample_nearest2d.vec",
+            "float32:in",
+            "a1=[down(common),down(common)];a2=None",
+            "r4",
+        ),
         # nn.InstanceNorm2d(8, affine=True, track_running_stats=True) on a 4-d input
         Key(
             "aten.instance_norm.default",
@@ -425,6 +432,42 @@ def test_the_table_answers_a_models_call_of_the_new_keys_as_measured(key):
     answer = active_table().answer(key, TARGET)
     assert answer is not None and answer.basis == "measured", key
     assert answer.entry.outcome == "wrong"
+
+
+@pytest.mark.parametrize(
+    "key, basis",
+    [
+        # nn.MaxPool2d(3, stride=2, dilation=2, ceil_mode=True): every measured dilation of
+        # 2 crashes; the class of [2,2] also holds [1,1], measured ok beside a ceil
+        (
+            Key(
+                "aten.max_pool2d.default",
+                "float32:in",
+                "a1=[3,3];a2=[2,2];a3=[0,0];a4=[2,2];a5=True",
+                "r4",
+            ),
+            "contrast",
+        ),
+        # nn.ConvTranspose1d(6, 4, 4, stride=3, groups=2, output_padding=2): stride 3 with
+        # output_padding 2 crashes; the base call's cell is "2 ok; 1 edge", a control
+        (
+            Key(
+                "aten.conv_transpose1d.default",
+                "float32:in,float32:const,float32:const",
+                "a3=[3];a4=[0];a5=[2];a6=2",
+                "r3",
+            ),
+            "factor",
+        ),
+    ],
+)
+def test_a_measured_crash_cause_is_predicted_over_a_class_that_converts(key, basis):
+    """A value measured to crash wherever it is given outranks a class reading from other
+    values of its class that convert, and a base call that always converts (ok or edge,
+    a mixed cell) is a control for what a change causes."""
+    answer = active_table().answer(key, TARGET)
+    assert answer is not None and answer.entry.outcome == "crash", key
+    assert answer.basis == basis
 
 
 def test_an_antialiased_resize_is_keyed_by_whether_it_shrinks():

@@ -276,6 +276,14 @@ class BehaviourTable:
         entry = self._lookup(*astuple(spelled), target, context)
         if entry is not None and entry.shape in ("*", key.shape):
             basis = MEASURED if same_call(entry, spelled) else CLASS
+            if basis == CLASS and entry.outcome != CRASH:
+                # other values of the class convert, but one of the key's own values is
+                # measured to crash wherever it is given (``dilation=[2,2]``, where the
+                # class answered from ``[1,1]`` beside a ``ceil_mode`` never measured
+                # with it): the measured cause outranks the class
+                cause = self._contrast_crashes(spelled, target, context)
+                if cause is not None and self.holds(CONTRAST, key.op):
+                    return Answer(cause[1], CONTRAST, cause[0])
             if self.holds(basis, key.op):
                 return Answer(entry, basis)
         local = local_table()  # measured here with the node's own spelling
@@ -464,8 +472,10 @@ class BehaviourTable:
             return None
         mine, theirs = factors(key.variant), factors(base)
         control = self._lookup(key.op, key.operands, base, key.shape, target, context)
-        if control is None or control.outcome in (CRASH, MIXED):
+        if control is None or control.outcome == CRASH:
             return None  # a base call that crashes is no control for what a change causes
+        if control.outcome == MIXED and not _converts(control):
+            return None  # "2 ok; 1 edge" converts every time: a control, as an ok one is
         for variant in sorted(self._variants(key.op, key.operands, context)):
             measured = factors(variant)
             changed = {
