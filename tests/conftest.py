@@ -89,9 +89,10 @@ def pytest_runtest_call(item: Any) -> Any:
 
 @pytest.fixture(autouse=True)
 def _random_draws_do_not_depend_on_test_order():
-    """Each test starts from one seed: under xdist a worker's earlier tests differ from run to
-    run, so an unseeded ``torch.randn`` drew other values each time (CI once drew integers
-    that missed every value an fp16 division rounds wrong). A test about values names them."""
+    """Each test starts torch and ``random`` from one seed: under xdist a worker's earlier
+    tests differ from run to run, so an unseeded ``torch.randn`` drew other values each time
+    (CI once drew integers that missed every value an fp16 division rounds wrong). A test
+    about values names them; a module's own numpy generator is its own."""
     torch = sys.modules.get("torch")
     if torch is not None:  # not yet imported: torch starts from its fixed default seed
         torch.manual_seed(0)

@@ -393,6 +393,8 @@ def test_a_resize_output_size_is_keyed_by_its_ratio_to_the_input():
     assert sized_text(nearest, ["x", [6, 5], None], (1, 3, 4, 4)) == "[up(common),up(coprime)]"
     assert sized_text(nearest, ["x", [2, 8], None], (1, 3, 4, 4)) == "[down(common),up]"
     assert sized_text(nearest, ["x", [4, 1], None], (1, 3, 4, 4)) == "[same,1]"
+    # from 100 rows on verify's kernel reads the shifted row as whole: exact sizes key
+    assert sized_text(nearest, ["x", [112, 112], None], (1, 3, 224, 224)) is None
     assert (
         sized_text("aten._upsample_nearest_exact2d.vec", ["x", [8, 8], None], (1, 3, 4, 4)) is None
     )

@@ -239,13 +239,18 @@ def float_to_int_boundary(op: Any) -> bool:
     return op.op_type in COMPARISONS or op.op_type in ARG_OPS
 
 
-def tie_order(plan: Any, values: dict, eager: dict, var_name: str, mode: str) -> str | None:
-    """The op type, when the first departure among ``var_name``'s ancestors is the indices
-    of an ``argsort``, ``topk`` or arg-reduction that pick values equal to the ones eager's
-    indices pick (within the pass's tolerance): the order among ties, which neither torch
-    (``stable=False``) nor Core ML defines, so the values gathered by them later differ
-    without either side being wrong (a score filter's zeros sorted, then boxes gathered).
-    Indices that pick other values are a divergence."""
+def tie_order(
+    plan: Any, values: dict, eager: dict, var_name: str, mode: str
+) -> tuple[str, str, Any] | None:
+    """(op type, var, eager's indices), when the first departure among ``var_name``'s
+    ancestors is the indices of an ``argsort`` (or an arg-reduction or ``topk`` whose
+    indices var is matched to its node) that pick values equal to the ones eager's indices
+    pick (within the pass's tolerance): the order among ties, which torch's unstable sort
+    does not define either, so the values gathered by them later differ without either
+    side being wrong (a score filter's zeros sorted, then boxes gathered). Indices that
+    pick other values are a divergence. Whether the output is then right is for the caller
+    to judge, running the program again with eager's indices in their place (an error
+    elsewhere in the output is not the tie's)."""
     culprit = first_departure(plan, values, eager, var_name, mode)
     if culprit is None:
         return None
@@ -267,7 +272,9 @@ def tie_order(plan: Any, values: dict, eager: dict, var_name: str, mode: str) ->
         meant = np.take_along_axis(x, theirs.astype(np.int64), axis)
     except (IndexError, ValueError):
         return None  # an index out of range is wrong, not an order
-    return op.op_type if compare(picked, meant, mode, value_scale([x])).ok else None
+    if not compare(picked, meant, mode, value_scale([x])).ok:
+        return None
+    return op.op_type, var, eager.get(node)
 
 
 def _value(op: Any, name: str, default: Any) -> Any:

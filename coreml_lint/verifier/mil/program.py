@@ -105,11 +105,15 @@ class Plan:
         inputs: dict[str, Any],
         states: dict[str, np.ndarray] | None = None,
         keep_wide: frozenset[str] = frozenset(),
+        overrides: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
         """Values of every var. ``inputs`` maps function input names to numpy arrays (already
         in the input's MIL dtype); ``states`` maps state input names to their initial value
         and is updated in place by ``coreml_update_state``. Vars named in ``keep_wide`` keep
-        float32 precision even where the program types them fp16 (see ``fp16_state_vars``)."""
+        float32 precision even where the program types them fp16 (see ``fp16_state_vars``).
+        A var named in ``overrides`` holds that value instead of what its op computes (the
+        run again with eager's indices in place of a sort's, ``localize.tie_order``)."""
+        overrides = overrides or {}
         env: dict[str, Any] = dict(self.constants)
         env.update(inputs)
         cells = {name: _StateCell(value) for name, value in (states or {}).items()}
@@ -129,6 +133,9 @@ class Plan:
                 except Exception as exc:  # a kernel failure is reported at its op
                     raise ExecutionError(step.op, f"{type(exc).__name__}: {exc}") from exc
                 self._store(step, result, env, keep_wide)
+                for name, dtype, _ in step.outputs:
+                    if name in overrides:
+                        env[name] = store(np.asarray(overrides[name]), dtype)
         if states is not None:
             for name, cell in cells.items():
                 states[name] = cell.value
