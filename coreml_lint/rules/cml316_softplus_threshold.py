@@ -82,8 +82,10 @@ class SoftplusThreshold(Rule):
                 "coremltools drops the threshold: where beta * x > threshold torch returns x, "
                 "and Core ML computes softplus there too, x + log(1 + exp(-beta * x)) / beta, "
                 f"{_gap(threshold, beta)}",
-                fix=f"write the threshold out: torch.where({beta:g} * x > {threshold:g}, x, "
-                f"F.softplus(x, {beta:g}))",
+                # the module's own names: one source line may build several thresholds
+                # (a ModuleList of blocks), whose findings a report shows as one
+                fix="write the threshold out: torch.where(beta * x > threshold, x, "
+                "F.softplus(x, beta))",
                 partitioner=ctx.skip_advice(node),
             )
 
