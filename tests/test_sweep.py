@@ -1372,3 +1372,75 @@ def test_a_resize_is_measured_at_an_output_size_of_each_ratio_class():
         sized_text(f"aten.{info.name}", c["args"], tuple(c["tensors"][0]["shape"])) for c in sized
     }
     assert {f"[{w},{w}]" for w in ("same", "up", "up(frac)", "down(frac)")} <= texts
+
+
+def test_a_recurrent_layer_is_measured_as_torch_nn_calls_it_with_its_state_as_input():
+    """``nn.LSTM`` starts its state with ``zeros``; the key reads a float32 value made in
+    Core ML as a partition input, so the case takes ``h0`` and ``c0`` as inputs, its
+    weights constant. Eager torch does not check an LSTM's weights against its flags, so
+    the op is measured only as its layer calls it (flags, two layers, a projection), in
+    float32 and float16: never a ``num_layers`` changed beside one layer's weights."""
+    pytest.importorskip("torch")
+    from coreml_lint.program.optable import load_optable
+    from coreml_lint.sweep.generate import op_cases
+    from coreml_lint.sweep.modules import _calls, collect
+    from coreml_lint.sweep.schema import in_scope
+
+    made = collect(["LSTM"])["lstm.input"]
+    assert made == [c for c in _calls()["lstm.input"] if c["module"].startswith("LSTM(")]
+    (info,) = [i for i in in_scope(load_optable())[0] if i.name == "lstm.input"]
+    cases, why = op_cases(info)
+    assert why is None and {c["axis"] for c in cases} == {"module"}
+    layers = {c["label"].removesuffix(" float16") for c in cases}
+    wanted = {"LSTM()", "LSTM(bidirectional=True)", "LSTM(num_layers=2)"}
+    assert {f"module {layer}" for layer in wanted} <= layers
+    plain = next(c for c in cases if c["label"] == "module LSTM()")
+    assert [t["origin"] for t in plain["tensors"]] == ["in"] * 3 + ["const"] * 4
+    half = next(c for c in cases if c["label"] == "module LSTM() float16")
+    assert {t["dtype"] for t in half["tensors"]} == {"float16"}
+
+
+def test_ops_whose_operands_must_fit_together_are_measured_from_a_seed():
+    """``index_fill`` with a 0-d value beside an int64 index, ``affine_grid`` with
+    ``[N, 2, 3]`` matrices beside a size list of ``N``: the generic search changes one
+    operand at a time and finds neither. A seed's operands are not reshaped alone."""
+    pytest.importorskip("torch")
+    from coreml_lint.program.optable import load_optable
+    from coreml_lint.sweep.generate import op_cases
+    from coreml_lint.sweep.schema import in_scope
+
+    scope = {i.name: i for i in in_scope(load_optable())[0]}
+    for name, shapes in (
+        ("index_fill.int_Tensor", [[4, 4], [2], []]),
+        ("affine_grid_generator.default", [[2, 2, 3]]),
+    ):
+        cases, why = op_cases(scope[name])
+        assert why is None
+        base = next(c for c in cases if c["axis"] == "base")
+        assert [t["shape"] for t in base["tensors"]] == shapes
+        assert {"dtype", "origin"} <= {c["axis"] for c in cases}
+        assert not {"shape", "rank"} & {c["axis"] for c in cases}
+
+
+def test_a_dtype_argument_is_measured_on_integer_data_beside_each_other_argument():
+    """``ids.sum(0, dtype=torch.float32)`` of int32 ids came back int32; the table had
+    measured ``dtype=`` on int64 data with ``dim=None`` only. The dtype values models ask
+    for are crossed with int32, int64 and bool data, alone and beside a ``dim``."""
+    pytest.importorskip("torch")
+    from coreml_lint.program.optable import load_optable
+    from coreml_lint.sweep.generate import op_cases
+    from coreml_lint.sweep.schema import in_scope
+
+    (info,) = [i for i in in_scope(load_optable())[0] if i.name == "sum.dim_IntList"]
+    cases, _ = op_cases(info)
+    found = {
+        (
+            c["tensors"][0]["dtype"],
+            json.dumps(c["args"][1:]),
+            c["kwargs"].get("dtype", {}).get("dtype"),
+        )
+        for c in cases
+    }
+    for data in ("int32", "int64", "bool"):
+        assert (data, "[[0]]", "float32") in found
+        assert (data, "[null]", "float16") in found

@@ -69,6 +69,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from coreml_lint.measured.case import Case
+from coreml_lint.measured.key import IMMATERIAL
 from coreml_lint.measured.values import RANK_PAIRED, value_text
 from coreml_lint.sweep.build import CONSUMED
 from coreml_lint.sweep.legal import (
@@ -84,6 +85,7 @@ from coreml_lint.sweep.legal import (
 )
 from coreml_lint.sweep.modules import module_calls
 from coreml_lint.sweep.schema import EQUATIONS, Arg, OpInfo, mixed_lists, string_options
+from coreml_lint.sweep.seeds import RECURRENT, seeded_base
 from coreml_lint.sweep.values import (
     DTYPES,
     FLOATS,
@@ -165,8 +167,11 @@ FLOATS_VARIANTS = (2.0, 1.3, 0.5, 1.5, 0.7)  # 1.3 first: its class's riskier va
 # 30: a resize's output size of each ratio class (``_output_sizes``), keyed by the ratio;
 # 31: those calls without changing the base call's batch in place (30 had made the base
 # call and its cases a batch of one); 32: output sizes one more than the input's and half
-# of it (a nearest resize is keyed by whether its sizes are coprime).
-GENERATOR = 32
+# of it (a nearest resize is keyed by whether its sizes are coprime); 33: seeded base calls
+# for ops the generic search finds none for (``seeds.py``: ``index_fill`` with a 0-d value,
+# ``affine_grid``, a recurrent layer's op as ``torch.nn`` calls it), and
+# the module axis with recurrent layers and their zero initial states.
+GENERATOR = 33
 
 # The model axis's batches: one (a size-1 dim in the key), and two, where a layer's call
 # keys as its base call's rank without a size-1 dim but with constant weights (a transposed
@@ -176,9 +181,13 @@ MODEL_BATCHES = (1, 2)
 
 def op_cases(info: OpInfo) -> tuple[list[Case], str | None]:
     """Every case of one op (at every sweep target), or why there is none."""
-    found = find_base(info)
+    if info.name in RECURRENT:
+        return _at_targets(list(_recurrent_cases(info))), None
+    found = seeded_base(info)
+    seeded = found is not None
+    found = found or find_base(info)
     if found is None:
-        return [], "no legal call found by the generic search"
+        return [], "no legal call found by the generic search or a seed"
     base, shape, _ = found
     base = _integer_data(info, base)
     cases: list[dict[str, Any]] = [_case(info, base, "base", "float32")]
@@ -205,8 +214,11 @@ def op_cases(info: OpInfo) -> tuple[list[Case], str | None]:
         if half is not None:
             cases.append(_case(info, half, "variant", f"{label} float16"))
     cases += [_case(info, c, "pairs", label) for label, c in _pairs(info, base)]
-    cases += [_case(info, c, "shape", s) for s, c in _shapes(info, base, shape)]
-    cases += [_case(info, c, "rank", s) for s, c in _edge_ranks(info, base)]
+    cases += [_case(info, c, "pairs", label) for label, c in _dtype_on_integers(info, base)]
+    if not seeded:  # a seed's operands are shaped for each other: not one at a time (an
+        # ``lstm.input`` whose input is reshaped alone crashes eager torch's process)
+        cases += [_case(info, c, "shape", s) for s, c in _shapes(info, base, shape)]
+        cases += [_case(info, c, "rank", s) for s, c in _edge_ranks(info, base)]
     cases += [_case(info, c, "origin", s) for s, c in _origins(info, base, dtype_calls)]
     cases += [_case(info, c, "scalar", s) for s, c in _scalar_operands(info, dtype_calls)]
     cases += [_case(info, c, "mixed", s) for s, c in _mixed_dtypes(info, base)]
@@ -239,10 +251,24 @@ def op_cases(info: OpInfo) -> tuple[list[Case], str | None]:
     return _at_targets(cases), None
 
 
+def _recurrent_cases(info: OpInfo) -> Iterator[Case]:
+    """A recurrent layer's op as ``torch.nn``'s layers call it (each flag, every two, two
+    layers, a projection; a batch of one and of two), in float32 and in float16 made in
+    the program. No other axis: eager torch does not check the weights against the
+    sizes and flags, so a changed ``num_layers`` or ``bidirectional`` beside the same
+    weights reads past them (and can end the process) rather than fail."""
+    for label, call in module_calls(info):
+        yield _case(info, call, "module", label)
+        half = _retyped(info, call, "float16", origin="op")
+        if half is not None:
+            yield _case(info, half, "module", f"{label} float16")
+
+
 def base_case(info: OpInfo, target: int = TARGETS[0]) -> Case | None:
-    """The op's base call at one target, or None where the generic search finds no legal
-    call (``edges.py`` asks ExecuTorch's edge verifier about ops the sweep leaves out)."""
-    found = find_base(info)
+    """The op's base call at one target, or None where neither a seed nor the generic
+    search finds a legal call (``edges.py`` asks ExecuTorch's edge verifier about ops the
+    sweep leaves out)."""
+    found = seeded_base(info) or find_base(info)
     if found is None:
         return None
     cases = _at_targets([_case(info, found[0], "base", "float32")], (target,))
@@ -476,6 +502,49 @@ def _pairs(info: OpInfo, base: Call) -> Iterator[tuple[str, Call]]:
                 yield from crossed(first, [value], second, options[second], MIXED_PAIRS)
             for value in mixed[second]:
                 yield from crossed(first, options[first], second, [value], MIXED_PAIRS)
+
+
+# A dtype argument on integer data, alone and beside each other argument's first values:
+# ``ids.sum(0, dtype=torch.float32)`` of int32 ids came back int32, measured until then on
+# int64 data and ``dim=None`` only. The pairwise axis leaves dtype arguments out (each takes
+# nine values), so these are its dtype pairs, at the dtypes models ask for.
+DTYPE_ARG_VALUES = ("float32", "float16", "int32", "int64")
+INTEGER_DATA = ("int32", "int64", "bool")
+DTYPE_PARTNERS = 2  # values of each other argument, beside each dtype value
+
+
+def _dtype_on_integers(info: OpInfo, base: Call) -> Iterator[tuple[str, Call]]:
+    """The call with a dtype argument at each of ``DTYPE_ARG_VALUES`` on each of
+    ``INTEGER_DATA``, alone and beside each other non-tensor argument at its first
+    ``DTYPE_PARTNERS`` other legal values."""
+    dtype_args = [a for a in info.args if a.kind == "dtype"]
+    if not dtype_args:
+        return
+    given = _named(info, base)
+    shape = _first_shape(base)
+    partners: list[tuple[str, Any]] = [("", None)]
+    for arg in info.args:
+        if arg.kind in ("fixed", "unknown", "dtype") or arg.is_tensor or arg.name in IMMATERIAL:
+            continue
+        seen = {_class(given.get(arg.name, arg.default), shape)}
+        for value in _variant_values(info, base, arg, given):
+            if len(seen) > DTYPE_PARTNERS:
+                break
+            if _class(value, shape) in seen or _equal_default(arg, value):
+                continue
+            if is_legal(info, with_given(info, base, {**given, arg.name: value})):
+                seen.add(_class(value, shape))
+                partners.append((arg.name, value))
+    for arg in dtype_args:
+        for dtype in DTYPE_ARG_VALUES:
+            for name, value in partners:
+                changed = {arg.name: {"dtype": dtype}, **({name: value} if name else {})}
+                call = with_given(info, base, {**given, **changed})
+                label = " ".join(f"{k}={_class(v, shape)}" for k, v in changed.items())
+                for data in INTEGER_DATA:
+                    made = _retyped(info, call, data)
+                    if made is not None:
+                        yield f"{label} {data}", made
 
 
 def _grouped_heads(info: OpInfo, base: Call) -> Iterator[tuple[str, Call]]:

@@ -11,10 +11,11 @@ default ``eps`` on a 4-d input).
 So each module class ``torch.nn`` exports whose required arguments ``SIZES`` names is
 built (then each bool flag flipped, every two flipped together, and a few common settings
 changed one at a time), run on one input, a batch of one and of two at the first rank its
-forward takes, and exported (a recurrent layer, whose constructor takes ``*args``, and a
-layer of several inputs are left out); each op
-node whose operands are the module's input, parameters or buffers becomes a case with
-exactly the arguments export recorded. ``collect`` does this once per torch release and
+forward takes, and exported (a layer of several inputs is left out; a recurrent layer,
+whose constructor takes ``*args``, is built from ``RNNBase``'s arguments); each op node
+whose operands are the module's input, parameters, buffers or a state it starts at zero
+(``nn.LSTM``'s ``h0`` and ``c0``) becomes a case with exactly the arguments export
+recorded. ``collect`` does this once per torch release and
 writes ``data/module_calls.json`` (``python -m coreml_lint.sweep.modules``); the
 generator reads it (``module_calls``), so a worker never builds modules.
 """
@@ -87,6 +88,9 @@ SETTINGS: dict[str, tuple[Any, ...]] = {
     "max_val": (6.0,),
     "output_padding": (1,),
     "eps": (1e-6,),
+    "num_layers": (2,),
+    "nonlinearity": ("relu",),
+    "proj_size": (2,),
 }
 # Containers: they make no call of their own. (A layer whose forward takes more than one
 # tensor, a loss or ``Transformer``, fails on one input and is left out there.)
@@ -141,9 +145,8 @@ def _built(cls: type) -> Iterator[tuple[str, Any]]:
     together, and each of ``SETTINGS`` changed alone; constructions the layer refuses are
     left out. A resize layer gets a scale factor: with neither a size nor a scale it
     constructs but cannot run."""
-    try:
-        params = inspect.signature(cls.__init__).parameters
-    except (TypeError, ValueError):
+    params = _parameters(cls)
+    if params is None:
         return
     required: dict[str, Any] = {}
     for pname, param in list(params.items())[1:]:
@@ -170,6 +173,26 @@ def _built(cls: type) -> Iterator[tuple[str, Any]]:
             continue
         words = ", ".join(f"{k}={v!r}" for k, v in change.items())
         yield f"{cls.__name__}({words})", module
+
+
+def _parameters(cls: type) -> dict[str, inspect.Parameter] | None:
+    """The constructor's parameters, ``self`` first. A recurrent layer (``nn.LSTM``) takes
+    ``*args, **kwargs`` and passes them to ``RNNBase``, whose signature names them (its
+    ``mode`` is the layer's own; ``nn.RNN`` takes a ``nonlinearity`` besides)."""
+    import torch
+
+    try:
+        params = dict(inspect.signature(cls.__init__).parameters)
+        if issubclass(cls, torch.nn.RNNBase) and cls is not torch.nn.RNNBase:
+            params = dict(inspect.signature(torch.nn.RNNBase.__init__).parameters)
+            params.pop("mode")
+            if cls is torch.nn.RNN:
+                params["nonlinearity"] = inspect.Parameter(
+                    "nonlinearity", inspect.Parameter.KEYWORD_ONLY, default="tanh"
+                )
+    except (TypeError, ValueError):
+        return None
+    return params
 
 
 def _exported(module: Any, batch: int) -> Iterator[tuple[str, dict[str, Any]]]:
@@ -243,11 +266,24 @@ class _NotAnOperand(Exception):
     """An operand made by another node, or an argument a case cannot encode."""
 
 
+# Ops a layer makes its initial state with (``nn.GRU``'s ``h0``, ``nn.LSTMCell``'s ``hx``).
+# The key reads a float32 value made inside Core ML as a partition input (``key.py``), so
+# the case takes the state as an input, with typical values: a model that carries its
+# state across calls passes one.
+ZERO_STATES = ("aten.zeros.default", "aten.zeros_like.default", "aten.new_zeros.default")
+
+
 def _spec(node: Any, constants: dict[str, str]) -> dict[str, Any] | None:
     import torch
 
     value = node.meta.get("val")
-    if node.op != "placeholder" or not isinstance(value, torch.Tensor):
+    if not isinstance(value, torch.Tensor):
+        return None
+    if node.op == "call_function" and str(node.target) in ZERO_STATES:
+        if value.dtype != torch.float32:
+            return None
+        return {"shape": list(value.shape), "dtype": "float32", "values": "typical", "origin": "in"}
+    if node.op != "placeholder":
         return None
     dtype = str(value.dtype).removeprefix("torch.")
     spec: dict[str, Any] = {"shape": list(value.shape), "dtype": dtype, "values": "typical"}
