@@ -169,13 +169,16 @@ def test_rejudge_lowers_a_case_again_and_puts_todays_result_in_place(tmp_path):
     """``sweep rejudge`` after a judge change: the selected case's shard row (here made
     stale by hand) is measured again on a local worker and replaced by what today's judge
     says, which is what a serial measurement says; a case it did not select keeps its row;
-    the run's CPU time is recorded beside the shards; the table is rebuilt from them."""
+    the run's CPU time is recorded beside the shards; the table is rebuilt from them. A
+    ``rejudge/`` folder an interrupted run of another judge left is measured again, not
+    applied."""
     pytest.importorskip("distributed", reason="the sweep's engine needs dask distributed")
     import json
 
     from coreml_lint.sweep import shards
     from coreml_lint.sweep.__main__ import main
     from coreml_lint.sweep.measure import measure
+    from coreml_lint.sweep.run import Store
     from coreml_lint.sweep.tasks import prepare
 
     prepare()
@@ -189,6 +192,10 @@ def test_rejudge_lowers_a_case_again_and_puts_todays_result_in_place(tmp_path):
     shards.write(folder, [chosen, other], results)
     ids = tmp_path / "ids.txt"
     ids.write_text(chosen["id"] + "\n")
+    left = Store(tmp_path / "sweep" / "rejudge")  # another judge's, stopped before applying
+    (left.folder / "judge.txt").write_text("another judge")
+    planted = dict(id=chosen["id"], op=chosen["op"], target=chosen["target"], keys=[])
+    left.append(left.results_path, dict(planted, outcome="crash", message="another judge"))
     table = tmp_path / "table.json"
     argv = ["rejudge", "--out", str(tmp_path / "sweep"), "--shards", str(folder)]
     argv += ["--table", str(table), "--workers", "1", "--only", str(ids), "--outcomes", "wrong"]

@@ -398,6 +398,23 @@ def rekey_all(engine: Engine, store: Store, say: Say, ops: set[str] | None = Non
 
 
 REJUDGED = "rejudge"  # the sub-folder a rejudge measures into (kept until it is applied)
+# What judges a lowered case: a change to any of these sources is a change of judge.
+JUDGE_SOURCES = ("sweep/measure.py", "measured/case.py", "measured/outcomes.py", "verifier")
+
+
+def judge_identity() -> str:
+    """A hash of the judge's sources (``JUDGE_SOURCES``): a rejudge stopped under one judge
+    resumes only under the same one, never mixing two judges' results in one apply."""
+    import hashlib
+
+    root = Path(__file__).resolve().parent.parent
+    digest = hashlib.sha1()
+    for name in JUDGE_SOURCES:
+        path = root / name
+        for source in sorted(path.rglob("*.py")) if path.is_dir() else [path]:
+            digest.update(str(source.relative_to(root)).encode())
+            digest.update(source.read_bytes())
+    return digest.hexdigest()[:16]
 
 
 def rejudge_all(
@@ -410,6 +427,13 @@ def rejudge_all(
     applied (then the sub-folder goes). The tasks' CPU time is the store's, as a run's.
     Returns case id -> (outcome before, outcome now) of every case whose outcome changed."""
     aside = Store(store.folder / REJUDGED)
+    judge = judge_identity()
+    stamp = aside.folder / "judge.txt"
+    if stamp.exists() and stamp.read_text() != judge:
+        say(f"{aside.folder} was measured by another judge: measuring again from scratch")
+        shutil.rmtree(aside.folder)
+        aside = Store(store.folder / REJUDGED)
+    stamp.write_text(judge)
     measure_all(engine, aside, cases, say)
     fresh = {i: r for i, r in aside.live_results().items() if i in {c["id"] for c in cases}}
     missing = len(cases) - len(fresh)
