@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import replace
 
 import pytest
 
@@ -300,6 +301,53 @@ def test_a_crash_one_value_causes_is_predicted_whatever_the_other_arguments(tmp_
         ],
     )
     assert both.answer(Key(POOL2, "float32:in", ceil, "r4"), 15) is None
+
+
+SUM = "aten.sum.dim_IntList"
+RETURNS_INT32 = "interface dtype (output): Core ML returns int32 where eager returns float32"
+
+
+def _sum_table(tmp_path, rows: list[tuple[str, str, str, str]]):
+    """A table of ``sum.dim_IntList`` cells (operands, variant, outcome, message) at iOS15."""
+    from coreml_lint.sweep.table import build_table, write_table
+
+    results = [
+        dict(
+            id=f"{operands}{variant}{outcome}",
+            op="sum.dim_IntList",
+            target=15,
+            outcome=outcome,
+            message=message,
+            keys=[
+                dict(op=SUM, operands=operands, variant=variant, shape="r2", context="")
+                | {"placed": "coreml"}
+            ],
+        )
+        for operands, variant, outcome, message in rows
+    ]
+    path = tmp_path / "behaviour.json"
+    write_table(path, build_table(results, {"cases": len(results)}, {}))
+    return load_table(path)
+
+
+def test_a_dtype_argument_ignored_alike_everywhere_is_predicted_at_other_arguments(tmp_path):
+    """``sum(ids, dtype=float32)`` of int32 ids returns int32 at every dim measured: a
+    call with other dims, ``keepdim`` and rank is predicted to, naming the dtype value.
+    Not from two cells, nor where one call with the value converts, nor for int64 ids."""
+    from coreml_lint.measured.table import INTERFACE
+
+    wrong = [
+        ("int32:in", variant, "wrong", RETURNS_INT32)
+        for variant in ("a1=None;dtype=float32", "a1=[0];dtype=float32", "a1=[1];dtype=float32")
+    ]
+    key = Key(SUM, "int32:in", "a1=[1,2];a2=True;dtype=float32", "r3")
+    answer = _sum_table(tmp_path, wrong).answer(key, 15)
+    assert answer.basis == INTERFACE and answer.cause == "dtype=float32"
+    assert answer.entry.message == RETURNS_INT32
+    assert _sum_table(tmp_path, wrong).answer(replace(key, operands="int64:in"), 15) is None
+    assert _sum_table(tmp_path, wrong[:2]).answer(key, 15) is None
+    fine = ("int32:in", "a1=[0];a2=True;dtype=float32", "ok", "")
+    assert _sum_table(tmp_path, [*wrong, fine]).answer(key, 15) is None
 
 
 def test_targets_round_trip():

@@ -7,7 +7,8 @@ or without a size-1 dim (``r4u`` for ``r4``: a batch of one) where the op's fami
 that way; measured at another shape class where the op's base call behaves alike at every
 shape measured at that target; or predicted, from crashes only (the base call's, every
 variant's, one changed argument's measured alone, or one argument value's, read off two
-measured calls differing in it alone), except in the op families where that way of answering
+measured calls differing in it alone; and one wrong outcome, a dtype argument every call
+measured with it ignores alike), except in the op families where that way of answering
 fell below 95 % precision on the table's own held-out cells (``data/prediction_gates.json``).
 """
 
@@ -22,7 +23,7 @@ from typing import Any
 from coreml_lint.measured.entry import Entry
 from coreml_lint.measured.families import family
 from coreml_lint.measured.key import Key
-from coreml_lint.measured.outcomes import CRASH, EDGE, MIXED, OK, normalized
+from coreml_lint.measured.outcomes import CRASH, EDGE, MIXED, OK, interface_only, normalized
 from coreml_lint.measured.rows import ByOp, Entries, OpRows
 from coreml_lint.measured.stack import cache_folder
 from coreml_lint.measured.values import (
@@ -111,6 +112,17 @@ RANK = "rank"
 # coremltools refuses at every rank and length: ``[-2, -2, -2, -2]`` of a 4-d input when
 # ``[-1, -1]`` of 2-d and 3-d ones were measured).
 SIGN = "sign"
+
+# Predicted, for a call with a dtype argument, from every call measured with the key's
+# operand dtypes and the same dtype value computing the same wrong partition-output dtype
+# (``_interface_wrong``), at two variants or more: a converter that ignores the dtype
+# argument ignores it whatever the dims, ``keepdim`` or rank (``ids.sum((1, 2),
+# keepdim=True, dtype=torch.float32)`` of int32 ids comes back int32, measured at other dims).
+INTERFACE = "interface"
+INTERFACE_SUPPORT = 3  # cells measured with the dtype value, all wrong alike
+DTYPE_WORDS = frozenset(
+    {"float32", "float16", "bfloat16", "int64", "int32", "int16", "int8", "uint8", "bool"}
+)
 
 HERE = "here"  # measured on this machine by ``check --measure``
 
@@ -204,7 +216,18 @@ class Answer:
 
     @property
     def predicted(self) -> bool:
-        return self.basis in (BASE, EVERY, FACTOR, WORD, SIGN, CONTRAST, ORIGIN, ALWAYS, RANK)
+        return self.basis in (
+            BASE,
+            EVERY,
+            FACTOR,
+            WORD,
+            SIGN,
+            CONTRAST,
+            ORIGIN,
+            ALWAYS,
+            RANK,
+            INTERFACE,
+        )
 
 
 @dataclass
@@ -355,6 +378,10 @@ class BehaviourTable:
         found = self._every_origin_crashes(key, target, context)
         if found is not None:
             return Answer(found, ORIGIN)
+        found = self._interface_wrong(key, target, context)
+        if found is not None:
+            chosen = [f"{f}={v}" for f, v in factors(key.variant).items() if v in DTYPE_WORDS]
+            return Answer(found, INTERFACE, ";".join(chosen))
         found = self._op_crashes(key, target)
         if found is not None:
             return Answer(found, ALWAYS)
@@ -419,6 +446,30 @@ class BehaviourTable:
         seen = {(i, o) for e in found for i, o in enumerate(e.operands.split(","))}
         mine = set(enumerate(key.operands.split(",")))
         return found[0] if mine <= seen else None
+
+    def _interface_wrong(self, key: Key, target: int, context: str) -> Entry | None:
+        """The wrong output dtype every call measured at the target with the key's operand
+        dtypes and its dtype argument's value shows, for one reason, at ``INTERFACE_SUPPORT``
+        cells or more of two variants or more; None otherwise (see ``INTERFACE``)."""
+        chosen = {f: v for f, v in factors(key.variant).items() if v in DTYPE_WORDS}
+        if not chosen:
+            return None
+        dtypes = _dtypes_of(key.operands)
+        found = [
+            e
+            for e in self.by_op.get(key.op, ())
+            if target in e.targets
+            and e.context == context
+            and _dtypes_of(e.operands) == dtypes
+            and all(factors(e.variant).get(f) == v for f, v in chosen.items())
+        ]
+        if len(found) < INTERFACE_SUPPORT or len({e.variant for e in found}) < 2:
+            return None
+        if not all(interface_only(e) for e in found):
+            return None
+        if len({normalized(e.message) for e in found}) != 1:
+            return None
+        return found[0]
 
     def changes(self, op: str, variant: str) -> dict[str, str]:
         """A variant's arguments less those at their schema default (export spells out

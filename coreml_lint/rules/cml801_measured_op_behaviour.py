@@ -96,6 +96,7 @@ from coreml_lint.measured.table import (
     EVERY,
     FACTOR,
     HERE,
+    INTERFACE,
     MEASURED,
     ORIGIN,
     RANK,
@@ -382,6 +383,8 @@ BASIS_WORDS = {
     "measured origin of operands of these dtypes crashes alike)",
     ALWAYS: "predicted (this call was not measured; every call of the op measured at this "
     "target crashes alike, with several operand dtypes and at several shapes)",
+    INTERFACE: "predicted (this combination of arguments was not measured; every call "
+    "measured with these operand dtypes and {cause} returns the same wrong dtype)",
     RANK: "predicted (this call was not measured; every call of the op measured at shape "
     "class {shape} crashes alike, where the same calls convert at other shapes)",
 }
