@@ -307,23 +307,26 @@ SUM = "aten.sum.dim_IntList"
 RETURNS_INT32 = "interface dtype (output): Core ML returns int32 where eager returns float32"
 
 
-def _sum_table(tmp_path, rows: list[tuple[str, str, str, str]]):
-    """A table of ``sum.dim_IntList`` cells (operands, variant, outcome, message) at iOS15."""
+def _sum_table(tmp_path, rows: list[tuple[str, ...]]):
+    """A table of ``sum.dim_IntList`` cells (operands, variant, outcome, message[, shape
+    class, r2 if not given]) at iOS15."""
     from coreml_lint.sweep.table import build_table, write_table
 
     results = [
         dict(
-            id=f"{operands}{variant}{outcome}",
+            id=f"{operands}{variant}{outcome}{shape}",
             op="sum.dim_IntList",
             target=15,
             outcome=outcome,
             message=message,
             keys=[
-                dict(op=SUM, operands=operands, variant=variant, shape="r2", context="")
+                dict(op=SUM, operands=operands, variant=variant, shape=shape, context="")
                 | {"placed": "coreml"}
             ],
         )
-        for operands, variant, outcome, message in rows
+        for operands, variant, outcome, message, shape in (
+            (*row, "r2") if len(row) == 4 else row for row in rows
+        )
     ]
     path = tmp_path / "behaviour.json"
     write_table(path, build_table(results, {"cases": len(results)}, {}))
@@ -333,19 +336,33 @@ def _sum_table(tmp_path, rows: list[tuple[str, str, str, str]]):
 def test_a_dtype_argument_ignored_alike_everywhere_is_predicted_at_other_arguments(tmp_path):
     """``sum(ids, dtype=float32)`` of int32 ids returns int32 at every dim measured: a
     call with other dims, ``keepdim`` and rank is predicted to, naming the dtype value.
-    Not from two cells, nor where one call with the value converts, nor for int64 ids."""
+    Not from two cells or from one variant, nor where one call with the value converts or
+    another message is measured, nor for int64 ids that convert, nor for int32 made in
+    the program (another origin than the measured one)."""
     from coreml_lint.measured.table import INTERFACE
 
     wrong = [
         ("int32:in", variant, "wrong", RETURNS_INT32)
         for variant in ("a1=None;dtype=float32", "a1=[0];dtype=float32", "a1=[1];dtype=float32")
     ]
+    wide = [("int64:in", v, "ok", "") for _, v, _, _ in wrong]
     key = Key(SUM, "int32:in", "a1=[1,2];a2=True;dtype=float32", "r3")
-    answer = _sum_table(tmp_path, wrong).answer(key, 15)
+    table = _sum_table(tmp_path, [*wrong, *wide])
+    answer = table.answer(key, 15)
     assert answer.basis == INTERFACE and answer.cause == "dtype=float32"
     assert answer.entry.message == RETURNS_INT32
-    assert _sum_table(tmp_path, wrong).answer(replace(key, operands="int64:in"), 15) is None
+    assert table.answer(replace(key, operands="int64:in"), 15) is None
+    assert table.answer(replace(key, operands="int32:op"), 15) is None
     assert _sum_table(tmp_path, wrong[:2]).answer(key, 15) is None
+    # three cells of one variant (two ranks: the table keeps them apart)
+    one_variant = [
+        ("int32:in", "a1=[0];dtype=float32", "wrong", RETURNS_INT32, shape)
+        for shape in ("r2", "r3", "r3u")
+    ]
+    assert _sum_table(tmp_path, one_variant).answer(key, 15) is None
+    assert _sum_table(tmp_path, one_variant + wrong[:1]).answer(key, 15).basis == INTERFACE
+    other = [*wrong[:2], (*wrong[2][:3], RETURNS_INT32.replace("float32", "float16"))]
+    assert _sum_table(tmp_path, other).answer(key, 15) is None
     fine = ("int32:in", "a1=[0];a2=True;dtype=float32", "ok", "")
     assert _sum_table(tmp_path, [*wrong, fine]).answer(key, 15) is None
 

@@ -114,9 +114,10 @@ RANK = "rank"
 SIGN = "sign"
 
 # Predicted, for a call with a dtype argument, from every call measured with the key's
-# operand dtypes and the same dtype value computing the same wrong partition-output dtype
-# (``_interface_wrong``), at two variants or more: a converter that ignores the dtype
-# argument ignores it whatever the dims, ``keepdim`` or rank (``ids.sum((1, 2),
+# operands (dtypes and origins) and the same dtype value computing the same wrong
+# partition-output dtype (``_interface_wrong``), at two variants or more, where no crash
+# reading holds: a converter that ignores the dtype argument ignores it whatever the dims,
+# ``keepdim`` or rank (``ids.sum((1, 2),
 # keepdim=True, dtype=torch.float32)`` of int32 ids comes back int32, measured at other dims).
 INTERFACE = "interface"
 INTERFACE_SUPPORT = 3  # cells measured with the dtype value, all wrong alike
@@ -378,15 +379,14 @@ class BehaviourTable:
         found = self._every_origin_crashes(key, target, context)
         if found is not None:
             return Answer(found, ORIGIN)
-        found = self._interface_wrong(key, target, context)
-        if found is not None:
-            chosen = [f"{f}={v}" for f, v in factors(key.variant).items() if v in DTYPE_WORDS]
-            return Answer(found, INTERFACE, ";".join(chosen))
         found = self._op_crashes(key, target)
         if found is not None:
             return Answer(found, ALWAYS)
         found = self._rank_crashes(key, target)
-        return None if found is None else Answer(found, RANK)
+        if found is not None:
+            return Answer(found, RANK)
+        wrong = self._interface_wrong(key, target, context)  # last: no crash reading holds
+        return None if wrong is None else Answer(wrong[1], INTERFACE, wrong[0])
 
     def _rank_crashes(self, key: Key, target: int) -> Entry | None:
         """The crash every call measured at the key's shape class shows at the target, for
@@ -447,29 +447,27 @@ class BehaviourTable:
         mine = set(enumerate(key.operands.split(",")))
         return found[0] if mine <= seen else None
 
-    def _interface_wrong(self, key: Key, target: int, context: str) -> Entry | None:
-        """The wrong output dtype every call measured at the target with the key's operand
-        dtypes and its dtype argument's value shows, for one reason, at ``INTERFACE_SUPPORT``
-        cells or more of two variants or more; None otherwise (see ``INTERFACE``)."""
+    def _interface_wrong(self, key: Key, target: int, context: str) -> tuple[str, Entry] | None:
+        """(the dtype value, as ``dtype=float32``, and the wrong) every call measured at the
+        target with the key's operands (dtypes and origins) and its dtype argument's value
+        shows, one message exactly, at ``INTERFACE_SUPPORT`` cells or more of two variants
+        or more; None otherwise (see ``INTERFACE``)."""
         chosen = {f: v for f, v in factors(key.variant).items() if v in DTYPE_WORDS}
         if not chosen:
             return None
-        dtypes = _dtypes_of(key.operands)
         found = [
             e
             for e in self.by_op.get(key.op, ())
             if target in e.targets
             and e.context == context
-            and _dtypes_of(e.operands) == dtypes
+            and e.operands == key.operands
             and all(factors(e.variant).get(f) == v for f, v in chosen.items())
         ]
         if len(found) < INTERFACE_SUPPORT or len({e.variant for e in found}) < 2:
             return None
-        if not all(interface_only(e) for e in found):
+        if not all(interface_only(e) for e in found) or len({e.message for e in found}) != 1:
             return None
-        if len({normalized(e.message) for e in found}) != 1:
-            return None
-        return found[0]
+        return ";".join(f"{f}={v}" for f, v in chosen.items()), found[0]
 
     def changes(self, op: str, variant: str) -> dict[str, str]:
         """A variant's arguments less those at their schema default (export spells out

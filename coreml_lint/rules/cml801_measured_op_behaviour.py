@@ -384,7 +384,7 @@ BASIS_WORDS = {
     ALWAYS: "predicted (this call was not measured; every call of the op measured at this "
     "target crashes alike, with several operand dtypes and at several shapes)",
     INTERFACE: "predicted (this combination of arguments was not measured; every call "
-    "measured with these operand dtypes and {cause} returns the same wrong dtype)",
+    "measured with these operands and {cause} returns the same wrong dtype)",
     RANK: "predicted (this call was not measured; every call of the op measured at shape "
     "class {shape} crashes alike, where the same calls convert at other shapes)",
 }

@@ -170,7 +170,8 @@ FLOATS_VARIANTS = (2.0, 1.3, 0.5, 1.5, 0.7)  # 1.3 first: its class's riskier va
 # of it (a nearest resize is keyed by whether its sizes are coprime); 33: seeded base calls
 # for ops the generic search finds none for (``seeds.py``: ``index_fill`` with a 0-d value,
 # ``affine_grid``, a recurrent layer's op as ``torch.nn`` calls it), and
-# the module axis with recurrent layers and their zero initial states.
+# the module axis with recurrent layers and their zero initial states; a dtype argument on
+# int32, int64 and bool data beside each other argument (``_dtype_on_integers``).
 GENERATOR = 33
 
 # The model axis's batches: one (a size-1 dim in the key), and two, where a layer's call
@@ -182,7 +183,8 @@ MODEL_BATCHES = (1, 2)
 def op_cases(info: OpInfo) -> tuple[list[Case], str | None]:
     """Every case of one op (at every sweep target), or why there is none."""
     if info.name in RECURRENT:
-        return _at_targets(list(_recurrent_cases(info))), None
+        cases = _at_targets(list(_recurrent_cases(info)))
+        return cases, None if cases else "no torch.nn layer call recorded (modules.py)"
     found = seeded_base(info)
     seeded = found is not None
     found = found or find_base(info)
@@ -215,8 +217,7 @@ def op_cases(info: OpInfo) -> tuple[list[Case], str | None]:
             cases.append(_case(info, half, "variant", f"{label} float16"))
     cases += [_case(info, c, "pairs", label) for label, c in _pairs(info, base)]
     cases += [_case(info, c, "pairs", label) for label, c in _dtype_on_integers(info, base)]
-    if not seeded:  # a seed's operands are shaped for each other: not one at a time (an
-        # ``lstm.input`` whose input is reshaped alone crashes eager torch's process)
+    if not seeded:  # a seed's operands are shaped for each other: not one at a time
         cases += [_case(info, c, "shape", s) for s, c in _shapes(info, base, shape)]
         cases += [_case(info, c, "rank", s) for s, c in _edge_ranks(info, base)]
     cases += [_case(info, c, "origin", s) for s, c in _origins(info, base, dtype_calls)]

@@ -399,7 +399,13 @@ def rekey_all(engine: Engine, store: Store, say: Say, ops: set[str] | None = Non
 
 REJUDGED = "rejudge"  # the sub-folder a rejudge measures into (kept until it is applied)
 # What judges a lowered case: a change to any of these sources is a change of judge.
-JUDGE_SOURCES = ("sweep/measure.py", "measured/case.py", "measured/outcomes.py", "verifier")
+JUDGE_SOURCES = (
+    "sweep/measure.py",
+    "sweep/values.py",
+    "measured/case.py",
+    "measured/outcomes.py",
+    "verifier",
+)
 
 
 def judge_identity() -> str:
@@ -429,7 +435,8 @@ def rejudge_all(
     aside = Store(store.folder / REJUDGED)
     judge = judge_identity()
     stamp = aside.folder / "judge.txt"
-    if stamp.exists() and stamp.read_text() != judge:
+    unstamped = not stamp.exists() and aside.results_path.exists()  # before stamps
+    if unstamped or (stamp.exists() and stamp.read_text() != judge):
         say(f"{aside.folder} was measured by another judge: measuring again from scratch")
         shutil.rmtree(aside.folder)
         aside = Store(store.folder / REJUDGED)

@@ -7,8 +7,10 @@ at ``N``). A recurrent layer's op
 based on the first call ``torch.nn``'s own layer makes (``modules.py``).
 
 Each seed is one call as a model makes it, at the shapes the generic search uses (a side
-of ``legal.SIDE``); the generator varies it on every axis as it does a found call, and
-keeps only the legal variations. (``_weight_norm`` has none: eager torch 2.13 crashes the
+of ``legal.SIDE``); the generator varies it on every axis but the shape and rank axes
+(which reshape one operand at a time), and keeps only the legal variations. A recurrent
+op's cases are its layers' calls alone (``generate._recurrent_cases``); its base here is
+what ``edges.py`` would lower. (``_weight_norm`` has none: eager torch 2.13 crashes the
 process on some of its reshaped calls, which would end a sweep worker's generation.)
 """
 
