@@ -210,27 +210,33 @@ def test_a_ceil_keyed_as_adding_a_window_is_one_torch_sizes_otherwise():
     assert compared > 200
 
 
-def _exact_table(tmp_path, rows: list[tuple[str, str, str]]):
-    """A table of ``avg_pool2d`` cells (variant, outcome, message) measured at r4, iOS15."""
+def _cells_table(tmp_path, op: str, cells: list[tuple[str, str, str, str, str]]):
+    """A table of one op's cells (operands, variant, outcome, message, shape class) measured
+    at iOS15; ``op`` in edge spelling."""
     from coreml_lint.sweep.table import build_table, write_table
 
     results = [
         dict(
-            id=f"{variant}{outcome}",
-            op="avg_pool2d.default",
+            id=f"{operands}{variant}{outcome}{shape}",
+            op=op.removeprefix("aten."),
             target=15,
             outcome=outcome,
             message=message,
             keys=[
-                dict(op=POOL2, operands="float32:in", variant=variant, shape="r4", context="")
+                dict(op=op, operands=operands, variant=variant, shape=shape, context="")
                 | {"placed": "coreml"}
             ],
         )
-        for variant, outcome, message in rows
+        for operands, variant, outcome, message, shape in cells
     ]
     path = tmp_path / "behaviour.json"
     write_table(path, build_table(results, {"cases": len(results)}, {}))
     return load_table(path)
+
+
+def _exact_table(tmp_path, rows: list[tuple[str, str, str]]):
+    """A table of ``avg_pool2d`` cells (variant, outcome, message) measured at r4, iOS15."""
+    return _cells_table(tmp_path, POOL2, [("float32:in", *row, "r4") for row in rows])
 
 
 POOL2 = "aten.avg_pool2d.default"
@@ -310,27 +316,7 @@ RETURNS_INT32 = "interface dtype (output): Core ML returns int32 where eager ret
 def _sum_table(tmp_path, rows: list[tuple[str, ...]]):
     """A table of ``sum.dim_IntList`` cells (operands, variant, outcome, message[, shape
     class, r2 if not given]) at iOS15."""
-    from coreml_lint.sweep.table import build_table, write_table
-
-    results = [
-        dict(
-            id=f"{operands}{variant}{outcome}{shape}",
-            op="sum.dim_IntList",
-            target=15,
-            outcome=outcome,
-            message=message,
-            keys=[
-                dict(op=SUM, operands=operands, variant=variant, shape=shape, context="")
-                | {"placed": "coreml"}
-            ],
-        )
-        for operands, variant, outcome, message, shape in (
-            (*row, "r2") if len(row) == 4 else row for row in rows
-        )
-    ]
-    path = tmp_path / "behaviour.json"
-    write_table(path, build_table(results, {"cases": len(results)}, {}))
-    return load_table(path)
+    return _cells_table(tmp_path, SUM, [(*row, "r2") if len(row) == 4 else row for row in rows])
 
 
 def test_a_dtype_argument_ignored_alike_everywhere_is_predicted_at_other_arguments(tmp_path):
