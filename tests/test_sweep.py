@@ -337,6 +337,12 @@ def test_a_dtype_argument_ignored_alike_everywhere_is_predicted_at_other_argumen
     answer = table.answer(key, 15)
     assert answer.basis == INTERFACE and answer.cause == "dtype=float32"
     assert answer.entry.message == RETURNS_INT32
+    from coreml_lint.rules.cml801_measured_op_behaviour import _message
+
+    said = _message(key, answer, 15, table, None)
+    assert "predicted (this combination of arguments was not measured; every call " in said
+    assert "with these operands and dtype=float32 returns the same wrong dtype)" in said
+    assert RETURNS_INT32 in said
     assert table.answer(replace(key, operands="int64:in"), 15) is None
     assert table.answer(replace(key, operands="int32:op"), 15) is None
     assert _sum_table(tmp_path, wrong[:2]).answer(key, 15) is None
