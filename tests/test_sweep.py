@@ -1436,7 +1436,9 @@ def test_a_recurrent_layer_is_measured_as_torch_nn_calls_it_with_its_state_as_in
     Core ML as a partition input, so the case takes ``h0`` and ``c0`` as inputs, its
     weights constant. Eager torch does not check an LSTM's weights against its flags, so
     the op is measured only as its layer calls it (flags, two layers, a projection), in
-    float32 and float16: never a ``num_layers`` changed beside one layer's weights."""
+    float32 and float16: never a ``num_layers`` changed beside one layer's weights. A
+    time-major layer (the default) takes its batch second, and two stacked layers are
+    also measured bidirectional."""
     pytest.importorskip("torch")
     from coreml_lint.program.optable import load_optable
     from coreml_lint.sweep.generate import op_cases
@@ -1449,12 +1451,32 @@ def test_a_recurrent_layer_is_measured_as_torch_nn_calls_it_with_its_state_as_in
     cases, why = op_cases(info)
     assert why is None and {c["axis"] for c in cases} == {"module"}
     layers = {c["label"].removesuffix(" float16") for c in cases}
-    wanted = {"LSTM()", "LSTM(bidirectional=True)", "LSTM(num_layers=2)"}
+    wanted = {"LSTM()", "LSTM(num_layers=2)", "LSTM(bidirectional=True, num_layers=2)"}
     assert {f"module {layer}" for layer in wanted} <= layers
-    plain = next(c for c in cases if c["label"] == "module LSTM()")
-    assert [t["origin"] for t in plain["tensors"]] == ["in"] * 3 + ["const"] * 4
+    plain = [c for c in cases if c["label"] == "module LSTM()"]
+    assert {tuple(c["tensors"][0]["shape"]) for c in plain} == {(8, 1, 4), (8, 2, 4)}
+    first = {tuple(c["tensors"][0]["shape"]) for c in cases if "batch_first=True" in c["label"]}
+    assert first == {(1, 8, 4), (2, 8, 4)}
+    assert [t["origin"] for t in plain[0]["tensors"]] == ["in"] * 3 + ["const"] * 4
     half = next(c for c in cases if c["label"] == "module LSTM() float16")
     assert {t["dtype"] for t in half["tensors"]} == {"float16"}
+
+
+def test_only_a_recurrent_layer_s_zero_state_becomes_an_input_operand():
+    """A ``zeros`` made in ``forward`` is a state only where a recurrent layer starts
+    from it; elsewhere it is a value made inside, which the module axis does not
+    record as an input."""
+    torch = pytest.importorskip("torch")
+    from coreml_lint.sweep.modules import _op_calls
+
+    class Shifted(torch.nn.Module):
+        def forward(self, x):
+            return torch.add(x, torch.zeros(x.shape[-1]))
+
+    ep = torch.export.export(Shifted(), (torch.randn(2, 4),), strict=False)
+    assert [op for op, _ in _op_calls(ep)] == []
+    ((op, call),) = _op_calls(ep, zero_states=True)
+    assert op == "add.Tensor" and [t["origin"] for t in call["tensors"]] == ["in", "in"]
 
 
 def test_ops_whose_operands_must_fit_together_are_measured_from_a_seed():

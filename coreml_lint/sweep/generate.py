@@ -171,8 +171,11 @@ FLOATS_VARIANTS = (2.0, 1.3, 0.5, 1.5, 0.7)  # 1.3 first: its class's riskier va
 # for ops the generic search finds none for (``seeds.py``: ``index_fill`` with a 0-d value,
 # ``affine_grid``, a recurrent layer's op as ``torch.nn`` calls it), and
 # the module axis with recurrent layers and their zero initial states; a dtype argument on
-# int32, int64 and bool data beside each other argument (``_dtype_on_integers``).
-GENERATOR = 33
+# int32, int64 and bool data beside each other argument (``_dtype_on_integers``); 34: a
+# time-major recurrent layer takes its batch second (33 had measured ``nn.LSTM()`` at
+# sequence lengths 1 and 2), and a recurrent layer's settings beside each flag (two
+# stacked bidirectional layers).
+GENERATOR = 34
 
 # The model axis's batches: one (a size-1 dim in the key), and two, where a layer's call
 # keys as its base call's rank without a size-1 dim but with constant weights (a transposed

@@ -12,10 +12,11 @@ So each module class ``torch.nn`` exports whose required arguments ``SIZES`` nam
 built (then each bool flag flipped, every two flipped together, and a few common settings
 changed one at a time), run on one input, a batch of one and of two at the first rank its
 forward takes, and exported (a layer of several inputs is left out; a recurrent layer,
-whose constructor takes ``*args``, is built from ``RNNBase``'s arguments); each op node
-whose operands are the module's input, parameters, buffers or a state it starts at zero
-(``nn.LSTM``'s ``h0`` and ``c0``) becomes a case with exactly the arguments export
-recorded. ``collect`` does this once per torch release and
+whose constructor takes ``*args``, is built from ``RNNBase``'s arguments, each setting
+also beside each flag, and a time-major one takes its batch second); each op node whose
+operands are the module's input, parameters, buffers or (a recurrent layer's) a state it
+starts at zero (``nn.LSTM``'s ``h0`` and ``c0``) becomes a case with exactly the arguments
+export recorded. ``collect`` does this once per torch release and
 writes ``data/module_calls.json`` (``python -m coreml_lint.sweep.modules``); the
 generator reads it (``module_calls``), so a worker never builds modules.
 """
@@ -161,10 +162,15 @@ def _built(cls: type) -> Iterator[tuple[str, Any]]:
     flags = [{n: not p.default} for n, p in params.items() if isinstance(p.default, bool)]
     changes: list[dict[str, Any]] = [{}, *flags]
     changes += [{**a, **b} for a, b in itertools.combinations(flags, 2)]  # affine and stats
-    for pname, param in list(params.items())[1:]:
-        for value in SETTINGS.get(pname, ()):
-            if value != param.default and value != required.get(pname):
-                changes.append({pname: value})
+    settings = [
+        {pname: value}
+        for pname, param in list(params.items())[1:]
+        for value in SETTINGS.get(pname, ())
+        if value != param.default and value != required.get(pname)
+    ]
+    changes += settings
+    if _recurrent(cls):  # a stacked bidirectional layer: each setting beside each flag
+        changes += [{**flag, **setting} for flag in flags for setting in settings]
     for change in changes:
         kwargs = {**required, **change}
         try:
@@ -173,6 +179,12 @@ def _built(cls: type) -> Iterator[tuple[str, Any]]:
             continue
         words = ", ".join(f"{k}={v!r}" for k, v in change.items())
         yield f"{cls.__name__}({words})", module
+
+
+def _recurrent(cls: type) -> bool:
+    import torch
+
+    return issubclass(cls, (torch.nn.RNNBase, torch.nn.RNNCellBase))
 
 
 def _parameters(cls: type) -> dict[str, inspect.Parameter] | None:
@@ -197,7 +209,8 @@ def _parameters(cls: type) -> dict[str, inspect.Parameter] | None:
 
 def _exported(module: Any, batch: int) -> Iterator[tuple[str, dict[str, Any]]]:
     """The op calls of ``module``'s exported forward at the first input it takes, each
-    whose tensor operands are all the input, a parameter or a buffer."""
+    whose tensor operands are all the input, a parameter, a buffer or (a recurrent
+    layer's) a state it starts at zero."""
     import torch
 
     for x in _inputs(module, batch):
@@ -207,11 +220,14 @@ def _exported(module: Any, batch: int) -> Iterator[tuple[str, dict[str, Any]]]:
                 ep = torch.export.export(module, (x,), strict=False)
         except Exception:
             continue
-        yield from _op_calls(ep)
+        yield from _op_calls(ep, zero_states=_recurrent(type(module)))
         return
 
 
 def _inputs(module: Any, batch: int) -> Iterator[Any]:
+    """Inputs of each shape the layer might take, the batch first; a time-major recurrent
+    layer (``nn.LSTM()``: ``batch_first=False``) takes its batch second, behind the
+    sequence."""
     import torch
 
     if isinstance(module, (torch.nn.Embedding, torch.nn.EmbeddingBag)):
@@ -219,11 +235,17 @@ def _inputs(module: Any, batch: int) -> Iterator[Any]:
         return
     rank = BATCHED_RANK.get(type(module).__name__[-2:].lower())
     shapes = sorted(FLOAT_SHAPES, key=lambda s: len(s) + 1 != rank)  # stable: others keep order
+    time_major = isinstance(module, torch.nn.RNNBase) and not module.batch_first
     for shape in shapes:
-        yield torch.randn(batch, *shape)
+        if time_major and shape:
+            yield torch.randn(shape[0], batch, *shape[1:])
+        else:
+            yield torch.randn(batch, *shape)
 
 
-def _op_calls(ep: Any) -> Iterator[tuple[str, dict[str, Any]]]:
+def _op_calls(ep: Any, zero_states: bool = False) -> Iterator[tuple[str, dict[str, Any]]]:
+    """Each aten call whose tensor operands are the program's inputs, parameters or
+    buffers, or (``zero_states``) a float32 ``zeros`` state, which becomes an input."""
     import torch
 
     signature = ep.graph_signature
@@ -235,26 +257,30 @@ def _op_calls(ep: Any) -> Iterator[tuple[str, dict[str, Any]]]:
             continue
         tensors: list[dict[str, Any]] = []
         try:
-            args = [_encoded(a, tensors, constants) for a in node.args]
-            kwargs = {k: _encoded(v, tensors, constants) for k, v in node.kwargs.items()}
+            args = [_encoded(a, tensors, constants, zero_states) for a in node.args]
+            kwargs = {
+                k: _encoded(v, tensors, constants, zero_states) for k, v in node.kwargs.items()
+            }
         except _NotAnOperand:
             continue
         name = f"{node.target._schema.name.split('::')[1]}.{node.target._overloadname}"
         yield name, {"args": args, "kwargs": kwargs, "tensors": tensors}
 
 
-def _encoded(value: Any, tensors: list[dict[str, Any]], constants: dict[str, str]) -> Any:
+def _encoded(
+    value: Any, tensors: list[dict[str, Any]], constants: dict[str, str], zero_states: bool
+) -> Any:
     """An argument as a case holds it; a tensor operand is appended to ``tensors``."""
     import torch
 
     if isinstance(value, torch.fx.Node):
-        spec = _spec(value, constants)
+        spec = _spec(value, constants, zero_states)
         if spec is None:
             raise _NotAnOperand
         tensors.append(spec)
         return {"t": len(tensors) - 1}
     if isinstance(value, (list, tuple)):
-        return [_encoded(v, tensors, constants) for v in value]
+        return [_encoded(v, tensors, constants, zero_states) for v in value]
     if isinstance(value, torch.dtype):
         return {"dtype": str(value).removeprefix("torch.")}
     if value is None or isinstance(value, (bool, int, float, str)):
@@ -273,13 +299,13 @@ class _NotAnOperand(Exception):
 ZERO_STATES = ("aten.zeros.default", "aten.zeros_like.default", "aten.new_zeros.default")
 
 
-def _spec(node: Any, constants: dict[str, str]) -> dict[str, Any] | None:
+def _spec(node: Any, constants: dict[str, str], zero_states: bool) -> dict[str, Any] | None:
     import torch
 
     value = node.meta.get("val")
     if not isinstance(value, torch.Tensor):
         return None
-    if node.op == "call_function" and str(node.target) in ZERO_STATES:
+    if zero_states and node.op == "call_function" and str(node.target) in ZERO_STATES:
         if value.dtype != torch.float32:
             return None
         return {"shape": list(value.shape), "dtype": "float32", "values": "typical", "origin": "in"}
