@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from coreml_lint.core.findings import Finding, Location, Outcome, Severity
 from coreml_lint.core.settings import PartitionerSettings
-from coreml_lint.program.graph import Graph, Node
+from coreml_lint.program.graph import INTEGER_DTYPES, Graph, Node
 from coreml_lint.program.optable import OpTable, load_optable
 from coreml_lint.program.placement import COREML, Placement
 from coreml_lint.source.sites import module_site, owner_stack
@@ -22,6 +22,8 @@ if TYPE_CHECKING:
     from coreml_lint.rulekit.rule import Rule
 
 
+# The ops a value is cast with (``x.float()``, ``x.to(dtype)``, ``x.type_as(y)``).
+CASTS = frozenset({"_to_copy", "to", "_to_dim_order_copy", "type_as"})
 _FRAME = re.compile(r'File "(?P<path>[^"]+)", line (?P<line>\d+), in (?P<func>[^\n]+)')
 # Frames inside these packages are library internals, not the user's model code.
 _LIBRARY_PARTS = ("/torch/", "/executorch/", "/coremltools/", "/torchao/")
@@ -203,6 +205,15 @@ class ProgramContext:
     def shape(self, value: str) -> tuple[int | str, ...] | None:
         info = self.graph.tensors.get(value)
         return info.shape if info else None
+
+    def integer_source(self, value: str) -> str | None:
+        """The integer (or bool) dtype a float value was cast from (``lag.float()``), or
+        None: its values are whole numbers, which some lowerings keep exact."""
+        producer = self.producers.get(value)
+        if producer is None or producer.op_base not in CASTS or not producer.tensor_inputs():
+            return None
+        source = self.dtype(producer.tensor_inputs()[0])
+        return source if source in INTEGER_DTYPES or source == "bool" else None
 
     def edge_name(self, node: Node) -> str:
         return self.placement.nodes[node.name].edge_name

@@ -34,7 +34,6 @@ from typing import Any
 from coreml_lint.core.findings import Finding, Outcome, Severity
 from coreml_lint.core.settings import PartitionerSettings
 from coreml_lint.measured.outcomes import WRONG
-from coreml_lint.program.graph import INTEGER_DTYPES
 from coreml_lint.rulekit.context import ProgramContext
 from coreml_lint.rulekit.examples import case, module, returns, torch
 from coreml_lint.rulekit.rule import Rule
@@ -46,7 +45,6 @@ COUNTED = (
     "own rounding (Core ML's default compute precision; at float32 it is not), except where "
     "x is 0, where `inverse` is by its definition 1 / 1e-4 = 10000, not inf"
 )
-CASTS = {"_to_copy", "to", "_to_dim_order_copy", "type_as"}
 
 
 class ReciprocalEpsilon(Rule):
@@ -67,7 +65,7 @@ class ReciprocalEpsilon(Rule):
                 "constant",
             ):
                 continue  # a constant is folded exactly when coremltools converts it
-            counted = _integer_valued(ctx, operand)
+            counted = ctx.integer_source(operand)
             yield ctx.finding(
                 node,
                 "1 / x is delegated as MIL `inverse(x, epsilon=1e-4)`, which computes "
@@ -94,15 +92,6 @@ class ReciprocalEpsilon(Rule):
             node.target, node.args = aten.div.Tensor, (ones, operand)
             done.append(f"{node.name}: 1 / x written as a division (real_div, no epsilon)")
         return finish(ep), done
-
-
-def _integer_valued(ctx: ProgramContext, value: str) -> str | None:
-    """The integer (or bool) dtype a value was cast from (``lag.float()``), or None."""
-    producer = ctx.producers.get(value)
-    if producer is None or producer.op_base not in CASTS or not producer.tensor_inputs():
-        return None
-    source = ctx.dtype(producer.tensor_inputs()[0])
-    return source if source in INTEGER_DTYPES or source == "bool" else None
 
 
 # -- program cases: what the stock CoreMLPartitioner really does (the oracle lowers each) --
