@@ -324,7 +324,8 @@ def test_a_dtype_argument_ignored_alike_everywhere_is_predicted_at_other_argumen
     call with other dims, ``keepdim`` and rank is predicted to, naming the dtype value.
     Not from two cells or from one variant, nor where one call with the value converts or
     another message is measured, nor for int64 ids that convert, nor for int32 made in
-    the program (another origin than the measured one)."""
+    the program (another origin than the measured one), nor where the schema names no
+    dtype argument."""
     from coreml_lint.measured.table import INTERFACE
 
     wrong = [
@@ -345,6 +346,8 @@ def test_a_dtype_argument_ignored_alike_everywhere_is_predicted_at_other_argumen
     assert RETURNS_INT32 in said
     assert table.answer(replace(key, operands="int64:in"), 15) is None
     assert table.answer(replace(key, operands="int32:op"), 15) is None
+    assert table.dtype_args[SUM] == ["dtype"]  # the schema says which value is a dtype
+    assert replace(table, dtype_args={}, _free={}).answer(key, 15) is None
     assert _sum_table(tmp_path, wrong[:2]).answer(key, 15) is None
     # three cells of one variant (two ranks: the table keeps them apart)
     one_variant = [

@@ -121,9 +121,6 @@ SIGN = "sign"
 # keepdim=True, dtype=torch.float32)`` of int32 ids comes back int32, measured at other dims).
 INTERFACE = "interface"
 INTERFACE_SUPPORT = 3  # cells measured with the dtype value, all wrong alike
-DTYPE_WORDS = frozenset(
-    {"float32", "float16", "bfloat16", "int64", "int32", "int16", "int8", "uint8", "bool"}
-)
 
 HERE = "here"  # measured on this machine by ``check --measure``
 
@@ -242,6 +239,8 @@ class BehaviourTable:
     arg_names: dict[str, list[str]] = field(default_factory=dict)  # op -> schema names
     # op -> each defaulted argument as keys record it ("a4" -> "[1,1]")
     arg_defaults: dict[str, dict[str, str]] = field(default_factory=dict)
+    # op -> its dtype arguments as keys name them ("dtype", "a2"): from the schema
+    dtype_args: dict[str, list[str]] = field(default_factory=dict)
     # basis -> the op families where it did not hold out (None: no hold-out measured)
     refused: dict[str, frozenset[str]] | None = None
     # ops measured as users write them though ``to_edge`` decomposes them (``nn.Hardshrink``):
@@ -452,7 +451,8 @@ class BehaviourTable:
         target with the key's operands (dtypes and origins) and its dtype argument's value
         shows, one message exactly, at ``INTERFACE_SUPPORT`` cells or more of two variants
         or more; None otherwise (see ``INTERFACE``)."""
-        chosen = {f: v for f, v in factors(key.variant).items() if v in DTYPE_WORDS}
+        names = self.dtype_args.get(key.op, ())
+        chosen = {f: v for f, v in factors(key.variant).items() if f in names and v != "None"}
         if not chosen:
             return None
         found = [
@@ -848,6 +848,7 @@ def load_table(path: Path, gated: bool = True) -> BehaviourTable:
         dict(data.get("bases", {})),
         dict(data.get("arg_names", {})),
         dict(data.get("arg_defaults", {})),
+        dict(data.get("dtype_args", {})),
         refused=load_gates(path) if gated else None,
         measured_decomposed=frozenset(data.get("measured_decomposed", ())),
     )

@@ -185,6 +185,11 @@ def bases(results: list[dict[str, Any]], cases: dict[str, dict[str, Any]]) -> di
     return dict(sorted(found.items()))
 
 
+# The table's per-op maps (written one op a line): the base call's variant and what the
+# schema says of the arguments.
+PER_OP = ("bases", "arg_names", "arg_defaults", "dtype_args")
+
+
 def arg_names(ops: set[str]) -> dict[str, list[str]]:
     """Op -> its schema's argument names (to print ``eps=frac`` rather than ``a3=frac``)."""
     import torch
@@ -220,6 +225,29 @@ def arg_defaults(ops: set[str]) -> dict[str, dict[str, str]]:
             for i, a in enumerate(schema.arguments)
             if a.has_default_value() and not str(a.type).startswith(("Tensor", "Optional[Tensor"))
         }
+    return found
+
+
+def dtype_args(ops: set[str]) -> dict[str, list[str]]:
+    """Op -> its dtype arguments as keys name them (``dtype`` of ``sum.dim_IntList``,
+    ``a2`` of ``softmax.int``): which of a variant's values is a dtype is the schema's to
+    say, not the value's spelling."""
+    import torch
+
+    found = {}
+    for op in sorted(ops):
+        namespace, base, overload = op.split(".")
+        try:
+            schema = getattr(getattr(getattr(torch.ops, namespace), base), overload)._schema
+        except (AttributeError, RuntimeError):
+            continue
+        names = [
+            a.name if a.kwarg_only else f"a{i}"
+            for i, a in enumerate(schema.arguments)
+            if str(a.real_type).removeprefix("Optional[").removesuffix("]") == "ScalarType"
+        ]
+        if names:
+            found[op] = names
     return found
 
 
@@ -259,6 +287,7 @@ def build_table(
         "bases": bases(results, cases),
         "arg_names": arg_names(set(ops)),
         "arg_defaults": arg_defaults(set(ops)),
+        "dtype_args": dtype_args(set(ops)),
         "measured_decomposed": sorted(op for op in ops if op.removeprefix("aten.") in decomposed),
         "messages": messages,
         "ops": dict(sorted(ops.items())),
@@ -288,7 +317,7 @@ def merge_new(shipped: dict[str, Any], extra: dict[str, Any], note: str) -> dict
             added += 1
     shipped["messages"] = messages
     shipped["ops"] = dict(sorted(shipped["ops"].items()))
-    for key in ("bases", "arg_names", "arg_defaults"):  # the shipped table lacks for new ops
+    for key in PER_OP:  # the shipped table lacks them for new ops
         merged = {**extra.get(key, {}), **shipped.get(key, {})}
         shipped[key] = dict(sorted(merged.items()))
     kept = ("measured", "cases", "outcomes", "wall_seconds", "workers")
@@ -331,10 +360,11 @@ def carry(previous: dict[str, Any], table: dict[str, Any], note: str) -> dict[st
             del table["ops"][op]
     table["messages"] = messages
     table["ops"] = dict(sorted(table["ops"].items()))
-    for key in ("bases", "arg_names", "arg_defaults"):  # carried ops' own, the new first
+    for key in PER_OP:  # carried ops' own, the new first
         table[key] = dict(sorted({**previous.get(key, {}), **table.get(key, {})}.items()))
     lacking = set(table["ops"]) - set(table["arg_defaults"])  # a table older than the key
     table["arg_defaults"] = dict(sorted({**table["arg_defaults"], **arg_defaults(lacking)}.items()))
+    table["dtype_args"] = dtype_args(set(table["ops"]))  # the schema's, for every op
     before = previous["sweep"].get("carried", {}).get("from") or {
         k: previous["sweep"][k]
         for k in ("measured", "cases", "cases_generated", "note", "added")
@@ -356,13 +386,12 @@ def measured_versions() -> dict[str, str]:
 def render(table: dict[str, Any]) -> str:
     """One line per entry (and per op of the per-op maps): compact, and a re-measure diffs
     by line."""
-    per_line = ("bases", "arg_names", "arg_defaults")
     lines = ["{"]
     for key, value in table.items():
-        if key in ("messages", "ops", *per_line):
+        if key in ("messages", "ops", *PER_OP):
             continue
         lines.append(f"{json.dumps(key)}: {json.dumps(value, sort_keys=True)},")
-    for key in per_line:
+    for key in PER_OP:
         items = list(table[key].items())
         lines.append(f"{json.dumps(key)}: {{")
         lines += [
