@@ -6,7 +6,10 @@ What it does
     makes itself when it decomposes a bicubic upsampling (``F.interpolate(...,
     mode="bicubic")``) of a channels-last tensor, such as a ``permute(0, 3, 1, 2)`` of an NHWC
     tensor. The last is how ViT, DINOv2 and SigLIP interpolate their position embeddings
-    when they run at a resolution other than their config's.
+    when they run at a resolution other than their config's. Also flags a Core ML
+    partition's input laid out otherwise than contiguously: a model exported with a
+    channels-last example input (``x.to(memory_format=torch.channels_last)``, as CPU and
+    GPU inference code often passes), read by a delegated op.
 
 Why it breaks
     Core ML tensors have one layout. The partitioner delegates the copy by name (ExecuTorch
@@ -16,7 +19,10 @@ Why it breaks
     non-contiguous dim order`` for ``_to_dim_order_copy``). Bicubic upsampling has no Core ML
     converter, so torch's decomposition runs, and it ends with
     ``result.contiguous(memory_format=<the input's>)``. Bilinear and nearest upsampling of
-    the same input convert fine.
+    the same input convert fine. A partition's inputs are checked before any op converts:
+    one laid out otherwise fails with ``NotImplementedError: Core ML does not have general
+    support for non-contiguous dim order``, and a ``.contiguous()`` in ``forward`` does not
+    help, since the copy is delegated with it.
 
 Example
     ``F.interpolate(pos.permute(0, 3, 1, 2), size=(16, 16), mode="bicubic")`` where ``pos`` is
@@ -25,9 +31,11 @@ Example
 Fix
     (a) an explicit channels-last copy: leave the tensor contiguous (Core ML has one layout
     anyway); (b) bicubic upsampling: make the tensor contiguous before it (``.contiguous()``
-    after the permute), or use ``mode="bilinear"``; (c) ``coreml-lint lower`` writes each
-    channels-last copy as permute, contiguous copy, permute back (the same values and
-    strides; checked equal in eager).
+    after the permute), or use ``mode="bilinear"``; (c) a channels-last input: export with
+    a contiguous example input (``x.contiguous()``) and pass contiguous tensors at run
+    time; (d) ``coreml-lint lower`` writes each channels-last copy as permute, contiguous
+    copy, permute back (the same values and strides; checked equal in eager), and copies a
+    channels-last input to contiguous on the CPU before Core ML reads it.
 
 References
     None found: apple/coremltools and pytorch/executorch issues and pull requests were
@@ -43,7 +51,7 @@ from coreml_lint.core.findings import Finding, Outcome
 from coreml_lint.core.settings import PartitionerSettings
 from coreml_lint.program.graph import CHANNELS_LAST, Node, Opaque, TensorInfo
 from coreml_lint.rulekit.context import ProgramContext
-from coreml_lint.rulekit.examples import F, case, module, torch
+from coreml_lint.rulekit.examples import F, case, module, nn, torch, wrapped
 from coreml_lint.rulekit.rule import Rule
 
 COPIES = {
@@ -52,13 +60,16 @@ COPIES = {
     "order",
 }
 BICUBIC = ("aten.upsample_bicubic2d.vec", "aten.upsample_bicubic2d.default")
+NOT_CONTIGUOUS_INPUT = (
+    "NotImplementedError: Core ML does not have general support for non-contiguous dim order"
+)
 
 
 class ChannelsLastLayout(Rule):
     code = "CML312"
     name = "channels-last-layout"
     outcome = Outcome.CRASH
-    summary = "channels-last copy delegated (also from bicubic upsampling): Core ML refuses it"
+    summary = "channels-last copy or input delegated (also bicubic upsampling): Core ML refuses it"
     # torch's decomposition of bicubic upsampling (what the lowered program computes anyway)
     # rounds differently from the native kernel: about 6e-7 seen.
     rewrite_tolerance = 1e-5
@@ -86,6 +97,31 @@ class ChannelsLastLayout(Rule):
                 f"`{error}`",
                 fix=fix,
             )
+        yield from self._inputs_laid_out_otherwise(ctx)
+
+    def _inputs_laid_out_otherwise(self, ctx: ProgramContext) -> Iterator[Finding]:
+        """A program input read by a partition whose strides are not contiguous:
+        coremltools refuses the partition. Only the program's inputs: a view's strides in
+        the exported graph (a ``permute`` read by a later partition) are not what the edge
+        program has, where every view is a contiguous copy."""
+        for part in ctx.placement.partitions:
+            for value in part.inputs:
+                info = ctx.graph.tensors.get(value)
+                if ctx.input_kinds.get(value) != "user_input" or not _laid_out_otherwise(info):
+                    continue
+                readers = ctx.readers_in(value, part)
+                if not readers:
+                    continue
+                yield ctx.finding(
+                    readers[0],
+                    f"{readers[0].op_base} reads the program's input `{value}`, laid out "
+                    "otherwise than "
+                    f"contiguously (strides {list(info.strides or ())} for shape "
+                    f"{list(info.shape)}), as a Core ML partition's input: lowering fails "
+                    f"with `{NOT_CONTIGUOUS_INPUT}`",
+                    fix="export with a contiguous example input (`x.contiguous()`) and pass "
+                    "contiguous tensors at run time",
+                )
 
     def rewrite(self, ep: Any, settings: PartitionerSettings) -> tuple[Any, list[str]]:
         """Decompose bicubic upsampling of channels-last inputs (what the edge step would
@@ -97,7 +133,27 @@ class ChannelsLastLayout(Rule):
         for node in list(ep.graph.nodes):
             if _is_channels_last_copy(node):
                 done.append(_as_permuted_copy(ep, mode, node))
+            elif _is_input_laid_out_otherwise(ep, node):
+                done.append(_copied_contiguous(ep, mode, node))
         return finish(ep), done
+
+    def refuse(self, node: Any, settings: PartitionerSettings) -> str | None:
+        """The contiguous copy of an input ``rewrite`` writes stays on the CPU: delegated,
+        it would make the input the partition's again."""
+        from coreml_lint.rulekit.fx import val
+
+        name = getattr(node.target, "__name__", "")
+        if not name.endswith(("clone.default", "_clone_dim_order.default")):
+            return None
+        source = node.args[0] if node.args else None
+        if getattr(source, "op", None) != "placeholder":
+            return None
+        before, after = val(source), val(node)
+        if before is None or after is None:
+            return None
+        if before.dim_order() == tuple(range(before.dim())):
+            return None
+        return "CML312: an input laid out channels-last copied to contiguous on the CPU"
 
 
 def _input(node: Node) -> str | None:
@@ -118,6 +174,103 @@ def _channels_last(info: TensorInfo | None) -> bool:
     if not all(isinstance(v, int) for v in (n, c, h, w, *strides)) or c == 1:
         return False
     return tuple(strides[1:]) == (1, w * c, c)
+
+
+def _laid_out_otherwise(info: TensorInfo | None) -> bool:
+    """Whether torch's ``dim_order()`` of a tensor of these strides is not ``0, 1, ...``,
+    which coremltools checks of a partition's inputs. A tensor of size-1 dims is both
+    contiguous and channels-last; torch then orders its dims by stride, so a channels-last
+    ``(2, 8, 1, 1)`` has the order ``0, 2, 3, 1`` and is refused too."""
+    if info is None or info.strides is None or len(info.strides) != info.rank:
+        return False
+    shape, strides = info.shape, info.strides
+    if not all(isinstance(v, int) for v in (*shape, *strides)):
+        return False
+    return dim_order(shape, strides) != list(range(len(shape)))  # type: ignore[arg-type]
+
+
+def dim_order(shape: tuple[int, ...], strides: tuple[int, ...]) -> list[int]:
+    """``Tensor.dim_order()`` of a dense tensor of ``shape`` and ``strides``, computed as
+    torch computes it (``compute_elementwise_output_logical_to_physical_perm``) without
+    torch: contiguous or channels-last alone decide; otherwise an insertion sort by stride,
+    a longer dim outer where two strides are equal."""
+    rank = len(shape)
+    identity = list(range(rank))
+    if rank <= 1:
+        return identity
+    last = [0, *range(2, rank), 1]
+    contiguous = _dense_in(shape, strides, identity)
+    channels_last = rank == 4 and _dense_in(shape, strides, last)  # torch.channels_last
+    if contiguous != channels_last:
+        return identity if contiguous else last
+
+    def at_least(a: int, b: int) -> bool:
+        return True if b == 0 else False if a == 0 else a >= b or a % b == 0
+
+    def should_swap(a: int, b: int) -> int:
+        if strides[a] == 0 or strides[b] == 0:
+            return 0
+        if strides[a] == strides[b]:
+            return 0 if at_least(shape[b], shape[a]) else 1
+        if at_least(strides[b], strides[a]):
+            return -1
+        return 1 if at_least(strides[a], strides[b]) else 0
+
+    perm = list(reversed(identity))
+    for i in range(1, rank):
+        moving = i
+        for before in reversed(range(i)):
+            order = should_swap(perm[before], perm[moving])
+            if order > 0:
+                perm[before], perm[moving] = perm[moving], perm[before]
+                moving = before
+            elif order < 0:
+                break
+    return list(reversed(perm))
+
+
+def _dense_in(shape: tuple[int, ...], strides: tuple[int, ...], order: list[int]) -> bool:
+    """Whether the strides are those of ``order`` (outermost first), as torch's
+    ``is_contiguous(memory_format=...)`` checks: a dim of size 1 takes any stride."""
+    expected = 1
+    for dim in reversed(order):
+        if shape[dim] != 1:
+            if strides[dim] != expected:
+                return False
+            expected *= shape[dim]
+    return True
+
+
+def _is_input_laid_out_otherwise(ep: Any, node: Any) -> bool:
+    import torch
+
+    from coreml_lint.rulekit.fx import val
+
+    users = ep.graph_signature.user_inputs
+    value = val(node)
+    return (
+        node.op == "placeholder"
+        and node.name in users
+        and isinstance(value, torch.Tensor)
+        and value.dim_order() != tuple(range(value.dim()))
+    )
+
+
+def _copied_contiguous(ep: Any, mode: Any, node: Any) -> str:
+    """Every reader of input ``node`` reads a contiguous copy of it instead (``refuse``
+    keeps the copy on the CPU)."""
+    import torch
+
+    from coreml_lint.rulekit.fx import aten, emit
+
+    readers = list(node.users)
+    with ep.graph.inserting_after(node):
+        dense = emit(
+            ep, mode, aten.clone.default, (node,), {"memory_format": torch.contiguous_format}
+        )
+    for reader in readers:
+        reader.replace_input_with(node, dense)
+    return f"{node.name}: a channels-last input copied to contiguous before Core ML reads it"
 
 
 def _decompose_bicubic(ep: Any) -> tuple[Any, list[str]]:
@@ -217,3 +370,17 @@ def _() -> Any:
     return module(lambda s, x: x.contiguous(memory_format=torch.channels_last) * 2), (
         torch.randn(1, 3, 4, 4),
     )
+
+
+@case("channels-last-input", expect={"CML312"}, crash=r"non-contiguous dim order")
+def _() -> Any:
+    """Inference code that feeds the model channels-last images."""
+    model, _ = wrapped(nn.Conv2d(8, 16, 3, padding=1))
+    return model, (torch.randn(1, 8, 10, 10).to(memory_format=torch.channels_last),)
+
+
+@case("channels-last-input-of-one-pixel", expect={"CML312"}, crash=r"non-contiguous dim order")
+def _() -> Any:
+    """A 1 x 1 image is contiguous in either layout, and torch orders its dims by stride."""
+    model, _ = wrapped(nn.Conv2d(8, 16, 1))
+    return model, (torch.randn(2, 8, 1, 1).to(memory_format=torch.channels_last),)
