@@ -362,6 +362,16 @@ def test_a_dtype_argument_ignored_alike_everywhere_is_predicted_at_other_argumen
     assert _sum_table(tmp_path, [*wrong, fine]).answer(key, 15) is None
 
 
+def test_the_table_knows_an_op_s_dtype_arguments_from_its_schema():
+    """A keyword-only one by name, a positional one as keys name it (``a2``), none for an
+    op without one: a string argument spelled like a dtype is not one."""
+    pytest.importorskip("torch")
+    from coreml_lint.sweep.table import dtype_args
+
+    found = dtype_args({"aten.sum.dim_IntList", "aten.softmax.int", "aten.add.Tensor"})
+    assert found == {"aten.sum.dim_IntList": ["dtype"], "aten.softmax.int": ["a2"]}
+
+
 def test_targets_round_trip():
     assert parse_targets("15-18") == {15, 16, 17, 18}
     assert parse_targets("15,17-18") == {15, 17, 18}

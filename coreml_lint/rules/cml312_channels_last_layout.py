@@ -153,7 +153,9 @@ class ChannelsLastLayout(Rule):
             return None
         if before.dim_order() == tuple(range(before.dim())):
             return None
-        return "CML312: an input laid out channels-last copied to contiguous on the CPU"
+        if after.dim_order() != tuple(range(after.dim())):
+            return None
+        return "an input laid out otherwise than contiguously, copied to contiguous on the CPU"
 
 
 def _input(node: Node) -> str | None:
@@ -270,7 +272,7 @@ def _copied_contiguous(ep: Any, mode: Any, node: Any) -> str:
         )
     for reader in readers:
         reader.replace_input_with(node, dense)
-    return f"{node.name}: a channels-last input copied to contiguous before Core ML reads it"
+    return f"{node.name}: an input laid out otherwise copied to contiguous before Core ML reads it"
 
 
 def _decompose_bicubic(ep: Any) -> tuple[Any, list[str]]:
@@ -384,3 +386,18 @@ def _() -> Any:
     """A 1 x 1 image is contiguous in either layout, and torch orders its dims by stride."""
     model, _ = wrapped(nn.Conv2d(8, 16, 1))
     return model, (torch.randn(2, 8, 1, 1).to(memory_format=torch.channels_last),)
+
+
+@case("channels-last-input-made-contiguous", expect={"CML312"}, crash=r"non-contiguous dim order")
+def _() -> Any:
+    """A ``.contiguous()`` first does not help: the copy is delegated with the rest."""
+
+    class ContiguousFirst(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.conv = nn.Conv2d(8, 16, 3, padding=1)
+
+        def forward(self, x: Any) -> Any:
+            return self.conv(x.contiguous())
+
+    return ContiguousFirst(), (torch.randn(1, 8, 10, 10).to(memory_format=torch.channels_last),)

@@ -1,8 +1,9 @@
 """CML317 log1p-expm1-rounded: ``log1p(x)`` runs as ``log(1 + x)``, ``expm1(x)`` as ``exp(x) - 1``.
 
 What it does
-    Warns on a delegated ``aten.log1p`` or ``aten.expm1`` of a float value computed from the
-    program's inputs. A warning, not an error: what it costs depends on how close to 0 the
+    Warns on a delegated ``aten.log1p`` or ``aten.expm1`` of a float value other than a
+    weight itself (a parameter, buffer or constant operand is the model's own value, about
+    which nothing is claimed). A warning, not an error: what it costs depends on how close to 0 the
     values come, which only the model's data knows (``coreml-lint verify`` on inputs of
     your own proves it either way). A value cast from integers (``log1p(count.float())``)
     is not flagged: ``1 + x`` is exact there.
@@ -25,7 +26,8 @@ Fix
     Core ML computes to its own precision: ``coreml-lint verify`` agrees)::
 
         u = 1 + x                                      # log1p(x)
-        torch.where(u == 1, x, torch.log(u) * (x / (u - 1)))
+        near = torch.where(u == 1, x, torch.log(u) * (x / (u - 1)))
+        torch.where(x.abs() < 0.5, near, torch.log(u))
         e = torch.exp(x)                               # expm1(x)
         near = torch.where(e == 1, x, (e - 1) * (x / torch.log(e)))
         torch.where(x.abs() < 0.5, near, e - 1)
@@ -57,14 +59,16 @@ LOWERED = {
 }
 # The form whose rounding cancels, as the fix words it (the rule's doc writes both out).
 FORMS = {
-    "aten.log1p.default": "Goldberg's log1p: u = 1 + x; torch.where(u == 1, x, "
-    "torch.log(u) * (x / (u - 1)))",
+    "aten.log1p.default": "Goldberg's log1p (`coreml-lint rule CML317`): u = 1 + x; "
+    "torch.where(x.abs() < 0.5, torch.where(u == 1, x, torch.log(u) * (x / (u - 1))), "
+    "torch.log(u))",
     "aten.expm1.default": "Kahan's expm1 (`coreml-lint rule CML317`): e = torch.exp(x); "
     "torch.where(x.abs() < 0.5, torch.where(e == 1, x, (e - 1) * (x / torch.log(e))), e - 1)",
 }
-# |x| below which Kahan's expm1 is used; past it exp(x) - 1 loses no digits (|exp(x) - 1|
-# is at least 0.39 there, so the rounding of exp(x) is at most 2.5 units of the result).
-EXPM1_NEAR = 0.5
+# |x| below which the forms are used; past it log(1 + x) and exp(x) - 1 lose no digits
+# (|exp(x) - 1| is at least 0.39 there, so the rounding of exp(x) is at most 2.5 units of
+# the result; 1 + x is exact or at least 1.5), and the forms' ratios could be inf / inf.
+NEAR = 0.5
 
 
 class Log1pExpm1Rounded(Rule):
@@ -102,11 +106,14 @@ class Log1pExpm1Rounded(Rule):
         from coreml_lint.rulekit.fx import aten, fake_mode, finish, val
 
         forms = {aten.log1p.default: _goldberg_log1p, aten.expm1.default: _kahan_expm1}
+        kept = set(settings.skip_ops_for_coreml_delegation)  # on the CPU: torch's own
         done = []
         mode = None
         for node in list(ep.graph.nodes):
             form = forms.get(node.target)
-            if form is None or not val(node.args[0]).dtype.is_floating_point:
+            if form is None or f"aten.{node.target.__name__}" in kept:
+                continue
+            if not val(node.args[0]).dtype.is_floating_point:
                 continue
             mode = mode or fake_mode(ep)
             with ep.graph.inserting_before(node):
@@ -129,14 +136,19 @@ class _Emitter:
 
 
 def _goldberg_log1p(op: _Emitter, x: Any) -> tuple[tuple[Any, ...], str]:
-    """``where(u - 1 == 0, x, log(u) * (x / (u - 1)))``, ``u = 1 + x``: the log of the
-    rounded ``u``, scaled by how much the rounding moved it."""
+    """``where(|x| < 0.5, where(u - 1 == 0, x, log(u) * (x / (u - 1))), log(u))``,
+    ``u = 1 + x``: the log of the rounded ``u``, scaled by how much the rounding moved it;
+    past 0.5 ``log(u)`` loses nothing, and ``x / (u - 1)`` there could be inf / inf
+    (``log1p(exp(x))`` of a large ``x``)."""
     from coreml_lint.rulekit.fx import aten
 
     u = op(aten.add.Scalar, x, 1.0)
     d = op(aten.sub.Scalar, u, 1.0)
-    scaled = op(aten.mul.Tensor, op(aten.log.default, u), op(aten.div.Tensor, x, d))
-    return (op(aten.eq.Scalar, d, 0.0), x, scaled), "log1p as log(u) * x / (u - 1), u = 1 + x"
+    log = op(aten.log.default, u)
+    scaled = op(aten.mul.Tensor, log, op(aten.div.Tensor, x, d))
+    near = op(aten.where.self, op(aten.eq.Scalar, d, 0.0), x, scaled)
+    small = op(aten.lt.Scalar, op(aten.abs.default, x), NEAR)
+    return (small, near, log), f"log1p as log(u) * x / (u - 1), u = 1 + x, for |x| < {NEAR}"
 
 
 def _kahan_expm1(op: _Emitter, x: Any) -> tuple[tuple[Any, ...], str]:
@@ -149,8 +161,8 @@ def _kahan_expm1(op: _Emitter, x: Any) -> tuple[tuple[Any, ...], str]:
     em = op(aten.sub.Scalar, e, 1.0)
     ratio = op(aten.div.Tensor, x, op(aten.log.default, e))
     near = op(aten.where.self, op(aten.eq.Scalar, e, 1.0), x, op(aten.mul.Tensor, em, ratio))
-    small = op(aten.lt.Scalar, op(aten.abs.default, x), EXPM1_NEAR)
-    return (small, near, em), f"expm1 as (e - 1) * x / log(e), e = exp(x), for |x| < {EXPM1_NEAR}"
+    small = op(aten.lt.Scalar, op(aten.abs.default, x), NEAR)
+    return (small, near, em), f"expm1 as (e - 1) * x / log(e), e = exp(x), for |x| < {NEAR}"
 
 
 # -- program cases: what the stock CoreMLPartitioner really does (the oracle lowers each) --
