@@ -148,6 +148,15 @@ class ProgramContext:
         """The nodes of partition ``part`` that read ``value``."""
         return [u for u in self.users.get(value, []) if self.placement.partition_of(u) is part]
 
+    def partition_inputs(self) -> Iterator[tuple[Any, str, list[Node]]]:
+        """(partition, value, its readers there) for each value a partition receives and
+        some node of it reads: what coremltools sees as the delegate's inputs."""
+        for part in self.placement.partitions:
+            for value in part.inputs:
+                readers = self.readers_in(value, part)
+                if readers:
+                    yield part, value, readers
+
     @cached_property
     def boundaries(self) -> dict[str, Any]:
         """Value -> the first partition that receives or returns it."""

@@ -53,21 +53,17 @@ class Fp16InputBelowIOS16(Rule):
     def check(self, ctx: ProgramContext) -> Iterator[Finding]:
         if ctx.settings.minimum_deployment_target >= 16:
             return
-        for part in ctx.placement.partitions:
-            for value in part.inputs:
-                if ctx.dtype(value) != "float16":
-                    continue
-                readers = ctx.readers_in(value, part)
-                if not readers:
-                    continue
-                yield ctx.finding(
-                    readers[0],
-                    f"float16 tensor '{value}' is an input of Core ML partition {part.id} below "
-                    "iOS16: lowering fails with `ValueError: To use fp16 input, please set "
-                    "minimum deployment target to iOS16+`",
-                    fix=f"feed '{value}' as float32 and cast it inside the model",
-                    partitioner={"minimum_deployment_target": 16},
-                )
+        for part, value, readers in ctx.partition_inputs():
+            if ctx.dtype(value) != "float16":
+                continue
+            yield ctx.finding(
+                readers[0],
+                f"float16 tensor '{value}' is an input of Core ML partition {part.id} below "
+                "iOS16: lowering fails with `ValueError: To use fp16 input, please set "
+                "minimum deployment target to iOS16+`",
+                fix=f"feed '{value}' as float32 and cast it inside the model",
+                partitioner={"minimum_deployment_target": 16},
+            )
 
     source_triggers = ("half", "float16")
     source_pattern = (

@@ -104,24 +104,19 @@ class ChannelsLastLayout(Rule):
         coremltools refuses the partition. Only the program's inputs: a view's strides in
         the exported graph (a ``permute`` read by a later partition) are not what the edge
         program has, where every view is a contiguous copy."""
-        for part in ctx.placement.partitions:
-            for value in part.inputs:
-                info = ctx.graph.tensors.get(value)
-                if ctx.input_kinds.get(value) != "user_input" or not _laid_out_otherwise(info):
-                    continue
-                readers = ctx.readers_in(value, part)
-                if not readers:
-                    continue
-                yield ctx.finding(
-                    readers[0],
-                    f"{readers[0].op_base} reads the program's input `{value}`, laid out "
-                    "otherwise than "
-                    f"contiguously (strides {list(info.strides or ())} for shape "
-                    f"{list(info.shape)}), as a Core ML partition's input: lowering fails "
-                    f"with `{NOT_CONTIGUOUS_INPUT}`",
-                    fix="export with a contiguous example input (`x.contiguous()`) and pass "
-                    "contiguous tensors at run time",
-                )
+        for _, value, readers in ctx.partition_inputs():
+            info = ctx.graph.tensors.get(value)
+            if ctx.input_kinds.get(value) != "user_input" or not _laid_out_otherwise(info):
+                continue
+            yield ctx.finding(
+                readers[0],
+                f"{readers[0].op_base} reads the program's input `{value}`, laid out otherwise "
+                f"than contiguously (strides {list(info.strides or ())} for shape "
+                f"{list(info.shape)}), as a Core ML partition's input: lowering fails with "
+                f"`{NOT_CONTIGUOUS_INPUT}`",
+                fix="export with a contiguous example input (`x.contiguous()`) and pass "
+                "contiguous tensors at run time",
+            )
 
     def rewrite(self, ep: Any, settings: PartitionerSettings) -> tuple[Any, list[str]]:
         """Decompose bicubic upsampling of channels-last inputs (what the edge step would

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter, defaultdict
+from collections.abc import Iterator
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -192,63 +193,56 @@ PER_OP = ("bases", "arg_names", "arg_defaults", "dtype_args")
 
 def arg_names(ops: set[str]) -> dict[str, list[str]]:
     """Op -> its schema's argument names (to print ``eps=frac`` rather than ``a3=frac``)."""
-    import torch
-
-    found = {}
-    for op in sorted(ops):
-        namespace, base, overload = op.split(".")
-        try:
-            packet = getattr(getattr(torch.ops, namespace), base)
-            found[op] = [a.name for a in getattr(packet, overload)._schema.arguments]
-        except (AttributeError, RuntimeError):
-            continue
-    return found
+    return {op: [a.name for a in schema.arguments] for op, schema in _schemas(ops)}
 
 
 def arg_defaults(ops: set[str]) -> dict[str, dict[str, str]]:
     """Op -> each defaulted argument as keys record it (``a4=[1,1]``, ``dtype=None``): export
     spells out a default before a given argument, and a call is compared by what it changes
     (``BehaviourTable.changes``)."""
-    import torch
-
     from coreml_lint.measured.values import value_text
 
-    found = {}
-    for op in sorted(ops):
-        namespace, base, overload = op.split(".")
-        try:
-            schema = getattr(getattr(getattr(torch.ops, namespace), base), overload)._schema
-        except (AttributeError, RuntimeError):
-            continue
-        found[op] = {
-            (a.name if a.kwarg_only else f"a{i}"): value_text(_plain(a.default_value))
+    return {
+        op: {
+            _key_name(i, a): value_text(_plain(a.default_value))
             for i, a in enumerate(schema.arguments)
             if a.has_default_value() and not str(a.type).startswith(("Tensor", "Optional[Tensor"))
         }
-    return found
+        for op, schema in _schemas(ops)
+    }
 
 
 def dtype_args(ops: set[str]) -> dict[str, list[str]]:
     """Op -> its dtype arguments as keys name them (``dtype`` of ``sum.dim_IntList``,
     ``a2`` of ``softmax.int``): which of a variant's values is a dtype is the schema's to
     say, not the value's spelling."""
-    import torch
-
     found = {}
-    for op in sorted(ops):
-        namespace, base, overload = op.split(".")
-        try:
-            schema = getattr(getattr(getattr(torch.ops, namespace), base), overload)._schema
-        except (AttributeError, RuntimeError):
-            continue
+    for op, schema in _schemas(ops):
         names = [
-            a.name if a.kwarg_only else f"a{i}"
+            _key_name(i, a)
             for i, a in enumerate(schema.arguments)
             if str(a.real_type).removeprefix("Optional[").removesuffix("]") == "ScalarType"
         ]
         if names:
             found[op] = names
     return found
+
+
+def _schemas(ops: set[str]) -> Iterator[tuple[str, Any]]:
+    """(op, its schema) for each of ``ops`` (``aten.amax.default``) this torch has."""
+    import torch
+
+    for op in sorted(ops):
+        namespace, base, overload = op.split(".")
+        try:
+            yield op, getattr(getattr(getattr(torch.ops, namespace), base), overload)._schema
+        except (AttributeError, RuntimeError):
+            continue
+
+
+def _key_name(index: int, arg: Any) -> str:
+    """An argument as a key names it: a keyword-only one by name, else by position."""
+    return arg.name if arg.kwarg_only else f"a{index}"
 
 
 def _plain(value: Any) -> Any:
