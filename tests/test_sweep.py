@@ -1451,7 +1451,8 @@ def test_a_recurrent_layer_is_measured_as_torch_nn_calls_it_with_its_state_as_in
     the op is measured only as its layer calls it (flags, two layers, a projection), in
     float32 and float16: never a ``num_layers`` changed beside one layer's weights. A
     time-major layer (the default) takes its batch second, and two stacked layers are
-    also measured bidirectional."""
+    also measured bidirectional. Each call is also measured with only its first output
+    read (keyed ``outputs=partly-unused``, as a model's node is)."""
     pytest.importorskip("torch")
     from coreml_lint.program.optable import load_optable
     from coreml_lint.sweep.generate import op_cases
@@ -1473,6 +1474,18 @@ def test_a_recurrent_layer_is_measured_as_torch_nn_calls_it_with_its_state_as_in
     assert [t["origin"] for t in plain[0]["tensors"]] == ["in"] * 3 + ["const"] * 4
     half = next(c for c in cases if c["label"] == "module LSTM() float16")
     assert {t["dtype"] for t in half["tensors"]} == {"float16"}
+    # ``out, _ = self.lstm(x)``: the states unread, as a model mostly calls it
+    alone = [c for c in cases if c.get("returns") == [0]]
+    assert len(alone) * 2 == len(cases)
+
+    def call(case, *drop):
+        return {k: v for k, v in case.items() if k not in ("id", "returns", *drop)}
+
+    for case in alone:
+        label = case["label"].removesuffix(", output only")
+        assert label != case["label"] and call(case, "label") in [
+            call(c, "label") for c in cases if c["label"] == label
+        ]
 
 
 def test_only_a_recurrent_layer_s_zero_state_becomes_an_input_operand():

@@ -174,8 +174,9 @@ FLOATS_VARIANTS = (2.0, 1.3, 0.5, 1.5, 0.7)  # 1.3 first: its class's riskier va
 # int32, int64 and bool data beside each other argument (``_dtype_on_integers``); 34: a
 # time-major recurrent layer takes its batch second (33 had measured ``nn.LSTM()`` at
 # sequence lengths 1 and 2), and a recurrent layer's settings beside each flag (two
-# stacked bidirectional layers).
-GENERATOR = 34
+# stacked bidirectional layers); 35: a recurrent op with only its first output read
+# (``out, _ = self.lstm(x)``), which keys ``outputs=partly-unused``.
+GENERATOR = 35
 
 # The model axis's batches: one (a size-1 dim in the key), and two, where a layer's call
 # keys as its base call's rank without a size-1 dim but with constant weights (a transposed
@@ -258,14 +259,20 @@ def op_cases(info: OpInfo) -> tuple[list[Case], str | None]:
 def _recurrent_cases(info: OpInfo) -> Iterator[Case]:
     """A recurrent layer's op as ``torch.nn``'s layers call it (each flag, every two, two
     layers, a projection; a batch of one and of two), in float32 and in float16 made in
-    the program. No other axis: eager torch does not check the weights against the
-    sizes and flags, so a changed ``num_layers`` or ``bidirectional`` beside the same
-    weights reads past them (and can end the process) rather than fail."""
+    the program, reading all its outputs and (as a model mostly does) its first alone.
+    No other axis: eager torch does not check the weights against the sizes and flags,
+    so a changed ``num_layers`` or ``bidirectional`` beside the same weights reads past
+    them (and can end the process) rather than fail."""
+    several = len(info.op._schema.returns) > 1
     for label, call in module_calls(info):
-        yield _case(info, call, "module", label)
+        made = [_case(info, call, "module", label)]
         half = _retyped(info, call, "float16", origin="op")
         if half is not None:
-            yield _case(info, half, "module", f"{label} float16")
+            made.append(_case(info, half, "module", f"{label} float16"))
+        for case in made:
+            yield case
+            if several:  # ``out, _ = self.lstm(x)``: the states unread, keyed apart
+                yield dict(case, returns=[0], label=f"{case['label']}, output only")
 
 
 def base_case(info: OpInfo, target: int = TARGETS[0]) -> Case | None:
