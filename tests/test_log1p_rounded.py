@@ -107,3 +107,35 @@ def test_an_op_kept_on_the_cpu_is_not_rewritten():
     ep, done = _rewritten(torch.randn(8), skip=["aten.log1p.default"])
     assert [d.split(":")[0] for d in done] == ["expm1"]
     assert any(n.target == torch.ops.aten.log1p.default for n in ep.graph.nodes)
+
+
+def test_lower_keeps_the_forms_where_the_outputs_are_large():
+    """Past |x| = 0.5 the forms are exp(x) - 1 and log(1 + x), a float32 unit or two from
+    torch's own functions: at expm1(20) that is 32, far above the rule's 1e-5, yet the same
+    fraction of the value. ``lower``'s eager check bounds it relatively there, so the rewrite
+    is kept; a rewrite off by 1e-3 of its value is still refused."""
+    import copy
+
+    import torch
+
+    from coreml_lint.core.settings import PartitionerSettings
+    from coreml_lint.lowering.eager import outputs_match
+    from coreml_lint.rules.cml317_log1p_expm1_rounded import Log1pExpm1Rounded
+
+    class Scaled(torch.nn.Module):
+        def forward(self, x):
+            return torch.expm1(x * 4), torch.log1p(x.abs() * 1000)
+
+    x = torch.linspace(-1, 5, 200).reshape(4, 50)
+    ep = torch.export.export(Scaled(), (x,))
+    rule = Log1pExpm1Rounded()
+    rewritten, done = rule.rewrite(copy.deepcopy(ep), PartitionerSettings())
+    assert len(done) == 2
+    assert outputs_match(ep, rewritten, ((x,), {}), rule.rewrite_tolerance)
+
+    class Off(torch.nn.Module):
+        def forward(self, x):
+            return torch.expm1(x * 4) * (1 + 1e-3), torch.log1p(x.abs() * 1000)
+
+    off = torch.export.export(Off(), (x,))
+    assert not outputs_match(ep, off, ((x,), {}), rule.rewrite_tolerance)

@@ -70,7 +70,11 @@ _UNDEFINED_VALUES = {aten.empty_like.default, aten.empty.memory_format, aten.new
 
 
 def outputs_match(a: ExportedProgram, b: ExportedProgram, inputs: Inputs, tol: float) -> bool:
-    """Same outputs in eager, from the same buffer state, which is restored afterwards. A
+    """Same outputs in eager, from the same buffer state, which is restored afterwards.
+
+    ``tol`` bounds the difference both absolutely and relatively (``|x - y| <= tol +
+    tol * |y|``): near zero it is an absolute bound, and a large output may differ by the
+    same fraction of itself, since one float32 unit of a value of 1e8 is already 8. A
     program that reads ``empty*`` memory has undefined values, so for it only shapes and
     dtypes are compared."""
     shapes_only = any(n.target in _UNDEFINED_VALUES for n in a.graph.nodes)
@@ -91,6 +95,6 @@ def outputs_match(a: ExportedProgram, b: ExportedProgram, inputs: Inputs, tol: f
             return False
         if shapes_only:
             continue
-        if not torch.allclose(x.double(), y.double(), atol=tol, rtol=0, equal_nan=True):
+        if not torch.allclose(x.double(), y.double(), atol=tol, rtol=tol, equal_nan=True):
             return False
     return True

@@ -77,7 +77,8 @@ class Rule:
     examples: ClassVar[tuple[SourceExample, ...]] = ()
     # Why `coreml-lint lower` cannot answer this rule (when no lowering hook is defined).
     cannot_lower: ClassVar[str | None] = None
-    # Allowed max abs difference to the original program in eager after ``rewrite``.
+    # How far the outputs may move in eager after ``rewrite``: absolutely near zero and
+    # relatively elsewhere (``|new - old| <= tol + tol * |old|``).
     rewrite_tolerance: ClassVar[float] = 0.0
     # A rule that reports from measured data rather than a known cause: its finding on a
     # node is dropped when another rule reports an error on the same node (one finding per
@@ -183,7 +184,8 @@ class Rule:
 
         Returns the (possibly new) program and one sentence per change, naming the node and
         what was done to the model; ``lower`` keeps it only when the rewritten program gives
-        the same outputs in eager (within ``rewrite_tolerance``)."""
+        the same outputs in eager (within ``rewrite_tolerance``, absolute near zero and relative
+        to a large output)."""
         return ep, []
 
     def check_inputs(self, inputs: Any) -> Any:
