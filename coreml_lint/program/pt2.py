@@ -10,6 +10,7 @@ before reading, so a hostile archive cannot make us allocate gigabytes.
 from __future__ import annotations
 
 import json
+import math
 import zipfile
 from pathlib import Path
 from typing import IO, Any
@@ -306,9 +307,13 @@ class _GraphBuilder:
             ]
         if kind == "as_optional_tensor":
             return TensorRef(str(value["as_tensor"]["name"])) if "as_tensor" in value else None
-        if kind in ("as_int", "as_float", "as_string", "as_bool"):
+        if kind == "as_float":
+            return _float(value)
+        if kind == "as_floats":
+            return [_float(v) for v in value]
+        if kind in ("as_int", "as_string", "as_bool"):
             return value
-        if kind in ("as_ints", "as_floats", "as_strings", "as_bools"):
+        if kind in ("as_ints", "as_strings", "as_bools"):
             return list(value)
         if kind in ("as_sym_int", "as_sym_bool", "as_sym_float"):
             return self._sym(value)
@@ -322,9 +327,11 @@ class _GraphBuilder:
     def _sym(value: dict[str, Any]) -> Any:
         if "as_name" in value:
             return SymRef(str(value["as_name"]))
-        for key in ("as_int", "as_bool", "as_float"):
+        for key in ("as_int", "as_bool"):
             if key in value:
                 return value[key]
+        if "as_float" in value:
+            return _float(value["as_float"])
         return Opaque("sym")
 
     def _input_spec(self, spec: dict[str, Any]) -> InputSpec:
@@ -416,3 +423,12 @@ def _sym_values(raw: Any) -> dict[str, tuple[str, int | None]]:
         hint_value = hint.get("as_int") if isinstance(hint, dict) else None
         found[str(name)] = (expr["expr_str"], hint_value if isinstance(hint_value, int) else None)
     return found
+
+
+# torch's serializer writes a float that JSON cannot hold as a string: what the graph reads
+# is the float (``masked_fill(mask, float("-inf"))`` is the number -inf, not a word).
+NON_FINITE = {"Infinity": math.inf, "-Infinity": -math.inf, "NaN": math.nan}
+
+
+def _float(value: Any) -> Any:
+    return NON_FINITE.get(value, value) if isinstance(value, str) else value

@@ -8,7 +8,10 @@ What it does
     when which positions are masked depends on a program input (a padding mask), so that a
     row can have every position masked; and a padding mask *scaled* by such a value
     (transformers' older extended mask, ``(1.0 - mask) * torch.finfo(torch.float32).min``)
-    on its way to a softmax.
+    on its way to a softmax. A mask filled with ``float("-inf")`` itself gets a warning where
+    it reaches ``scaled_dot_product_attention`` (whether a row is ever fully masked depends
+    on the masks a model is given): a plain softmax of a fully masked row is NaN in eager
+    too, but torch's attention gives that row zeros.
 
 Why it breaks
     Core ML computes in float16 by default, where -3.4e38 becomes -inf. A row whose every
@@ -16,6 +19,10 @@ Why it breaks
     0/0 = NaN; in eager the same row holds the same finite value everywhere and comes out
     uniform. Found by ``coreml-lint verify`` (32 NaNs on a two-sequence padded batch). A
     scaled mask is worse: every kept position holds 0 * -inf = NaN, so every row is NaN.
+    With ``-inf`` itself, torch's ``scaled_dot_product_attention`` (its ``_safe_softmax``)
+    returns zeros for a fully masked row, and Core ML's softmax still computes 0/0 = NaN
+    (``coreml-lint verify``: 16 NaNs on the same batch). NaN in a padded row is not
+    harmless: the next attention layer multiplies it by a weight of 0, and 0 * NaN is NaN.
 
 Example
     ``scores.masked_fill(~attention_mask.bool(), torch.finfo(torch.float32).min)``
@@ -31,7 +38,10 @@ Fix
     (a) mask with a value float16 holds, e.g. ``-30000.0`` (what coremltools itself uses for
     bool masks; exp() of it is exactly 0 in float32 as well), or pass a bool mask to
     ``scaled_dot_product_attention``; (b) ``coreml-lint lower`` rewrites the fill value to
-    -30000 (checked: the eager outputs are equal).
+    -30000 (checked: the eager outputs are equal). For ``-inf`` into attention, mask with
+    -30000 too (a fully masked row then averages its values: finite, as padding may be) or
+    zero those rows of the output; ``lower`` does not rewrite it, since eager's zeros would
+    change.
 
 References
     - https://github.com/apple/coremltools/pull/2669
@@ -47,7 +57,7 @@ import re
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from coreml_lint.core.findings import Finding, Outcome
+from coreml_lint.core.findings import Finding, Outcome, Severity
 from coreml_lint.core.settings import PartitionerSettings
 from coreml_lint.program.graph import Node, TensorRef
 from coreml_lint.rulekit.context import ProgramContext
@@ -84,9 +94,25 @@ SCALES = {"aten.mul.Tensor": 1, "aten.mul.Scalar": 1}
 INFINITE = 1e38
 
 
+# Attention that gives a fully masked row zeros in eager (torch's SDPA runs ``_safe_softmax``);
+# Core ML's softmax of it is 0/0 = NaN.
+SAFE_SOFTMAXES = {"scaled_dot_product_attention", "_safe_softmax"}
+
+
+def _minus_infinity(value: object) -> bool:
+    return isinstance(value, float) and math.isinf(value) and value < 0
+
+
+def _past_float16(value: object) -> bool:
+    """A finite number float16 cannot hold. An infinity (``float("-inf")``, the usual mask)
+    is the same value in float16 as in eager: a fully masked row is NaN in both."""
+    return isinstance(value, (int, float)) and math.isfinite(value) and abs(value) > FP16_MAX
+
+
 class MaskOverflowsFp16(Rule):
     code = "CML310"
     name = "mask-overflows-fp16"
+    other_severities = (Severity.WARNING,)  # -inf into attention: see ``_infinite_fill``
     outcome = Outcome.SILENT
     summary = "attention mask value beyond float16 (finfo.min): fully masked rows become NaN"
 
@@ -94,7 +120,8 @@ class MaskOverflowsFp16(Rule):
         for node in ctx.coreml_nodes():
             position = FILLS.get(node.target, SCALES.get(node.target))
             value = node.arg(position, "value") if position is not None else None
-            if not isinstance(value, (int, float)) or abs(value) <= FP16_MAX:
+            infinite = node.target in FILLS and _minus_infinity(value)
+            if not (_past_float16(value) or infinite):
                 continue
             softmax = next(
                 (u for _, u in ctx.coreml_users_downstream(node.outputs) if u.op_base in SOFTMAXES),
@@ -102,6 +129,10 @@ class MaskOverflowsFp16(Rule):
             )
             if softmax is None or not _masks_depend_on_inputs(ctx, node):
                 continue
+            if infinite:
+                if softmax.op_base in SAFE_SOFTMAXES:
+                    yield self._infinite_fill(ctx, node, softmax)
+                continue  # a plain softmax of a fully masked row is NaN in eager as well
             if node.target in SCALES and not _scales_a_mask(ctx, node):
                 continue
             if node.target in SCALES and abs(value) >= INFINITE:
@@ -130,6 +161,21 @@ class MaskOverflowsFp16(Rule):
                 "a bool mask to scaled_dot_product_attention",
                 value=value,
             )
+
+    def _infinite_fill(self, ctx: ProgramContext, node: Any, attention: Any) -> Finding:
+        return ctx.finding(
+            node,
+            f"{node.op_base} fills an attention mask with -inf: where a row has every position "
+            "masked (left padding under a causal mask, a sequence of padding only) it comes "
+            f"out NaN from Core ML's {ctx.edge_name(attention)}, where torch's "
+            "scaled_dot_product_attention gives it zeros (its safe softmax), and the NaN "
+            "reaches every row through the next layer's attention; whether a row is ever "
+            "fully masked depends on your masks",
+            fix=f"mask with {SAFE_MASK_VALUE:g} (a fully masked row then averages its values, "
+            "finite, as padding may), or zero the fully masked rows of the output yourself",
+            severity=Severity.WARNING,
+            value=float("-inf"),
+        )
 
     source_triggers = ("finfo", "e9", "e10", "e38")
     source_pattern = (
@@ -200,7 +246,7 @@ class MaskOverflowsFp16(Rule):
             if position is None or len(node.args) <= position:
                 continue
             value = node.args[position]
-            if not isinstance(value, (int, float)) or abs(value) <= FP16_MAX:
+            if not _past_float16(value):
                 continue
             if not reaches(node, lambda user: op_base(user) in SOFTMAXES):
                 continue
@@ -339,6 +385,29 @@ def _() -> Any:
     # Right padding: every query row keeps a key. (A fully masked row is padding, whose
     # values differ between float16 and float32 whatever the mask value; only NaN is wrong.)
     return padded_attention(-30000.0, padding="right")
+
+
+@case(
+    "infinite-padding-mask",
+    expect=set(),
+    warnings={"CML310"},
+    silent=returns(r"= select\(cond=[^)]*a=-inf"),
+)
+def _() -> Any:
+    # float("-inf") is -inf in float16 too, but torch's SDPA gives a fully masked row zeros
+    return padded_attention(float("-inf"))
+
+
+@case("infinite-padding-mask-plain-softmax", expect=set())
+def _() -> Any:
+    """A fully masked row of a plain softmax is NaN in eager as well: nothing to report."""
+
+    def forward(s: Any, x: Any, attention_mask: Any) -> Any:
+        scores = x @ x.transpose(-2, -1)
+        keep = attention_mask[:, None, :].bool() & attention_mask[:, :, None].bool()
+        return scores.masked_fill(~keep, float("-inf")).softmax(-1) @ x
+
+    return module(forward), (torch.randn(2, 5, 8), torch.tensor([[0, 0, 1, 1, 1], [1] * 5]))
 
 
 def extended_mask(value: float, padded: list[int] | None = None) -> tuple[Any, tuple[Any, ...]]:
