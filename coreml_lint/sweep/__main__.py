@@ -4,6 +4,7 @@
                                     [--ops amax.default,...] [--axes dtype,variant]
                                     [--only IDS_FILE]
     python -m coreml_lint.sweep rekey [--out DIR] [--workers 2 | --scheduler HOST:8786]
+                                      [--ops ...] [--only IDS_FILE]
     python -m coreml_lint.sweep rejudge [--ops ...] [--outcomes wrong,unverified]
                                         [--message TEXT] [--only IDS_FILE]
     python -m coreml_lint.sweep build [--out DIR] [--table PATH]
@@ -213,7 +214,8 @@ def rekey(args: argparse.Namespace) -> int:
     store = Store(args.out, shards=_shards(args))
     engine = Engine(args.workers, address=args.scheduler, on_cost=store.add_cost)
     try:
-        changed = rekey_all(engine, store, _say, args.ops)
+        only = set(args.only.read_text().split()) if args.only else None
+        changed = rekey_all(engine, store, _say, args.ops, only)
     finally:
         engine.close()
     _say(f"{changed} measured cases keyed anew")
@@ -356,9 +358,12 @@ def main(argv: list[str] | None = None) -> int:
             )
         if name in ("run", "rekey", "rejudge"):
             sub.add_argument("--ops", type=lambda s: set(s.split(",")), default=None)
-        if name in ("run", "rejudge"):
+        if name in ("run", "rekey", "rejudge"):
             sub.add_argument(
-                "--only", type=Path, default=None, help="a file of case ids to measure (a sample)"
+                "--only",
+                type=Path,
+                default=None,
+                help="a file of case ids to measure (a sample), or to key again",
             )
         if name == "run":
             sub.add_argument("--axes", type=lambda s: set(s.split(",")), default=None)

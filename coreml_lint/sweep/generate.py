@@ -31,7 +31,9 @@ crosses the factors the catalogue shows interacting):
   for every dtype but float32 and bfloat16 (which fails on any path), and the second
   operand a constant (a buffer Core ML owns, seeded random values, never one repeated
   value) in every dtype but bfloat16; for an op of three operands or more, every operand
-  after the first constant too (``clamp(x, lo, hi)`` with both bounds buffers);
+  after the first constant too (``clamp(x, lo, hi)`` with both bounds buffers); and an
+  index or mask after the first operand made inside the program (a gather of an
+  ``argmax``, a ``masked_fill`` of a comparison), beside the base call and each variant;
 - *mixed*: one of the first two float operands an int64 (made inside, or an input) or a
   bool made inside, beside float32 ones, as torch promotes them (``torch.outer`` of an int64
   ``arange`` and float frequencies);
@@ -103,7 +105,7 @@ TARGETS = (15, 18)
 VARIANTS_PER_ARG = 8
 # A float or Scalar argument takes more: magnitude one is a class of its own (``values.ONE``),
 # the classes it had before are still measured, and a float's negative whole class too.
-VARIANTS_PER_KIND = {"float": 10, "scalar": 10}
+VARIANTS_PER_KIND = {"float": 10, "scalar": 15}
 # Special scalars: 0, 1, -1, negative, non-integral (both signs), past float16's range,
 # below its smallest normal, past 2048 (not exact in float16), infinities.
 INT_VARIANTS = [0, 1, -1, 2, -2, SIDE, 3001, -3001]
@@ -113,6 +115,9 @@ F32_MIN = -3.4028234663852886e38
 FLOAT_VARIANTS = [0.0, 1.0, -1.0, 0.5, -0.5, 1e-6, 7e4, F32_MIN, 3.0, -3.0]
 FLOAT_VARIANTS += [float("inf"), float("-inf")]
 SCALAR_VARIANTS = [2, 0.5, -0.5, 3.0, 1, -1, 3001, 7e4, 1.0, -3.0, F32_MIN, float("-inf"), 0]
+# Zero and minus one as floats too (``x < 0.0``, ``masked_fill(m, -1.0)``), each a class of
+# its own; before 37 the cap of ten classes per argument stopped before -inf and 0.
+SCALAR_VARIANTS += [0.0, -1.0]
 # Variants of these argument kinds are measured on integer operands too (a rounding mode
 # on int64 kept its dtype only after coremltools 9.0: docs/upstream-mined.md); so is every
 # dtype argument, also where the op takes integers only with one (``mean(x, dtype=float32)``
@@ -175,8 +180,12 @@ FLOATS_VARIANTS = (2.0, 1.3, 0.5, 1.5, 0.7)  # 1.3 first: its class's riskier va
 # time-major recurrent layer takes its batch second (33 had measured ``nn.LSTM()`` at
 # sequence lengths 1 and 2), and a recurrent layer's settings beside each flag (two
 # stacked bidirectional layers); 35: a recurrent op with only its first output read
-# (``out, _ = self.lstm(x)``), which keys ``outputs=partly-unused``.
-GENERATOR = 35
+# (``out, _ = self.lstm(x)``), which keys ``outputs=partly-unused``; 36: an index or mask
+# operand after the first made inside Core ML (``_indices_made``: a gather of an ``argmax``,
+# a ``masked_fill`` of a comparison), beside the base call and each variant; 37: a Scalar
+# argument takes every class of ``SCALAR_VARIANTS`` (36 stopped at ten: ``x < 0`` was never
+# measured), with 0.0 and -1.0 of their own, and a pointwise op's number operand 0.0.
+GENERATOR = 37
 
 # The model axis's batches: one (a size-1 dim in the key), and two, where a layer's call
 # keys as its base call's rank without a size-1 dim but with constant weights (a transposed
@@ -203,6 +212,9 @@ def op_cases(info: OpInfo) -> tuple[list[Case], str | None]:
     float16 = "float16" in dtype_calls
     for label, call in variants:
         cases.append(_case(info, call, "variant", label))
+        made = _indices_made(call)
+        if made is not None:
+            cases.append(_case(info, made, "variant", f"{label}, {MADE_WORDS}"))
         if float16 and _has_float(call):
             half = _retyped(info, call, "float16", origin="op")
             if half is not None:
@@ -897,6 +909,9 @@ def _origins(info: OpInfo, base: Call, dtype_calls: dict[str, Call]) -> Iterator
     buffered = _index_buffers(dtype_calls["float32"]) if "float32" in dtype_calls else None
     if buffered is not None:
         yield "index operands constant", buffered
+    made = _indices_made(dtype_calls["float32"]) if "float32" in dtype_calls else None
+    if made is not None:
+        yield MADE_WORDS, made
 
 
 # An integer or bool operand beside float ones, as torch promotes it (``x * mask`` of a
@@ -928,6 +943,30 @@ def _mixed_dtypes(info: OpInfo, base: Call) -> Iterator[tuple[str, Call]]:
             yield f"operand {i} {dtype}{where} beside float32", made
 
 
+# An index or a mask after the first operand as a model mostly makes it: in the program
+# (``x.gather(1, scores.argmax(1, keepdim=True))``, ``x.masked_fill(x < 0, 0.0)``), so
+# Core ML receives the op that makes it, not an input; keyed ``int64:op``, ``bool:op``.
+MADE_WORDS = "index and mask operands made in Core ML"
+
+
+def _indices_made(call: Call) -> Call | None:
+    """The call with its index and bool operands after the first made inside the program
+    (a cast of an int32 input, a comparison of a float one), or None when it has none."""
+    later = [
+        i
+        for i, t in enumerate(call.tensors)
+        if i > 0
+        and t.get("origin", "in") == "in"
+        and (t.get("values") == "index" or t["dtype"] == "bool")
+    ]
+    if not later:
+        return None
+    made = call.copy()
+    for i in later:
+        made.tensors[i] = dict(made.tensors[i], origin="op")
+    return made
+
+
 def _index_buffers(call: Call) -> Call | None:
     """The call with its index operands constants (a relative position index, the columns
     an ``index_add`` writes: buffers of the model), or None when it has none."""
@@ -945,7 +984,7 @@ def _index_buffers(call: Call) -> Call | None:
 # of the first operand beside them.
 # ``-2**32 + 1`` is a padding constant attention code writes (``ones_like(s) * (-2**32 + 1)``):
 # past int32, which Core ML's integers are, it wraps to 1 whatever the operand.
-SCALAR_OPERANDS = (2, 7, -1, 0, 1000, 10_000_000, 0.5, -0.5, 3.0, 1.0, -1.0, 7e4, -(2**32) + 1)
+SCALAR_OPERANDS = (2, 7, -1, 0, 1000, 10_000_000, 0.5, -0.5, 3.0, 1.0, -1.0, 7e4, -(2**32) + 1, 0.0)
 SCALAR_OPERAND_ORIGINS = {  # dtype -> where its first operand comes from
     "float32": ("in",),
     "float16": ("op",),  # a float16 input fails below iOS16 whatever the op

@@ -352,14 +352,24 @@ def middle_targets(cases: list[dict[str, Any]], results: dict[str, dict]) -> lis
 REKEY_GROUP = 12
 
 
-def rekey_all(engine: Engine, store: Store, say: Say, ops: set[str] | None = None) -> int:
-    """Key every measured result (of ``ops``, or all) again with today's ``KeyMaker`` (a
-    key format changed): each case's program is exported again, never lowered, and only
-    its keys change (a measured outcome is never touched). Returns how many results
-    changed keys."""
+def rekey_all(
+    engine: Engine,
+    store: Store,
+    say: Say,
+    ops: set[str] | None = None,
+    only: set[str] | None = None,
+) -> int:
+    """Key every measured result (of ``ops`` and the case ids ``only``, or all) again with
+    today's ``KeyMaker`` (a key format changed): each case's program is exported again,
+    never lowered, and only its keys change (a measured outcome is never touched). Returns
+    how many results changed keys."""
     cases = store.cases()
     results = store.results()
-    todo = [cases[i] for i in results if i in cases and (not ops or cases[i]["op"] in ops)]
+    todo = [
+        cases[i]
+        for i in results
+        if i in cases and (not ops or cases[i]["op"] in ops) and (only is None or i in only)
+    ]
     fresh: dict[str, Any] = {}
 
     def done(value: Any, group: list[dict[str, Any]]) -> None:
