@@ -92,3 +92,25 @@ def test_canonical_graph_matches_run_decompositions(case_id, export_case):
     )
     actual = Counter(n.target for n in canonicalize(graph_of(ep)).nodes)
     assert actual == expected
+
+
+def test_a_non_finite_float_is_read_as_the_number(tmp_path):
+    """torch writes -inf, inf and NaN as the strings "-Infinity", "Infinity" and "NaN" (JSON
+    holds no such number); the graph holds the floats, keyed as lower's hook keys them."""
+    import math
+
+    from coreml_lint.measured.values import value_text
+
+    class Fills(torch.nn.Module):
+        def forward(self, x):
+            masked = x.masked_fill(x > 0, float("-inf"))
+            return masked, x.clamp(max=float("inf")), x.masked_fill(x < 0, float("nan"))
+
+    path = tmp_path / "fills.pt2"
+    torch.export.save(torch.export.export(Fills(), (torch.randn(4),)), path)
+    (graph,) = read_pt2(path)
+    fills = [n for n in graph.nodes if n.target == "aten.masked_fill.Scalar"]
+    assert fills[0].args[2] == -math.inf and math.isnan(fills[1].args[2])
+    (clamp,) = [n for n in graph.nodes if n.target == "aten.clamp.default"]
+    assert clamp.args[2] == math.inf
+    assert [value_text(n.args[2]) for n in fills] == ["-inf", "nan"]

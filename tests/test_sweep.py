@@ -857,6 +857,53 @@ def test_an_index_buffer_and_a_negative_pad_are_measured():
     assert any(c["args"][1] == [-1, -1] for c in cases if c["axis"] == "variant")
 
 
+def test_an_index_or_a_mask_made_in_core_ml_is_measured():
+    """``x.gather(1, s.argmax(1, keepdim=True))`` and ``x.masked_fill(x < 0, 0.0)`` hand
+    Core ML the op that makes the index or the mask (keyed ``int64:op``, ``bool:op``),
+    which no index input measures: beside the base call and each variant."""
+    pytest.importorskip("torch")
+    from coreml_lint.program.optable import load_optable
+    from coreml_lint.sweep.generate import MADE_WORDS, op_cases
+    from coreml_lint.sweep.schema import in_scope
+
+    scope = {i.name: i for i in in_scope(load_optable())[0]}
+    for op, made in (
+        ("index_fill.int_Scalar", ("int64", "op")),
+        ("masked_fill.Scalar", ("bool", "op")),
+    ):
+        cases, _ = op_cases(scope[op])
+        inside = [c for c in cases if MADE_WORDS in c["label"]]
+        assert {c["axis"] for c in inside} == {"origin", "variant"}, op
+        for c in inside:
+            first, later = c["tensors"][0], c["tensors"][1]
+            assert first["origin"] == "in" and (later["dtype"], later["origin"]) == made
+        # the variant twins keep the variant's arguments
+        plain = {c["label"]: c for c in cases if c["axis"] == "variant"}
+        for c in inside:
+            if c["axis"] == "variant":
+                twin = plain[c["label"].removesuffix(f", {MADE_WORDS}")]
+                assert (twin["args"], twin["kwargs"]) == (c["args"], c["kwargs"])
+
+
+def test_a_scalar_argument_is_measured_at_zero_and_every_class():
+    """``x < 0`` was never measured: ten classes stopped before -inf and 0."""
+    pytest.importorskip("torch")
+    from coreml_lint.measured.values import value_text
+    from coreml_lint.program.optable import load_optable
+    from coreml_lint.sweep.generate import op_cases
+    from coreml_lint.sweep.schema import in_scope
+    from coreml_lint.sweep.values import decode
+
+    scope = {i.name: i for i in in_scope(load_optable())[0]}
+    cases, _ = op_cases(scope["lt.Scalar"])
+    values = {
+        value_text(decode(c["args"][1], []))
+        for c in cases
+        if c["axis"] == "variant" and c["tensors"][0]["dtype"] == "float32"
+    }
+    assert {"0", "0.0", "-1.0", "-inf", "1.0", "-1"} <= values
+
+
 def test_grouped_query_attention_is_measured_and_keyed_apart_from_equal_heads():
     """``enable_gqa=True`` with fewer key/value heads than query heads crashes in
     coremltools 9.0 ("Incompatible dim"); with equal heads the flag changes nothing. The
@@ -1139,6 +1186,36 @@ def test_rekey_changes_a_shard_result_keys_and_never_its_outcome(tmp_path):
     kept, _ = shards.read(folder)
     assert kept["a0"] == {"id": "a0", "outcome": "crash", "keys": [{"variant": "a1=[2,2]"}]}
     assert kept["a1"]["keys"] == old
+
+
+def test_rekey_keys_only_the_cases_asked_for(tmp_path):
+    """``sweep rekey --only ids``: a key format change that touches a few cases (the .pt2
+    reader's -inf) exports those again, not every case of their ops."""
+    from coreml_lint.sweep import run as sweep_run
+
+    store = sweep_run.Store(tmp_path, shards=None)
+    cases = [
+        {"id": i, "op": "abs.default", "target": 15, "args": [], "kwargs": {}, "tensors": []}
+        for i in ("a", "b", "c")
+    ]
+    store.append(store.cases_path, {"op": "abs.default", "cases": cases, "why": None})
+    for i in ("a", "b", "c"):
+        row = {"id": i, "op": "abs.default", "outcome": "ok", "keys": [{"v": "old"}]}
+        store.append(store.results_path, row)
+    submitted: list[list[str]] = []
+
+    class Engine:
+        def submit(self, task, first=False):
+            submitted.append([c["id"] for c in task.payload])
+            task.done({c["id"]: [{"v": "new"}] for c in task.payload})
+
+        def run(self, refill=None):
+            return None
+
+    changed = sweep_run.rekey_all(Engine(), store, lambda _: None, only={"b"})
+    assert submitted == [["b"]] and changed == 1
+    keys = {r["id"]: r["keys"] for r in store.live_results().values()}
+    assert keys == {"a": [{"v": "old"}], "b": [{"v": "new"}], "c": [{"v": "old"}]}
 
 
 def test_a_new_table_carries_what_it_does_not_measure_again():
