@@ -959,23 +959,23 @@ def _indices_made(call: Call) -> Call | None:
         and t.get("origin", "in") == "in"
         and (t.get("values") == "index" or t["dtype"] == "bool")
     ]
-    if not later:
-        return None
-    made = call.copy()
-    for i in later:
-        made.tensors[i] = dict(made.tensors[i], origin="op")
-    return made
+    return _with_origin(call, later, "op")
 
 
 def _index_buffers(call: Call) -> Call | None:
     """The call with its index operands constants (a relative position index, the columns
     an ``index_add`` writes: buffers of the model), or None when it has none."""
     indices = [i for i, t in enumerate(call.tensors) if t.get("values") == "index"]
-    if not indices:
+    return _with_origin(call, indices, "const")
+
+
+def _with_origin(call: Call, operands: list[int], origin: str) -> Call | None:
+    """The call with those operands given ``origin``, or None when there are none."""
+    if not operands:
         return None
     made = call.copy()
-    for i in indices:
-        made.tensors[i] = dict(made.tensors[i], origin="const")
+    for i in operands:
+        made.tensors[i] = dict(made.tensors[i], origin=origin)
     return made
 
 
