@@ -309,6 +309,28 @@ def test_a_crash_one_value_causes_is_predicted_whatever_the_other_arguments(tmp_
     assert both.answer(Key(POOL2, "float32:in", ceil, "r4"), 15) is None
 
 
+MATMUL = "aten.matmul.default"
+FP16_INPUT = "ValueError: To use fp16 input, please set minimum deployment target to iOS16+"
+
+
+def test_a_float16_input_refusal_is_not_carried_to_operands_made_inside(tmp_path):
+    """Every measured origin of two float16 operands crashed because one of them was a
+    float16 partition input (refused below iOS16). ``x.half() @ w`` with a float16 weight
+    has none: not predicted to crash. Another reason carries over (ORIGIN)."""
+    from coreml_lint.measured.table import ORIGIN
+
+    cells = [
+        ("float16:op,float16:in", "", "crash", FP16_INPUT, "r2"),
+        ("float16:in,float16:const", "", "crash", FP16_INPUT, "r2"),
+        ("float16:in,float16:in", "", "crash", FP16_INPUT, "r2"),
+    ]
+    island = Key(MATMUL, "float16:op,float16:const", "", "r2")
+    assert _cells_table(tmp_path, MATMUL, cells).answer(island, 15) is None
+    other = [(o, v, out, "ValueError: E: matmul", sh) for o, v, out, _, sh in cells]
+    answer = _cells_table(tmp_path, MATMUL, other).answer(island, 15)
+    assert answer is not None and answer.basis == ORIGIN
+
+
 SUM = "aten.sum.dim_IntList"
 RETURNS_INT32 = "interface dtype (output): Core ML returns int32 where eager returns float32"
 

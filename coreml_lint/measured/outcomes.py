@@ -73,6 +73,18 @@ def partition_crash(entry: Entry) -> bool:
     return entry.outcome == CRASH and INPUT_LESS in entry.message
 
 
+# A crash of a float16 partition input below iOS16 (the iOS15 model format has none): the
+# input's, which CML106 reads off the program's placement. Where the sweep made one operand
+# in the program and another an input, it says nothing of the same call with no float16
+# input (``x.half() @ w`` with a float16 weight).
+FP16_INPUT = "To use fp16 input"
+
+
+def needs_fp16_input(entry: Entry) -> bool:
+    """Whether a measured crash is a float16 partition input's refusal, not the op's."""
+    return entry.outcome == CRASH and FP16_INPUT in entry.message
+
+
 def the_nodes(entry: Entry, leaves: bool) -> bool:
     """Whether a measured outcome is a node's own: not the sweep partition's lack of inputs,
     and a wrong dtype handed back only where the node's output ``leaves`` its partition."""

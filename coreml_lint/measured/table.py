@@ -23,7 +23,15 @@ from typing import Any
 from coreml_lint.measured.entry import Entry
 from coreml_lint.measured.families import family
 from coreml_lint.measured.key import Key
-from coreml_lint.measured.outcomes import CRASH, EDGE, MIXED, OK, interface_only, normalized
+from coreml_lint.measured.outcomes import (
+    CRASH,
+    EDGE,
+    MIXED,
+    OK,
+    interface_only,
+    needs_fp16_input,
+    normalized,
+)
 from coreml_lint.measured.rows import ByOp, Entries, OpRows
 from coreml_lint.measured.stack import cache_folder
 from coreml_lint.measured.values import (
@@ -440,6 +448,8 @@ class BehaviourTable:
         reasons = {(e.outcome, normalized(e.message)) for e in found}
         if len(reasons) != 1 or found[0].outcome != CRASH or len({e.operands for e in found}) < 2:
             return None
+        if needs_fp16_input(found[0]) and "float16:in" not in key.operands.split(","):
+            return None  # every measured combination had a float16 input; the key has none
         # each operand's origin measured crashing in its place: a crash of int8 or float16
         # partition inputs says nothing of the same dtype made in the program beside another
         seen = {(i, o) for e in found for i, o in enumerate(e.operands.split(","))}
