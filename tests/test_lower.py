@@ -61,7 +61,9 @@ def _lower(case_id):
     return result, Lowered(delegates=delegates)
 
 
-FAILING = [c for c in CASE_IDS if BY_ID[c].crash or BY_ID[c].silent]
+# A silent case whose finding is a warning only (its cost depends on the values, and the
+# rule has no rewrite that keeps them) is not ``lower``'s to fix: verify shows it diverging.
+FAILING = [c for c in CASE_IDS if BY_ID[c].crash or (BY_ID[c].silent and BY_ID[c].expect)]
 CLEAN = [c for c in CASE_IDS if not BY_ID[c].expect]
 
 

@@ -995,6 +995,28 @@ def test_an_op_legal_only_on_coordinates_finds_its_call():
     assert [t["shape"][-1] for t in cross.tensors] == [3, 3]
 
 
+def test_no_shipped_table_spells_a_non_finite_value_as_a_word():
+    """The .pt2 reader reads float("-inf") as the number, keyed ``-inf``; a row keyed
+    ``-Infinity`` (as the reader once keyed torch's serialized string) answers no node. The
+    first run's table is what a build carries rows from, so it is read too."""
+    import gzip
+    import re
+    from pathlib import Path
+
+    import coreml_lint.measured as measured
+
+    data = Path(measured.__file__).parent / "data"
+    folders = Path(__file__).parent.parent / "measurements"
+    texts = {p.name: p.read_text() for p in data.glob("*behaviour*.json")}
+    for path in folders.glob("*/_first_run.json.gz"):
+        with gzip.open(path, "rt") as handle:
+            texts[str(path)] = handle.read()
+    assert len(texts) >= 3
+    spelled = re.compile(r'=(-?Infinity|NaN)[;"]')
+    found = {name: spelled.findall(text)[:3] for name, text in texts.items()}
+    assert {name: words for name, words in found.items() if words} == {}
+
+
 def test_the_shipped_table_is_measured_on_the_installed_stack():
     table = load_table(measured_table.TABLE_PATH)
     assert set(table.measured_with) == {"torch", "executorch", "coremltools"}

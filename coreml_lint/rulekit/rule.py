@@ -78,7 +78,7 @@ class Rule:
     # Why `coreml-lint lower` cannot answer this rule (when no lowering hook is defined).
     cannot_lower: ClassVar[str | None] = None
     # How far the outputs may move in eager after ``rewrite``: absolutely near zero and
-    # relatively elsewhere (``|new - old| <= tol + tol * |old|``).
+    # relatively elsewhere (``|new - old| <= tol + tol * |new|``).
     rewrite_tolerance: ClassVar[float] = 0.0
     # A rule that reports from measured data rather than a known cause: its finding on a
     # node is dropped when another rule reports an error on the same node (one finding per

@@ -114,13 +114,18 @@ class MaskOverflowsFp16(Rule):
     name = "mask-overflows-fp16"
     other_severities = (Severity.WARNING,)  # -inf into attention: see ``_infinite_fill``
     outcome = Outcome.SILENT
-    summary = "attention mask value beyond float16 (finfo.min): fully masked rows become NaN"
+    summary = (
+        "attention mask value beyond float16 (finfo.min), or -inf into SDPA: fully masked "
+        "rows become NaN"
+    )
 
     def check(self, ctx: ProgramContext) -> Iterator[Finding]:
         for node in ctx.coreml_nodes():
             position = FILLS.get(node.target, SCALES.get(node.target))
             value = node.arg(position, "value") if position is not None else None
-            infinite = node.target in FILLS and _minus_infinity(value)
+            # -inf from a fill with a condition (masked_fill, where): a ``full_like(s, -inf)``
+            # holds -inf everywhere, and which positions stay masked is decided after it
+            infinite = node.target in CONDITIONS and _minus_infinity(value)
             if not (_past_float16(value) or infinite):
                 continue
             softmax = next(
@@ -169,7 +174,7 @@ class MaskOverflowsFp16(Rule):
             "masked (left padding under a causal mask, a sequence of padding only) it comes "
             f"out NaN from Core ML's {ctx.edge_name(attention)}, where torch's "
             "scaled_dot_product_attention gives it zeros (its safe softmax), and the NaN "
-            "reaches every row through the next layer's attention; whether a row is ever "
+            "can reach every row through a later attention layer; whether a row is ever "
             "fully masked depends on your masks",
             fix=f"mask with {SAFE_MASK_VALUE:g} (a fully masked row then averages its values, "
             "finite, as padding may), or zero the fully masked rows of the output yourself",
@@ -396,6 +401,20 @@ def _() -> Any:
 def _() -> Any:
     # float("-inf") is -inf in float16 too, but torch's SDPA gives a fully masked row zeros
     return padded_attention(float("-inf"))
+
+
+@case("infinite-causal-full-like", expect=set(), warnings=set())
+def _() -> Any:
+    """``full_like(scores, -inf).triu(1)``: -inf everywhere, then the causal part kept; no
+    row of a causal mask is fully masked, and which positions are is not the fill's."""
+
+    def forward(s: Any, x: Any) -> Any:
+        q = x.view(2, 5, 2, -1).transpose(1, 2)
+        scores = q @ q.transpose(-2, -1)
+        mask = torch.full_like(scores, float("-inf")).triu(1)
+        return F.scaled_dot_product_attention(q, q, q, attn_mask=mask)
+
+    return module(forward), (torch.randn(2, 5, 8),)
 
 
 @case("infinite-padding-mask-plain-softmax", expect=set())

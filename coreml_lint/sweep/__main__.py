@@ -86,7 +86,7 @@ def run(args: argparse.Namespace) -> int:
         if args.axes:
             cases = [c for c in cases if c["axis"] in args.axes]
         if args.only:
-            wanted = set(args.only.read_text().split())
+            wanted = _ids(args)
             cases = [c for c in cases if c["id"] in wanted]
         # A few ops at a time, each round with its iOS16/17 cases, so that an op's shard
         # is written whole as its round ends (cases of one round still share programs).
@@ -132,7 +132,7 @@ def rejudge(args: argparse.Namespace) -> int:
 
     store = Store(args.out, shards=_shards(args))
     results, cases = store.results(), store.cases()
-    wanted = set(args.only.read_text().split()) if args.only else None
+    wanted = _ids(args)
     chosen = [
         cases[i]
         for i, r in sorted(results.items())
@@ -197,6 +197,11 @@ def _record(
     return now
 
 
+def _ids(args: argparse.Namespace) -> set[str] | None:
+    """The case ids of ``--only`` (a file of ids, any whitespace between), or None."""
+    return set(args.only.read_text().split()) if args.only else None
+
+
 def _shards(args: argparse.Namespace) -> Path | None:
     """The repository's shards of the installed stack (``--shards``), or None (``none``)."""
     from coreml_lint.measured.stack import installed_versions
@@ -214,8 +219,7 @@ def rekey(args: argparse.Namespace) -> int:
     store = Store(args.out, shards=_shards(args))
     engine = Engine(args.workers, address=args.scheduler, on_cost=store.add_cost)
     try:
-        only = set(args.only.read_text().split()) if args.only else None
-        changed = rekey_all(engine, store, _say, args.ops, only)
+        changed = rekey_all(engine, store, _say, args.ops, _ids(args))
     finally:
         engine.close()
     _say(f"{changed} measured cases keyed anew")
