@@ -77,11 +77,15 @@ FILLS = {
     "aten.where.ScalarOther": 2,
     "aten.where.ScalarSelf": 1,
 }
+# ``torch.where(cond, finfo.min, 0.0)`` takes both branches as numbers: the mask value is
+# whichever of them float16 cannot hold
+BOTH = {"aten.where.Scalar": (1, 2)}
 # fill op -> position of the condition that says which positions are masked
 CONDITIONS = {
     "aten.masked_fill.Scalar": 1,
     "aten.where.ScalarOther": 0,
     "aten.where.ScalarSelf": 0,
+    "aten.where.Scalar": 0,
 }
 SOFTMAXES = {"softmax", "_softmax", "_safe_softmax", "scaled_dot_product_attention"}
 # A mask *scaled* by the value (transformers' older extended mask, ``(1.0 - mask) *
@@ -97,6 +101,21 @@ INFINITE = 1e38
 # Attention that gives a fully masked row zeros in eager (torch's SDPA runs ``_safe_softmax``);
 # Core ML's softmax of it is 0/0 = NaN.
 SAFE_SOFTMAXES = {"scaled_dot_product_attention", "_safe_softmax"}
+
+
+def _value_position(target: str, args: Any) -> int | None:
+    """Where a fill or scale op holds its mask value (of ``BOTH``'s two numbers, the one
+    past float16's range or -inf), or None for another op."""
+    if target in BOTH:
+        return next(
+            (
+                p
+                for p in BOTH[target]
+                if len(args) > p and (_past_float16(args[p]) or _minus_infinity(args[p]))
+            ),
+            None,
+        )
+    return FILLS.get(target, SCALES.get(target))
 
 
 def _minus_infinity(value: object) -> bool:
@@ -121,7 +140,7 @@ class MaskOverflowsFp16(Rule):
 
     def check(self, ctx: ProgramContext) -> Iterator[Finding]:
         for node in ctx.coreml_nodes():
-            position = FILLS.get(node.target, SCALES.get(node.target))
+            position = _value_position(node.target, node.args)
             value = node.arg(position, "value") if position is not None else None
             # -inf from a fill with a condition (masked_fill, where): a ``full_like(s, -inf)``
             # holds -inf everywhere, and which positions stay masked is decided after it
@@ -247,7 +266,7 @@ class MaskOverflowsFp16(Rule):
         done = []
         for node in ep.graph.nodes:
             name = f"aten.{getattr(node.target, '__name__', '')}"
-            position = FILLS.get(name, SCALES.get(name))
+            position = _value_position(name, node.args)
             if position is None or len(node.args) <= position:
                 continue
             value = node.args[position]
@@ -401,6 +420,34 @@ def _() -> Any:
 def _() -> Any:
     # float("-inf") is -inf in float16 too, but torch's SDPA gives a fully masked row zeros
     return padded_attention(float("-inf"))
+
+
+def _selects_minus_inf(lowered: Any) -> bool:
+    """MIL evidence: a ``select`` whose constant branch holds -inf (float16's finfo.min,
+    broadcast to a constant tensor when both branches are numbers)."""
+    import numpy as np
+
+    for delegate in lowered.delegates:
+        for found in re.finditer(r"= select\(cond=%\w+, a=%(\w+)", delegate.mil):
+            value = delegate.consts.get(found.group(1))
+            if value is not None and np.isneginf(np.asarray(value, dtype=np.float64)).any():
+                return True
+    return False
+
+
+@case("finfo-min-where-scalar-padding-mask", expect={"CML310"}, silent=_selects_minus_inf)
+def _() -> Any:
+    """``torch.where(~keep, finfo.min, 0.0)``: both branches numbers (``where.Scalar``)."""
+
+    def forward(s: Any, x: Any, attention_mask: Any) -> Any:
+        b, t, _ = x.shape
+        q = x.view(b, t, 2, -1).transpose(1, 2)
+        causal = torch.ones(t, t, dtype=torch.bool).tril()
+        keep = causal[None, None] & attention_mask[:, None, None, :].bool()
+        mask = torch.where(~keep, torch.finfo(torch.float32).min, 0.0)
+        return F.scaled_dot_product_attention(q, q, q, attn_mask=mask)
+
+    return module(forward), (torch.randn(2, 5, 8), torch.tensor([[0, 0, 1, 1, 1], [1] * 5]))
 
 
 @case("infinite-causal-full-like", expect=set(), warnings=set())
