@@ -215,6 +215,22 @@ class ProgramContext:
         info = self.graph.tensors.get(value)
         return info.shape if info else None
 
+    def computed_from_input(self, values: list[str], limit: int | None = None) -> bool:
+        """Whether any of ``values`` is a program input or is computed from one (not from
+        parameters and constants alone), following producers back through the whole graph
+        (at most ``limit`` values)."""
+        seen, frontier = set(values), list(values)
+        while frontier and (limit is None or len(seen) <= limit):
+            value = frontier.pop()
+            if self.input_kinds.get(value) == "user_input":
+                return True
+            producer = self.producers.get(value)
+            for name in producer.tensor_inputs() if producer is not None else ():
+                if name not in seen:
+                    seen.add(name)
+                    frontier.append(name)
+        return False
+
     def integer_source(self, value: str) -> str | None:
         """The integer (or bool) dtype a float value was cast from (``lag.float()``), or
         None: its values are whole numbers, which some lowerings keep exact."""

@@ -309,18 +309,7 @@ def _masks_depend_on_inputs(ctx: ProgramContext, fill: Node) -> bool:
     positions it masks does not: no row of a causal mask is fully masked."""
     condition = CONDITIONS.get(fill.target)
     operands = fill.args if condition is None else fill.args[condition : condition + 1]
-    start = [a.name for a in operands if isinstance(a, TensorRef)]
-    seen, frontier = set(start), list(start)
-    while frontier:
-        value = frontier.pop()
-        if ctx.input_kinds.get(value) == "user_input":
-            return True
-        producer = ctx.producers.get(value)
-        for name in producer.tensor_inputs() if producer else ():
-            if name not in seen:
-                seen.add(name)
-                frontier.append(name)
-    return False
+    return ctx.computed_from_input([a.name for a in operands if isinstance(a, TensorRef)])
 
 
 # Ops a 0/1 mask passes through on its way to being scaled (``1.0 - mask[:, None].float()``).

@@ -128,7 +128,7 @@ def _whole_numbers(ctx: ProgramContext, value: str) -> str | None:
                 found = found or "an arange sized at run time"
             continue  # a fixed arange is a constant: folded in float32
         if producer.op_base not in ANGLE_OPS:
-            if ctx.dtype(current) in INTEGER_DTYPES and _reaches_input(ctx, current):
+            if ctx.dtype(current) in INTEGER_DTYPES and ctx.computed_from_input([current], 64):
                 found = found or f"the integers `{current}` ({producer.op_base})"
             continue  # an activation, a frequency table: not whole numbers we can name
         for operand in producer.tensor_inputs():
@@ -136,21 +136,6 @@ def _whole_numbers(ctx: ProgramContext, value: str) -> str | None:
                 seen.add(operand)
                 frontier.append(operand)
     return found
-
-
-def _reaches_input(ctx: ProgramContext, value: str, limit: int = 64) -> bool:
-    """Whether ``value`` is computed from a program input (not from constants alone)."""
-    seen, frontier = {value}, [value]
-    while frontier and len(seen) < limit:
-        current = frontier.pop()
-        if ctx.input_kinds.get(current) == "user_input":
-            return True
-        producer = ctx.producers.get(current)
-        for operand in producer.tensor_inputs() if producer is not None else ():
-            if operand not in seen:
-                seen.add(operand)
-                frontier.append(operand)
-    return False
 
 
 # -- program cases: what the stock CoreMLPartitioner really does (the oracle lowers each) --
