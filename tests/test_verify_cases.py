@@ -119,3 +119,17 @@ def test_a_lowering_crash_is_a_result():
     assert report.status == "lowering_crash" and report.exit_code == 1
     assert "uint8" in report.lowering_error and report.lowering_stage
     assert report.to_json()["lowering_error"] == report.lowering_error
+
+
+def test_a_warning_come_true_explains_the_divergence(tmp_path, capsys):
+    """CML310 warns at the line that fills a padding mask with -inf; the NaN rows show at
+    the attention a line below it. verify's CLI names the warning as what explains them."""
+    import torch
+
+    from coreml_lint.cli.main import main
+
+    path = tmp_path / "program.pt2"
+    torch.export.save(exported("infinite-padding-mask"), path)
+    assert main(["verify", "-q", "--isolated", str(path)]) == 1
+    out = capsys.readouterr().out
+    assert "explained by CML310" in out and "no rule explains it" not in out

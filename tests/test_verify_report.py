@@ -167,3 +167,51 @@ def test_importing_the_package_is_light():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+# ------------------------------------------------------------------ explaining
+
+
+def _finding(code: str, line: int, severity: str, outcome: str):
+    from coreml_lint.core.findings import Finding, Location, Outcome, Severity
+
+    return Finding(
+        code=code,
+        name=code.lower(),
+        severity=Severity(severity),
+        outcome=Outcome(outcome),
+        message="",
+        file="m.pt2",
+        location=Location("model.py", line),
+    )
+
+
+def _explained(findings, source: str, upstream: list[str]) -> str | None:
+    from coreml_lint.cli.verify import explain_by_line
+
+    div = Divergence(0, "float16", "nan", "output 0", "", source=source, upstream=upstream)
+    explain_by_line(VerifyReport(divergences=[div]), findings)
+    return div.rule
+
+
+def test_a_divergence_is_explained_at_its_line_else_the_nearest_line_upstream():
+    mask = _finding("CML310", 3, "warning", "silent")  # -inf fill, attended on line 4
+    assert _explained([mask], "model.py:4", ["model.py:3", "model.py:1"]) == "CML310"
+    wrong = _finding("CML999", 1, "error", "silent")
+    assert _explained([mask, wrong], "model.py:4", ["model.py:3", "model.py:1"]) == "CML310"
+    assert _explained([mask, wrong], "model.py:1", []) == "CML999"
+    assert _explained([mask], "model.py:4", ["model.py:2"]) is None
+
+
+def test_an_error_at_a_line_comes_before_a_warning_there():
+    both = [_finding("CML999", 3, "error", "silent"), _finding("CML310", 3, "warning", "silent")]
+    assert _explained(both, "model.py:3", []) == "CML999"
+    assert _explained(both[::-1], "model.py:3", []) == "CML999"
+
+
+def test_what_explains_no_value_the_program_computed():
+    """A crash prediction (the program ran) and a warning of anything but a silent wrong
+    value (a CPU fallback, a precision note) explain no divergence."""
+    for severity, outcome in [("error", "crash"), ("warning", "cpu-fallback"), ("info", "silent")]:
+        finding = _finding("CML999", 3, severity, outcome)
+        assert _explained([finding], "model.py:3", ["model.py:3"]) is None, (severity, outcome)

@@ -165,15 +165,21 @@ def _run(program: Path, config: Any, options: dict[str, Any], progress: Any) -> 
 
 
 def explain_by_line(report: Any, findings: list[Any]) -> None:
-    """A divergence no rule flagged by op (an add that a wrong fill on the same line feeds)
-    is explained by an error finding at its model source line, when there is one."""
-    from coreml_lint.core.findings import error_rules_by_line
+    """A divergence no rule flagged by op is explained by a finding at its model source
+    line (an add that a wrong fill on the same line feeds), else at the nearest line it is
+    computed from (an -inf mask filled on one line, attended on the next): an error, or a
+    warning that predicts a silent wrong value (:func:`value_explanations`)."""
+    from coreml_lint.core.findings import rules_by_line, value_explanations
 
-    by_line = error_rules_by_line(findings)
+    by_line = rules_by_line(value_explanations(findings))
     for divergence in report.divergences:
-        path, _, line = (divergence.source or "").rpartition(":")
-        if divergence.rule is None and line.isdigit():
-            divergence.rule = by_line.get((path, int(line)))
+        if divergence.rule is not None:
+            continue
+        for source in [divergence.source or "", *divergence.upstream]:
+            path, _, line = source.rpartition(":")
+            if line.isdigit() and (path, int(line)) in by_line:
+                divergence.rule = by_line[(path, int(line))]
+                break
 
 
 def rule_for_edge_node(findings: list[Any]) -> Any:

@@ -173,11 +173,29 @@ def predicted_fix(predicted: list[Finding], unpredicted: str) -> str:
     return f"predicted by {', '.join(codes)}: see `coreml-lint rule {codes[0]}`"
 
 
-def error_rules_by_line(findings: list[Finding]) -> dict[tuple[str, int], str]:
-    """(path, line) -> the code of an error finding at that model source line: what
-    explains a divergence there when no finding is on its node."""
-    return {
-        (f.location.path, f.location.line): f.code
+def value_explanations(findings: list[Finding]) -> list[Finding]:
+    """The findings that can explain a wrong value the program computed, each merged one
+    apart (one finding per line stands for its nodes): errors, and warnings that predict a
+    silent wrong value (an -inf mask that reaches attention: whether a row is ever fully
+    masked depends on the inputs, so the lint warns, and verify's divergence is that
+    warning come true). Not a crash prediction: the program ran. Warnings come first, so a
+    mapping built in order keeps an error's code where both name one node or line."""
+    explaining = [
+        g
         for f in findings
-        if f.location is not None and f.severity is Severity.ERROR
-    }
+        if f.outcome not in CRASHES
+        and (
+            f.severity is Severity.ERROR
+            or (f.severity is Severity.WARNING and f.outcome is Outcome.SILENT)
+        )
+        for g in (f, *f.merged)
+        if g.outcome not in CRASHES
+    ]
+    return sorted(explaining, key=lambda f: f.severity is Severity.ERROR)
+
+
+def rules_by_line(explaining: list[Finding]) -> dict[tuple[str, int], str]:
+    """(path, line) -> the code of a finding of :func:`value_explanations` at that model
+    source line (an error's where a warning is there too): what explains a divergence there
+    when no finding is on its node."""
+    return {(f.location.path, f.location.line): f.code for f in explaining if f.location}

@@ -9,13 +9,12 @@ from collections.abc import Callable
 from typing import Any
 
 from coreml_lint.core.findings import (
-    CRASHES,
     Finding,
     Location,
-    Severity,
     crash_predictions,
-    error_rules_by_line,
     predicted_fix,
+    rules_by_line,
+    value_explanations,
 )
 from coreml_lint.rules.cai901_coreai_divergence import CoreAIDivergence
 from coreml_lint.rules.cai902_coreai_crash import CoreAICrash
@@ -24,18 +23,20 @@ from coreml_lint.verifier.report import Divergence, VerifyReport
 
 
 def rule_for_node(findings: list[Finding]) -> Callable[[Any], str | None]:
-    """``explain``: the Core AI lint rule whose error finding explains a wrong value at
+    """``explain``: the Core AI lint rule whose finding explains a wrong value at
     ``node`` (a ``torch.fx`` node of the program verified): a finding on the node itself,
     else on the nearest node upstream of it (a wrong pool feeds the relu that is returned),
     matched by name, else by the model source line of an upstream node. A finding that
     predicts a crash explains no value (the program ran)."""
-    explaining = _explaining(findings)
+    from coreml_lint.verifier.localize import upstream_nodes
+
+    explaining = value_explanations(findings)
     by_node = {f.node: f.code for f in explaining if f.node}
-    by_line = error_rules_by_line(explaining)
+    by_line = rules_by_line(explaining)
 
     def explain(node: Any) -> str | None:
         own = by_node.get(node.name) or by_node.get(re.sub(r"_\d+$", "", node.name))
-        upstream = _upstream(node)
+        upstream = upstream_nodes(node)
         return (
             own
             or next((by_node[n.name] for n in upstream if n.name in by_node), None)
@@ -43,32 +44,6 @@ def rule_for_node(findings: list[Finding]) -> Callable[[Any], str | None]:
         )
 
     return explain
-
-
-def _explaining(findings: list[Finding]) -> list[Finding]:
-    """The error findings that can explain wrong values (not those predicting a crash: the
-    program ran), each merged one apart (one finding per line stands for its nodes)."""
-    return [
-        g
-        for f in findings
-        if f.severity is Severity.ERROR and f.outcome not in CRASHES
-        for g in (f, *f.merged)
-    ]
-
-
-def _upstream(node: Any) -> list[Any]:
-    """Every node ``node`` is computed from, nearest first (breadth first)."""
-    seen, order, frontier = {node}, [], [node]
-    while frontier:
-        following = []
-        for current in frontier:
-            for parent in current.all_input_nodes:
-                if parent not in seen:
-                    seen.add(parent)
-                    order.append(parent)
-                    following.append(parent)
-        frontier = following
-    return order
 
 
 def _line_of(node: Any) -> tuple[str, int] | None:
@@ -83,7 +58,7 @@ def findings_of(report: VerifyReport, file: str, lint: list[Finding]) -> list[Fi
     """One finding per divergence, and one for a crash; each names the lint rule that
     predicted it (a crash: :func:`crash_predictions`, as Core ML's ``lower`` asks) or
     explains it (a divergence: a finding on its node or upstream of it, else on its line)."""
-    by_line = error_rules_by_line(_explaining(lint))
+    by_line = rules_by_line(value_explanations(lint))
     found = [_divergence(d, file, by_line) for d in report.divergences]
     if report.lowering_error:
         found.append(_crash(report, file, lint))

@@ -39,6 +39,7 @@ from coreml_lint.verifier.localize import (
     rounding_flip,
     tie_order,
     uninitialised,
+    upstream_sources,
 )
 from coreml_lint.verifier.mil.dtypes import mil_dtype, round_fp16, store
 from coreml_lint.verifier.mil.program import ExecutionError, Plan, fp16_state_vars, static_shape
@@ -355,10 +356,7 @@ def _integer_intermediate(p, plan, values, mode, explain) -> list[Divergence]:
     label = f"integer intermediate {node}"
     div = _div(p, check, numbers.kind or "integer", label, numbers.describe())
     div.numbers, div.mil_op, div.mil_var, div.node = asdict(numbers), op.op_type, var, node
-    div.target, div.source, div.code = describe_node(p.lowered.original_module.graph_module, node)
-    if explain is not None:
-        div.rule = explain(node)
-    return [div]
+    return [_described(p, div, explain)]
 
 
 def _divergence(p, plan, values, mode, label, var_name, numbers: Numbers, explain) -> Divergence:
@@ -391,10 +389,11 @@ def _at_output(p: Partition, plan: Plan, div: Divergence, var_name: str, label: 
 
 
 def _described(p: Partition, div: Divergence, explain) -> Divergence:
-    """The node's op and model source line, and the lint rule that explains it."""
-    div.target, div.source, div.code = describe_node(
-        p.lowered.original_module.graph_module, div.node
-    )
+    """The node's op, its model source line and those of the nodes it is computed from,
+    and the lint rule that explains it."""
+    graph = p.lowered.original_module.graph_module
+    div.target, div.source, div.code = describe_node(graph, div.node)
+    div.upstream = upstream_sources(graph, div.node)
     if explain is not None and div.node is not None:
         div.rule = explain(div.node)
     return div
@@ -417,10 +416,7 @@ def _output_node(p: Partition, label: str) -> str | None:
 def _locate(p: Partition, div: Divergence, explain: Callable[[str], str | None] | None) -> None:
     """Point an interface divergence at its node and source line (and a rule, if any)."""
     div.node = _output_node(p, div.output)
-    graph = p.lowered.original_module.graph_module
-    div.target, div.source, div.code = describe_node(graph, div.node)
-    if explain is not None and div.node is not None:
-        div.rule = explain(div.node)
+    _described(p, div, explain)
 
 
 def verify_partition(
