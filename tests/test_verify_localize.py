@@ -71,3 +71,82 @@ def test_an_op_whose_inputs_agree_is_still_blamed():
     culprit = first_departure(plan, values, _eager(), "aten_add_tensor", FLOAT16)
     assert culprit is not None
     assert (culprit[0].op_type, culprit[2]) == ("add", "aten_add_tensor")
+
+
+# ---------------------------------------------------------- a requantize's near-tie
+
+STEP = 0.05
+Q = np.linspace(-1.0, 1.0, 128, dtype=np.float32).reshape(1, 128)
+
+
+def _requantized():
+    """``dequantize(quantize(x))`` at one step of 0.05, as a pt2e program's activations run
+    in Core ML (iOS17 ops), and eager's value of each var."""
+    import coremltools as ct
+    from coremltools.converters.mil import Builder as mb
+
+    @mb.program(input_specs=[mb.TensorSpec(shape=Q.shape)], opset_version=ct.target.iOS17)
+    def program(x):
+        q = mb.quantize(
+            input=x,
+            scale=np.float32(STEP),
+            zero_point=np.int8(0),
+            output_dtype="int8",
+            name="quantize_per_tensor",
+        )
+        return mb.dequantize(
+            input=q, scale=np.float32(STEP), zero_point=np.int8(0), name="dequantize_per_tensor"
+        )
+
+    plan = Plan.of(program)
+    values = plan.run({"x": Q})
+    return plan, values, values["dequantize_per_tensor"]
+
+
+def _excused(plan, values, actual, expected) -> bool:
+    from coreml_lint.verifier.compare import SEMANTIC
+    from coreml_lint.verifier.localize import quantum_flip
+
+    out = "dequantize_per_tensor"
+    eager = {"x": torch.from_numpy(Q), out: torch.from_numpy(expected)}
+    numbers = compare(actual, expected, SEMANTIC, 1.0)
+    return quantum_flip(plan, values, eager, out, SEMANTIC, numbers, actual, expected)
+
+
+def test_one_element_one_quantization_step_off_is_a_near_tie_not_a_divergence():
+    """torch's requantize rounded one near-tie the other way: one step at one element."""
+    plan, values, actual = _requantized()
+    expected = actual.copy()
+    expected[0, 40] += STEP
+    assert not compare(actual, expected, FLOAT16, 1.0).ok  # a divergence without the excuse
+    assert _excused(plan, values, actual, expected)
+
+
+def test_a_wrong_scale_or_a_bigger_error_is_still_a_divergence():
+    plan, values, actual = _requantized()
+    shifted = actual + STEP  # every element one step off: a wrong zero point
+    assert not _excused(plan, values, actual, shifted)
+    farther = actual.copy()
+    farther[0, 40] += 2 * STEP  # one element two steps off
+    assert not _excused(plan, values, actual, farther)
+    scaled = actual * 1.5  # a wrong scale
+    assert not _excused(plan, values, actual, scaled)
+
+
+def test_a_step_off_that_no_dequantize_made_is_not_excused():
+    """The same error at the output of a plain add: no requantize rounded anything."""
+    from coreml_lint.verifier.compare import SEMANTIC
+    from coreml_lint.verifier.localize import quantum_flip
+
+    plan = _clamp_then_add()
+    values = plan.run({"x": X})
+    eager = _eager()
+    expected = eager["aten_add_tensor"].numpy().copy()
+    expected[0, 2] += STEP
+    actual = values["aten_add_tensor"]
+    eager["aten_add_tensor"] = torch.from_numpy(expected)
+    numbers = compare(actual, expected, SEMANTIC, 1.0)
+    assert not numbers.ok
+    assert not quantum_flip(
+        plan, values, eager, "aten_add_tensor", SEMANTIC, numbers, actual, expected
+    )
