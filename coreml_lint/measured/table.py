@@ -302,7 +302,15 @@ class BehaviourTable:
 
     def answer(self, key: Key, target: int, context: str = "") -> Answer | None:
         """The measured outcome for a node key, else one measured on this machine
-        (``--measure``), else the predicted one, saying which."""
+        (``--measure``), else the predicted one, saying which; once per key and set of
+        local measurements and gates (a model repeats its blocks: few keys, many nodes)."""
+        gates = tuple(sorted((self.refused or {}).items()))
+        memo = ("answer", key, target, context, _LOCAL.get("generation"), gates)
+        if memo not in self._free:
+            self._free[memo] = self._answer(key, target, context)
+        return self._free[memo]
+
+    def _answer(self, key: Key, target: int, context: str) -> Answer | None:
         spelled = self.spelled(key, context)
         entry = self._lookup(*astuple(spelled), target, context)
         if entry is not None and entry.shape in ("*", key.shape):
@@ -866,13 +874,15 @@ def load_table(path: Path, gated: bool = True) -> BehaviourTable:
 
 # ``check --measure`` measures the keys the shipped table lacks on this machine's stack and
 # keeps them per stack version in the user's cache: a second run reads them back, torch-free.
-_LOCAL: dict[str, Any] = {"on": False}
+_LOCAL: dict[str, Any] = {"on": False, "generation": 0}
 
 
 def use_local_measurements(on: bool) -> None:
-    """Whether CML801 also answers from what ``--measure`` measured on this machine."""
+    """Whether CML801 also answers from what ``--measure`` measured on this machine (read
+    again: its ``generation`` tells answers worked out before from those after)."""
+    generation = _LOCAL.get("generation", 0) + 1
     _LOCAL.clear()
-    _LOCAL["on"] = on
+    _LOCAL.update(on=on, generation=generation)
 
 
 def local_table() -> BehaviourTable | None:
