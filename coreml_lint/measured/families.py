@@ -5,7 +5,7 @@ call holds out (``data/prediction_gates.json``).
 from __future__ import annotations
 
 import re
-from functools import lru_cache
+from functools import cache
 
 # Families of ops, for the sweep's report and for where a prediction rule holds out
 # (``prediction_gates.json``): the first pattern an op's name matches.
@@ -37,7 +37,7 @@ FAMILIES = (
 )
 
 
-@lru_cache(maxsize=None)
+@cache
 def family(op: str) -> str:
     """The family of an op (``aten.`` prefix or not)."""
     name = op.removeprefix("aten.")
