@@ -140,23 +140,19 @@ def raw_findings(
     # them does; only the selected rules' findings (and failures) are kept.
     claims = any(rule.defers and rule.code in selected for rule in rules)
     found: list[Finding] = []
-    harmless: set[tuple[str, str]] = set()
     for rule in rules:
         if rule.code not in selected and (rule.defers or not claims):
             continue
         ctx.rule = rule
         wanted = failures if failures is not None and rule.code in selected else []
-        found.extend(_checked(rule, ctx, wanted, harmless))
-    return [f for f in _deferred(found, config.target, harmless) if f.code in selected]
+        found.extend(_checked(rule, ctx, wanted))
+    return [f for f in _deferred(found, config.target) if f.code in selected]
 
 
-def _deferred(
-    found: list[Finding], target: str = "coreml", harmless: set[tuple[str, str]] | None = None
-) -> list[Finding]:
+def _deferred(found: list[Finding], target: str = "coreml") -> list[Finding]:
     """Drop a deferring rule's finding on a node another rule reports an error on, or a
     finding that explains the measured outcome the deferring rule reports there
-    (``Finding.explains``), or whose outcome another rule knows is harmless there
-    (``Rule.harmless``) (selected or not: see :func:`raw_findings`)."""
+    (``Finding.explains``) (selected or not: see :func:`raw_findings`)."""
     deferring = {rule.code for rule in all_rules(target) if rule.defers}
     if not deferring:
         return found
@@ -170,7 +166,7 @@ def _deferred(
         for f in found
         if f.code not in deferring and f.node is not None
         for outcome in f.explains
-    } | (harmless or set())
+    }
 
     def left_to_another(f: Finding) -> bool:
         return f.node in errors or (f.node, f.extra.get("measured")) in explained
@@ -178,20 +174,12 @@ def _deferred(
     return [f for f in found if f.code not in deferring or not left_to_another(f)]
 
 
-def _checked(
-    rule: type[Rule],
-    ctx: ProgramContext,
-    failures: list[RuleFailure],
-    harmless: set[tuple[str, str]],
-) -> list[Finding]:
-    """A rule's findings (and into ``harmless``, the measured outcomes it clears); a rule
-    that raises is recorded and named, never blamed on the file as a whole, and never
-    allowed to take the other rules' findings with it."""
+def _checked(rule: type[Rule], ctx: ProgramContext, failures: list[RuleFailure]) -> list[Finding]:
+    """A rule's findings; a rule that raises is recorded and named, never blamed on the file
+    as a whole, and never allowed to take the other rules' findings with it."""
     try:
         checker = rule()
-        found = [_lower_hint(checker, finding) for finding in checker.check(ctx)]
-        harmless.update(checker.harmless(ctx))
-        return found
+        return [_lower_hint(checker, finding) for finding in checker.check(ctx)]
     except Exception as exc:
         import traceback
 

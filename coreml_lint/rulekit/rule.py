@@ -142,13 +142,6 @@ class Rule:
         """Findings on an exported program (the canonical graph and its placement)."""
         return iter(())
 
-    def harmless(self, ctx: ProgramContext) -> Iterator[tuple[str, str]]:
-        """(node name, measured outcome) of the nodes whose measured outcome this rule knows
-        does no harm where the node stands, so a deferring rule (the measured table's
-        CML801) leaves it unreported: a ``finfo.min`` causal mask is -inf in Core ML where
-        it is -3.4e38 in eager, and the softmax after it computes the same either way."""
-        return iter(())
-
     def check_methods(self, methods: dict[str, ProgramContext]) -> Iterator[Finding]:
         """Findings on a program of several methods lowered together (``{name: context}``,
         in the order ``to_edge_transform_and_lower`` gets them): what no single method shows,

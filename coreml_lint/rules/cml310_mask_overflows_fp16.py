@@ -59,7 +59,6 @@ from typing import Any
 
 from coreml_lint.core.findings import Finding, Outcome, Severity
 from coreml_lint.core.settings import PartitionerSettings
-from coreml_lint.measured.outcomes import EDGE, WRONG
 from coreml_lint.program.graph import Node, TensorRef
 from coreml_lint.rulekit.context import ProgramContext
 from coreml_lint.rulekit.examples import F, Invalid, Valid, case, module, returns, torch
@@ -119,23 +118,6 @@ def _value_position(target: str, args: Any) -> int | None:
     return FILLS.get(target, SCALES.get(target))
 
 
-def _fills_into_softmax(ctx: ProgramContext) -> Iterator[tuple[Node, Any, Node]]:
-    """(fill, mask value, the softmax it reaches) of every Core ML node that fills or scales
-    with a value past float16's range, or fills -inf with a condition (``masked_fill``,
-    ``where``: a ``full_like(s, -inf)`` holds -inf everywhere, and which positions stay
-    masked is decided after it), on its way to a softmax."""
-    for node in ctx.coreml_nodes():
-        position = _value_position(node.target, node.args)
-        value = node.arg(position, "value") if position is not None else None
-        infinite = node.target in CONDITIONS and _minus_infinity(value)
-        if not (_past_float16(value) or infinite):
-            continue
-        downstream = ctx.coreml_users_downstream(node.outputs)
-        softmax = next((u for _, u in downstream if u.op_base in SOFTMAXES), None)
-        if softmax is not None:
-            yield node, value, softmax
-
-
 def _minus_infinity(value: object) -> bool:
     return isinstance(value, float) and math.isinf(value) and value < 0
 
@@ -157,10 +139,21 @@ class MaskOverflowsFp16(Rule):
     )
 
     def check(self, ctx: ProgramContext) -> Iterator[Finding]:
-        for node, value, softmax in _fills_into_softmax(ctx):
-            if not _masks_depend_on_inputs(ctx, node):
+        for node in ctx.coreml_nodes():
+            position = _value_position(node.target, node.args)
+            value = node.arg(position, "value") if position is not None else None
+            # -inf from a fill with a condition (masked_fill, where): a ``full_like(s, -inf)``
+            # holds -inf everywhere, and which positions stay masked is decided after it
+            infinite = node.target in CONDITIONS and _minus_infinity(value)
+            if not (_past_float16(value) or infinite):
                 continue
-            if _minus_infinity(value):
+            softmax = next(
+                (u for _, u in ctx.coreml_users_downstream(node.outputs) if u.op_base in SOFTMAXES),
+                None,
+            )
+            if softmax is None or not _masks_depend_on_inputs(ctx, node):
+                continue
+            if infinite:
                 if softmax.op_base in SAFE_SOFTMAXES:
                     yield self._infinite_fill(ctx, node, softmax)
                 continue  # a plain softmax of a fully masked row is NaN in eager as well
@@ -192,15 +185,6 @@ class MaskOverflowsFp16(Rule):
                 "a bool mask to scaled_dot_product_attention",
                 value=value,
             )
-
-    def harmless(self, ctx: ProgramContext) -> Iterator[tuple[str, str]]:
-        """A fill past float16 whose masked positions no input decides (a causal mask of
-        ``finfo.min``): Core ML makes it -inf, which the table measures at the op as wrong
-        values past float16's range (``wrong`` or ``edge``), but no row of it is fully
-        masked, so the softmax it reaches computes what eager does."""
-        for node, value, _ in _fills_into_softmax(ctx):
-            if _past_float16(value) and not _masks_depend_on_inputs(ctx, node):
-                yield from ((node.name, outcome) for outcome in (WRONG, EDGE))
 
     def _infinite_fill(self, ctx: ProgramContext, node: Any, attention: Any) -> Finding:
         return ctx.finding(
@@ -527,7 +511,7 @@ def _() -> Any:
     return module(forward), (torch.randn(2, 5, 8), torch.tensor([[0] * 5, [1] * 5]))
 
 
-@case("finfo-min-causal-only", expect=set(), warnings=set())
+@case("finfo-min-causal-only", expect=set())
 def _() -> Any:
     def forward(s: Any, x: Any) -> Any:
         t = x.shape[-2]
@@ -537,21 +521,6 @@ def _() -> Any:
         return (x @ x.transpose(-2, -1) + mask).softmax(-1)
 
     return module(forward), (torch.randn(2, 5, 8),)
-
-
-@case("finfo-min-causal-into-sdpa", expect=set(), warnings=set())
-def _() -> Any:
-    """Core ML makes the mask -inf (the table measures the fill wrong past float16), but no
-    row is fully masked: the attention computes what eager does (verify agrees)."""
-
-    def forward(s: Any, q: Any) -> Any:
-        i = torch.arange(q.shape[-2])
-        mask = torch.zeros(q.shape[-2], q.shape[-2]).masked_fill(
-            i[None, :] > i[:, None], torch.finfo(torch.float32).min
-        )
-        return F.scaled_dot_product_attention(q, q, q, attn_mask=mask)
-
-    return module(forward), (torch.randn(1, 2, 6, 8),)
 
 
 @case("finfo-min-filled-into-scores-causal", expect=set())
