@@ -95,7 +95,7 @@ def without(table: BehaviourTable, held: list[Entry]) -> BehaviourTable:
             del entries[key]
     by_op = dict(table.by_op)
     by_op[op] = [e for e in table.by_op.get(op, ()) if id(e) not in gone]
-    return replace(table, entries=entries, by_op=by_op, _free={})
+    return replace(table, entries=entries, by_op=by_op)
 
 
 def ask(reduced: BehaviourTable, entry: Entry) -> list[tuple[int, str, str]]:

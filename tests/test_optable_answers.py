@@ -493,3 +493,29 @@ def test_an_op_of_integer_data_is_read_for_its_arguments_on_its_own_inputs():
     assert table.variant_free(op)
     answer = table.answer(Key(op, "int64:op", "a1=big", "r2"), 18)
     assert answer is not None and answer.basis == BASE and answer.entry.outcome == "crash"
+
+
+def test_answers_are_worked_out_afresh_for_new_local_measurements_and_new_tables(
+    table, tmp_path, monkeypatch
+):
+    """A model asks one key many times, so answers are kept; but not past ``--measure``
+    reading this machine's measurements again, nor into a table made from this one."""
+    from dataclasses import replace
+
+    from coreml_lint.measured.table import HERE
+
+    unmeasured = Key(TOPK, "float32:in", "a1=1;a2=0", "r2")
+    assert table.answer(unmeasured, 18) is None
+    local = tmp_path / "cache" / "behaviour.json"
+    local.parent.mkdir()
+    local.write_text((tmp_path / "behaviour.json").read_text().replace('"a1=1"', '"a1=1;a2=0"'))
+    monkeypatch.setattr(measured_table, "cache_folder", lambda: local.parent)
+    measured_table.use_local_measurements(True)
+    try:
+        answer = table.answer(unmeasured, 18)
+        assert answer is not None and answer.basis == HERE and answer.entry.outcome == "ok"
+    finally:
+        measured_table.use_local_measurements(False)
+    measured = Key(TOPK, "float32:in", "a1=1", "r2")
+    assert table.answer(measured, 18).basis == MEASURED
+    assert replace(table, entries={}, by_op={}).answer(measured, 18) is None

@@ -369,7 +369,7 @@ def test_a_dtype_argument_ignored_alike_everywhere_is_predicted_at_other_argumen
     assert table.answer(replace(key, operands="int64:in"), 15) is None
     assert table.answer(replace(key, operands="int32:op"), 15) is None
     assert table.dtype_args[SUM] == ["dtype"]  # the schema says which value is a dtype
-    assert replace(table, dtype_args={}, _free={}).answer(key, 15) is None
+    assert replace(table, dtype_args={}).answer(key, 15) is None
     assert _sum_table(tmp_path, wrong[:2]).answer(key, 15) is None
     # three cells of one variant (two ranks: the table keeps them apart)
     one_variant = [

@@ -1,8 +1,8 @@
 """verify alone, on the pitfall models of tests/cases.py: every silent mislowering diverges,
 every clean case agrees in every check, a lowering crash is a result (exit 1).
 
-No lint rule is consulted: ``explain`` is not passed, so what is caught here is caught by
-executing the MIL.
+No lint rule is consulted (``explain`` is not passed), so what is caught here is caught by
+executing the MIL; but the last test, which asks the CLI which rule explains a divergence.
 """
 
 from __future__ import annotations
@@ -123,7 +123,8 @@ def test_a_lowering_crash_is_a_result():
 
 def test_a_warning_come_true_explains_the_divergence(tmp_path, capsys):
     """CML310 warns at the line that fills a padding mask with -inf; the NaN rows show at
-    the attention a line below it. verify's CLI names the warning as what explains them."""
+    the attention a line below it (the finding's ``shows_at``). verify's CLI names the
+    warning as what explains them."""
     import torch
 
     from coreml_lint.cli.main import main

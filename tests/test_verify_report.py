@@ -172,7 +172,7 @@ def test_importing_the_package_is_light():
 # ------------------------------------------------------------------ explaining
 
 
-def _finding(code: str, line: int, severity: str, outcome: str):
+def _finding(code: str, line: int, severity: str, outcome: str, shows_at: int | None = None):
     from coreml_lint.core.findings import Finding, Location, Outcome, Severity
 
     return Finding(
@@ -183,35 +183,48 @@ def _finding(code: str, line: int, severity: str, outcome: str):
         message="",
         file="m.pt2",
         location=Location("model.py", line),
+        shows_at=Location("model.py", shows_at) if shows_at else None,
     )
 
 
-def _explained(findings, source: str, upstream: list[str]) -> str | None:
+def _explained(findings, source: str) -> str | None:
     from coreml_lint.cli.verify import explain_by_line
 
-    div = Divergence(0, "float16", "nan", "output 0", "", source=source, upstream=upstream)
+    div = Divergence(0, "float16", "nan", "output 0", "", source=source)
     explain_by_line(VerifyReport(divergences=[div]), findings)
     return div.rule
 
 
-def test_a_divergence_is_explained_at_its_line_else_the_nearest_line_upstream():
-    mask = _finding("CML310", 3, "warning", "silent")  # -inf fill, attended on line 4
-    assert _explained([mask], "model.py:4", ["model.py:3", "model.py:1"]) == "CML310"
-    wrong = _finding("CML999", 1, "error", "silent")
-    assert _explained([mask, wrong], "model.py:4", ["model.py:3", "model.py:1"]) == "CML310"
-    assert _explained([mask, wrong], "model.py:1", []) == "CML999"
-    assert _explained([mask], "model.py:4", ["model.py:2"]) is None
+def test_a_divergence_is_explained_where_a_finding_is_or_where_its_wrong_value_shows():
+    mask = _finding("CML310", 3, "warning", "silent", shows_at=4)  # attended on line 4
+    assert _explained([mask], "model.py:3") == "CML310"
+    assert _explained([mask], "model.py:4") == "CML310"
+    assert _explained([mask], "other.py:4") is None
+
+
+def test_a_finding_merely_upstream_explains_nothing():
+    """verify names the first op that departs: what comes before it agrees with eager, so
+    a warning three lines up (an -inf mask) is not why an exp on line 9 overflows."""
+    mask = _finding("CML310", 3, "warning", "silent", shows_at=4)
+    assert _explained([mask], "model.py:9") is None
 
 
 def test_an_error_at_a_line_comes_before_a_warning_there():
     both = [_finding("CML999", 3, "error", "silent"), _finding("CML310", 3, "warning", "silent")]
-    assert _explained(both, "model.py:3", []) == "CML999"
-    assert _explained(both[::-1], "model.py:3", []) == "CML999"
+    assert _explained(both, "model.py:3") == "CML999"
+    assert _explained(both[::-1], "model.py:3") == "CML999"
 
 
 def test_what_explains_no_value_the_program_computed():
     """A crash prediction (the program ran) and a warning of anything but a silent wrong
-    value (a CPU fallback, a precision note) explain no divergence."""
+    value (a CPU fallback) or a note explain no divergence; each finding a merged one
+    stands for is judged on its own."""
     for severity, outcome in [("error", "crash"), ("warning", "cpu-fallback"), ("info", "silent")]:
         finding = _finding("CML999", 3, severity, outcome)
-        assert _explained([finding], "model.py:3", ["model.py:3"]) is None, (severity, outcome)
+        assert _explained([finding], "model.py:3") is None, (severity, outcome)
+    head = _finding("CML801", 3, "warning", "crash")
+    head.merged = [_finding("CML801", 3, "warning", "silent")]
+    assert _explained([head], "model.py:3") == "CML801"
+    head = _finding("CML801", 3, "warning", "silent")
+    head.merged = [_finding("CML801", 5, "warning", "cpu-fallback")]
+    assert _explained([head], "model.py:5") is None

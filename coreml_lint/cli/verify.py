@@ -166,20 +166,18 @@ def _run(program: Path, config: Any, options: dict[str, Any], progress: Any) -> 
 
 def explain_by_line(report: Any, findings: list[Any]) -> None:
     """A divergence no rule flagged by op is explained by a finding at its model source
-    line (an add that a wrong fill on the same line feeds), else at the nearest line it is
-    computed from (an -inf mask filled on one line, attended on the next): an error, or a
-    warning that predicts a silent wrong value (:func:`value_explanations`)."""
+    line (an add that a wrong fill on the same line feeds), or one whose wrong value shows
+    there (an -inf mask filled on one line, whose NaN rows come out of the attention on
+    the next): an error, or a warning that predicts a silent wrong value
+    (:func:`value_explanations`). Never a finding merely upstream of it: verify locates the
+    first op that departs, so what comes before it agrees with eager."""
     from coreml_lint.core.findings import rules_by_line, value_explanations
 
     by_line = rules_by_line(value_explanations(findings))
     for divergence in report.divergences:
-        if divergence.rule is not None:
-            continue
-        for source in [divergence.source or "", *divergence.upstream]:
-            path, _, line = source.rpartition(":")
-            if line.isdigit() and (path, int(line)) in by_line:
-                divergence.rule = by_line[(path, int(line))]
-                break
+        path, _, line = (divergence.source or "").rpartition(":")
+        if divergence.rule is None and line.isdigit():
+            divergence.rule = by_line.get((path, int(line)))
 
 
 def rule_for_edge_node(findings: list[Any]) -> Any:

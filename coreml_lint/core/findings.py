@@ -114,6 +114,9 @@ class Finding:
     # Measured outcomes of its node (CML801's ``measured``) this finding explains: a rule
     # that defers leaves them to it (the epsilon of 1 / x is the ``wrong`` the table saw)
     explains: tuple[str, ...] = ()
+    # The model source line where the wrong value it predicts first shows, when not its own
+    # (an -inf mask is filled on one line; the NaN rows come out of the attention on another)
+    shows_at: Location | None = None
     count: int = 1  # how many graph nodes from the same source line this stands for
     edit: SourceFix | None = None  # the source rewrite that fixes it, when one is safe to place
     extra: dict[str, Any] = field(default_factory=dict)
@@ -178,24 +181,28 @@ def value_explanations(findings: list[Finding]) -> list[Finding]:
     apart (one finding per line stands for its nodes): errors, and warnings that predict a
     silent wrong value (an -inf mask that reaches attention: whether a row is ever fully
     masked depends on the inputs, so the lint warns, and verify's divergence is that
-    warning come true). Not a crash prediction: the program ran. Warnings come first, so a
-    mapping built in order keeps an error's code where both name one node or line."""
-    explaining = [
+    warning come true). Not a crash prediction: the program ran."""
+    return [
         g
         for f in findings
-        if f.outcome not in CRASHES
-        and (
-            f.severity is Severity.ERROR
-            or (f.severity is Severity.WARNING and f.outcome is Outcome.SILENT)
-        )
         for g in (f, *f.merged)
         if g.outcome not in CRASHES
+        and (
+            g.severity is Severity.ERROR
+            or (g.severity is Severity.WARNING and g.outcome is Outcome.SILENT)
+        )
     ]
-    return sorted(explaining, key=lambda f: f.severity is Severity.ERROR)
 
 
 def rules_by_line(explaining: list[Finding]) -> dict[tuple[str, int], str]:
     """(path, line) -> the code of a finding of :func:`value_explanations` at that model
-    source line (an error's where a warning is there too): what explains a divergence there
-    when no finding is on its node."""
-    return {(f.location.path, f.location.line): f.code for f in explaining if f.location}
+    source line, or whose wrong value shows there (``shows_at``); an error's where a
+    warning is there too: what explains a divergence at that line when no finding is on
+    its node."""
+    ranked = sorted(explaining, key=lambda f: f.severity is Severity.ERROR)  # errors last
+    return {
+        (at.path, at.line): f.code
+        for f in ranked
+        for at in (f.location, f.shows_at)
+        if at is not None
+    }

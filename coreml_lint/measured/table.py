@@ -254,7 +254,9 @@ class BehaviourTable:
     # ops measured as users write them though ``to_edge`` decomposes them (``nn.Hardshrink``):
     # a node of one is answered by its own key, as a delegated op's is
     measured_decomposed: frozenset[str] = frozenset()
-    _free: dict[Any, Any] = field(default_factory=dict, repr=False)  # answers worked out once
+    # answers worked out once; never carried over by ``dataclasses.replace`` (a table with
+    # other entries or gates answers afresh)
+    _free: dict[Any, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def lookup(self, key: Key, target: int, context: str = "") -> Entry | None:
         """The measured outcome for a node key at a target, or None when unmeasured."""

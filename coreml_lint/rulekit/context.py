@@ -295,6 +295,7 @@ class ProgramContext:
         outcome: Outcome | None = None,
         explains: tuple[str, ...] = (),
         rewrite_as_warning: bool = False,
+        shows_at: Node | None = None,
         **extra: Any,
     ) -> Finding:
         assert self.rule is not None, "finding() is called from inside a rule's check()"
@@ -310,5 +311,6 @@ class ProgramContext:
             partitioner=partitioner,
             explains=explains,
             rewrite_as_warning=rewrite_as_warning,
+            shows_at=source_location(shows_at.stack_trace) if shows_at else None,
             extra=extra,
         )

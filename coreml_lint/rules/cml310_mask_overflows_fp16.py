@@ -169,6 +169,7 @@ class MaskOverflowsFp16(Rule):
                     fix=f"scale by {safe:g} (float16 holds it; exp() of -30000 is 0), or pass a "
                     "bool mask to scaled_dot_product_attention",
                     value=value,
+                    shows_at=softmax,
                 )
                 continue
             verb = (
@@ -184,6 +185,7 @@ class MaskOverflowsFp16(Rule):
                 fix=f"mask with {SAFE_MASK_VALUE:g} (float16 holds it; exp() of it is 0), or pass "
                 "a bool mask to scaled_dot_product_attention",
                 value=value,
+                shows_at=softmax,
             )
 
     def _infinite_fill(self, ctx: ProgramContext, node: Any, attention: Any) -> Finding:
@@ -199,6 +201,7 @@ class MaskOverflowsFp16(Rule):
             "finite, as padding may), or zero the fully masked rows of the output yourself",
             severity=Severity.WARNING,
             value=float("-inf"),
+            shows_at=attention,
         )
 
     source_triggers = ("finfo", "e9", "e10", "e38")

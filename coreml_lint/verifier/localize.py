@@ -86,17 +86,6 @@ def upstream_nodes(node: Any) -> list[Any]:
     return order
 
 
-def upstream_sources(graph_module: Any, name: str | None) -> list[str]:
-    """The model source lines ("file:line", each once, nearest first) of the nodes the edge
-    node ``name`` is computed from: where a finding that explains its wrong value may sit
-    when it is not on the node's own line (a mask filled on one line, attended on another)."""
-    node = next((n for n in graph_module.graph.nodes if n.name == name), None)
-    if node is None:
-        return []
-    lines = (source_of(parent)[0] for parent in upstream_nodes(node))
-    return list(dict.fromkeys(line for line in lines if line))
-
-
 def ancestors(function: Any, var_name: str) -> set[str]:
     """Names of every var the var ``var_name`` is computed from (itself included)."""
     producers = {v.name: op for op in function.operations for v in op.outputs}

@@ -39,7 +39,6 @@ from coreml_lint.verifier.localize import (
     rounding_flip,
     tie_order,
     uninitialised,
-    upstream_sources,
 )
 from coreml_lint.verifier.mil.dtypes import mil_dtype, round_fp16, store
 from coreml_lint.verifier.mil.program import ExecutionError, Plan, fp16_state_vars, static_shape
@@ -389,11 +388,9 @@ def _at_output(p: Partition, plan: Plan, div: Divergence, var_name: str, label: 
 
 
 def _described(p: Partition, div: Divergence, explain) -> Divergence:
-    """The node's op, its model source line and those of the nodes it is computed from,
-    and the lint rule that explains it."""
+    """The node's op and model source line, and the lint rule that explains it."""
     graph = p.lowered.original_module.graph_module
     div.target, div.source, div.code = describe_node(graph, div.node)
-    div.upstream = upstream_sources(graph, div.node)
     if explain is not None and div.node is not None:
         div.rule = explain(div.node)
     return div

@@ -35,8 +35,6 @@ class Divergence:
     source: str | None = None  # model source "file:line" from the node's stack trace
     code: str | None = None  # the source line
     rule: str | None = None  # a lint rule that explains the node (the ``explain`` hook)
-    # the model source lines of the nodes it is computed from, nearest first
-    upstream: list[str] = field(default_factory=list)
 
     def summary(self) -> str:
         where = f" at {self.node}" if self.node else ""
