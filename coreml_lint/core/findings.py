@@ -176,12 +176,12 @@ def predicted_fix(predicted: list[Finding], unpredicted: str) -> str:
     return f"predicted by {', '.join(codes)}: see `coreml-lint rule {codes[0]}`"
 
 
-def value_explanations(findings: list[Finding]) -> list[Finding]:
+def value_explanations(findings: list[Finding], warnings: bool = True) -> list[Finding]:
     """The findings that can explain a wrong value the program computed, each merged one
-    apart (one finding per line stands for its nodes): errors, and warnings that predict a
-    silent wrong value (an -inf mask that reaches attention: whether a row is ever fully
-    masked depends on the inputs, so the lint warns, and verify's divergence is that
-    warning come true). Not a crash prediction: the program ran."""
+    apart (one finding per line stands for its nodes): errors, and (``warnings``) warnings
+    that predict a silent wrong value (an -inf mask that reaches attention: whether a row
+    is ever fully masked depends on the inputs, so the lint warns, and verify's divergence
+    is that warning come true). Not a crash prediction: the program ran."""
     return [
         g
         for f in findings
@@ -189,7 +189,7 @@ def value_explanations(findings: list[Finding]) -> list[Finding]:
         if g.outcome not in CRASHES
         and (
             g.severity is Severity.ERROR
-            or (g.severity is Severity.WARNING and g.outcome is Outcome.SILENT)
+            or (warnings and g.severity is Severity.WARNING and g.outcome is Outcome.SILENT)
         )
     ]
 

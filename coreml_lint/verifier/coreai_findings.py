@@ -23,14 +23,16 @@ from coreml_lint.verifier.report import Divergence, VerifyReport
 
 
 def rule_for_node(findings: list[Finding]) -> Callable[[Any], str | None]:
-    """``explain``: the Core AI lint rule whose finding explains a wrong value at
+    """``explain``: the Core AI lint rule whose error finding explains a wrong value at
     ``node`` (a ``torch.fx`` node of the program verified): a finding on the node itself,
     else on the nearest node upstream of it (a wrong pool feeds the relu that is returned),
     matched by name, else by the model source line of an upstream node. A finding that
     predicts a crash explains no value (the program ran)."""
     from coreml_lint.verifier.localize import upstream_nodes
 
-    explaining = value_explanations(findings)
+    # errors only: a finding anywhere upstream explains here, and a warning's value may
+    # never have come (Core ML's verify takes a warning at the divergence's own line only)
+    explaining = value_explanations(findings, warnings=False)
     by_node = {f.node: f.code for f in explaining if f.node}
     by_line = rules_by_line(explaining)
 
@@ -58,7 +60,7 @@ def findings_of(report: VerifyReport, file: str, lint: list[Finding]) -> list[Fi
     """One finding per divergence, and one for a crash; each names the lint rule that
     predicted it (a crash: :func:`crash_predictions`, as Core ML's ``lower`` asks) or
     explains it (a divergence: a finding on its node or upstream of it, else on its line)."""
-    by_line = rules_by_line(value_explanations(lint))
+    by_line = rules_by_line(value_explanations(lint, warnings=False))
     found = [_divergence(d, file, by_line) for d in report.divergences]
     if report.lowering_error:
         found.append(_crash(report, file, lint))
