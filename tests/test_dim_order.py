@@ -8,7 +8,7 @@ import itertools
 
 import pytest
 
-from coreml_lint.rules.cml312_channels_last_layout import dim_order
+from coreml_lint.program.layout import dim_order
 
 SHAPES = [
     (2, 8, 1, 1),

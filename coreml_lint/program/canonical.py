@@ -35,6 +35,7 @@ from coreml_lint.program.graph import (
     TensorInfo,
     TensorRef,
 )
+from coreml_lint.program.layout import concrete
 from coreml_lint.program.optable import OpTable, load_optable
 
 # Checks that export inserts and ExecuTorch strips before partitioning.
@@ -491,10 +492,17 @@ def _viewable(info: TensorInfo, shape: list[int | str]) -> bool:
 
 
 def _is_contiguous(info: TensorInfo) -> bool:
-    if info.strides is None or not all(isinstance(v, int) for v in (*info.shape, *info.strides)):
+    """Whether the recorded strides are contiguous; a symbolic size or stride is read as a
+    large one (``nonzero``'s ``(u0, 2)`` indices at strides ``(1, u0)`` are not), and one
+    whose expression cannot be read is taken as contiguous."""
+    if info.strides is None:
+        return True
+    symbols: dict[str, int] = {}
+    shape, strides = concrete(info.shape, symbols), concrete(info.strides, symbols)
+    if shape is None or strides is None:
         return True
     expected = 1
-    for size, stride in zip(reversed(info.shape), reversed(info.strides), strict=True):
+    for size, stride in zip(reversed(shape), reversed(strides), strict=True):
         if size != 1 and stride != expected:
             return False
         expected *= size  # type: ignore[operator]

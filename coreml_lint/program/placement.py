@@ -28,7 +28,7 @@ from typing import Any
 
 from coreml_lint.core.settings import PartitionerSettings
 from coreml_lint.program.gcpause import gc_paused
-from coreml_lint.program.graph import Graph, Node
+from coreml_lint.program.graph import Graph, Node, SymRef
 from coreml_lint.program.optable import OpTable, load_optable
 from coreml_lint.program.partitioning import propose_partitions
 
@@ -200,6 +200,32 @@ def predict_placement(
         return _predict(graph, settings, table)
 
 
+UNREAD = "a symbolic value nothing reads: to_edge's dead-code pass drops it"
+
+
+def _unread_symbolic(graph: Graph) -> set[str]:
+    """Names of the ``_operator`` nodes (``ge``/``le`` of ``nonzero``'s size, which fed an
+    assertion the reader strips) whose value no node reads. The exported program keeps
+    them; the edge program ExecuTorch partitions does not, so no backend runs them."""
+    read: set[str] = set()
+
+    def collect(value: Any) -> None:
+        if isinstance(value, SymRef):
+            read.add(value.name)
+        elif isinstance(value, (list, tuple)):
+            for item in value:
+                collect(item)
+
+    for node in graph.nodes:
+        for value in (*node.args, *node.kwargs.values()):
+            collect(value)
+    return {
+        n.name
+        for n in graph.nodes
+        if n.target.startswith("_operator.") and not n.outputs and n.name not in read
+    }
+
+
 def _predict(graph: Graph, settings: PartitionerSettings, table: OpTable) -> Placement:
     converters: dict[str, bool] = {}
 
@@ -214,9 +240,15 @@ def _predict(graph: Graph, settings: PartitionerSettings, table: OpTable) -> Pla
         entry: {"aten": [], "edge": []} for entry in settings.skip_ops_for_coreml_delegation
     }
     placements: dict[str, NodePlacement] = {}
+    unread = _unread_symbolic(graph)
 
     for node in graph.nodes:
         aten_name = node.aten_name
+        if node.name in unread:  # the check of a data-dependent size export asserted
+            placements[node.name] = NodePlacement(
+                node, COREML, UNREAD, aten_name, node.target, decomposed=True
+            )
+            continue
         # 1. ATen stage: ops_to_not_decompose.
         aten_key = aten_name.lower()
         aten_skipped = aten_key in skip

@@ -50,6 +50,7 @@ from typing import Any
 from coreml_lint.core.findings import Finding, Outcome
 from coreml_lint.core.settings import PartitionerSettings
 from coreml_lint.program.graph import CHANNELS_LAST, Node, Opaque, TensorInfo
+from coreml_lint.program.layout import dim_order
 from coreml_lint.rulekit.context import ProgramContext
 from coreml_lint.rulekit.examples import F, case, module, nn, torch, wrapped
 from coreml_lint.rulekit.rule import Rule
@@ -184,58 +185,6 @@ def _laid_out_otherwise(info: TensorInfo | None) -> bool:
     if not all(isinstance(v, int) for v in (*shape, *strides)):
         return False
     return dim_order(shape, strides) != list(range(len(shape)))  # type: ignore[arg-type]
-
-
-def dim_order(shape: tuple[int, ...], strides: tuple[int, ...]) -> list[int]:
-    """``Tensor.dim_order()`` of a dense tensor of ``shape`` and ``strides``, computed as
-    torch computes it (``compute_elementwise_output_logical_to_physical_perm``) without
-    torch: contiguous or channels-last alone decide; otherwise an insertion sort by stride,
-    a longer dim outer where two strides are equal."""
-    rank = len(shape)
-    identity = list(range(rank))
-    if rank <= 1:
-        return identity
-    last = [0, *range(2, rank), 1]
-    contiguous = _dense_in(shape, strides, identity)
-    channels_last = rank == 4 and _dense_in(shape, strides, last)  # torch.channels_last
-    if contiguous != channels_last:
-        return identity if contiguous else last
-
-    def at_least(a: int, b: int) -> bool:
-        return True if b == 0 else False if a == 0 else a >= b or a % b == 0
-
-    def should_swap(a: int, b: int) -> int:
-        if strides[a] == 0 or strides[b] == 0:
-            return 0
-        if strides[a] == strides[b]:
-            return 0 if at_least(shape[b], shape[a]) else 1
-        if at_least(strides[b], strides[a]):
-            return -1
-        return 1 if at_least(strides[a], strides[b]) else 0
-
-    perm = list(reversed(identity))
-    for i in range(1, rank):
-        moving = i
-        for before in reversed(range(i)):
-            order = should_swap(perm[before], perm[moving])
-            if order > 0:
-                perm[before], perm[moving] = perm[moving], perm[before]
-                moving = before
-            elif order < 0:
-                break
-    return list(reversed(perm))
-
-
-def _dense_in(shape: tuple[int, ...], strides: tuple[int, ...], order: list[int]) -> bool:
-    """Whether the strides are those of ``order`` (outermost first), as torch's
-    ``is_contiguous(memory_format=...)`` checks: a dim of size 1 takes any stride."""
-    expected = 1
-    for dim in reversed(order):
-        if shape[dim] != 1:
-            if strides[dim] != expected:
-                return False
-            expected *= shape[dim]
-    return True
 
 
 def _is_input_laid_out_otherwise(ep: Any, node: Any) -> bool:
