@@ -3,10 +3,9 @@
 What it does
     Flags a dtype conversion or a copy (``.float()``, ``.to(torch.int32)``, ``.clone()``,
     and the one type promotion makes: ``idx * 1.0``, ``idx + 0.5`` of an integer ``idx``) of
-    a value whose layout an op other than a view made, in an order that is neither
-    contiguous nor channels-last: ``torch.nonzero`` (and ``torch.argwhere``) of a 2-D or
-    larger input returns its ``(n, rank)`` indices column-major, and arithmetic on them
-    keeps that layout.
+    the indices ``torch.nonzero`` (or ``torch.argwhere``) returns for a 2-D or larger input:
+    it lays its ``(n, rank)`` result out column-major, an order that is neither contiguous
+    nor channels-last, and arithmetic on it (``idx + 1``) keeps that layout.
 
 Why it breaks
     ExecuTorch writes every copy as a ``_to_dim_order_copy`` (or ``_clone_dim_order``) that
@@ -44,14 +43,9 @@ from coreml_lint.rulekit.rule import Rule
 
 CRASH = "AssertionError: Failed to map a given dim_order"
 COPIES = frozenset({"aten._to_copy.default", "aten.clone.default"})
-# Ops whose edge form is a copy laid out contiguously (``permute_copy``, ``view_copy``...):
-# a layout they make in the exported program is gone by the time ExecuTorch names it.
-VIEWS = frozenset(
-    {"alias", "as_strided", "chunk", "detach", "diagonal", "expand", "expand_as", "movedim"}
-    | {"narrow", "numpy_T", "permute", "reshape", "select", "slice", "split", "squeeze"}
-    | {"split_with_sizes", "swapaxes", "t", "transpose", "unbind", "unfold", "unsqueeze"}
-    | {"view", "view_as", "_unsafe_view"}
-)
+# Ops that lay their output out column-major in the edge program ExecuTorch names layouts
+# in (measured: torch 2.13 / executorch 1.5.1).
+COLUMN_MAJOR = frozenset({"nonzero", "argwhere"})
 
 
 class ColumnMajorCopy(Rule):
@@ -112,8 +106,17 @@ def _layout_made_by(ctx: ProgramContext, value: str) -> tuple[Node, list[int]] |
         if inputs and _order(ctx, inputs[0]) == order:
             value = inputs[0]
             continue
-        return (producer, order) if producer.op_base not in VIEWS else None
+        return (producer, order) if _keeps_its_layout(ctx, producer) else None
     return None  # a program input laid out so: CML312's
+
+
+def _keeps_its_layout(ctx: ProgramContext, maker: Node) -> bool:
+    """Whether the edge program still lays the value out so: the ops measured to make
+    column-major indices there (``nonzero``, and ``argwhere``, which to_edge makes a
+    ``nonzero``). A view's layout is not (it becomes a contiguous ``*_copy``), nor that of
+    an op to_edge decomposes into pieces that lay their outputs out afresh (``lstm``'s
+    batch-first output, recorded as a transposed view, lowers)."""
+    return maker.op_base in COLUMN_MAJOR
 
 
 def _order(ctx: ProgramContext, value: str) -> list[int] | None:
