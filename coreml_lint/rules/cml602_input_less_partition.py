@@ -183,3 +183,21 @@ def _():
 @case("constant-merged-with-input", expect=set())
 def _():
     return module(lambda s, x: (torch.arange(4).float().exp(), x * 2)), (torch.randn(4),)
+
+
+@case(
+    "refusal-leaves-an-input-less-partition",
+    expect={"CML801"},
+    crash=r"bitwise_and. op only supports boolean input",
+)
+def _():
+    """``lower`` keeps the int32 bitwise ops on the CPU (CML801's answer), which leaves
+    ``~torch.tensor(64)`` a Core ML partition of its own that reads no input: its
+    partitioner keeps that on the CPU too (CML602's answer), so the program lowers."""
+
+    def forward(s, a, b):
+        h = (a ^ b) | (a & 7)
+        return (h & ~torch.tensor(64, dtype=torch.int32)).float() * 0.5
+
+    ids = torch.tensor([[3, 900, 17, 64, 5, 71]], dtype=torch.int32)
+    return module(forward), (ids, ids.flip(-1))
