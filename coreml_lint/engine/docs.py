@@ -21,6 +21,7 @@ END = "<!-- end of rule tables -->"
 HOOK_WORDS = {
     "rewrite": "rewrites",
     "refuse": "keeps nodes on the CPU",
+    "refuse_partition": "keeps a partition on the CPU",
     "adjust_settings": "changes settings",
     "return_buffer": "hands state back",
     "must_decompose": "decomposes",

@@ -25,6 +25,7 @@ from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner
 
 from coreml_lint.core.settings import PartitionerSettings
 from coreml_lint.rulekit.rule import Rule
+from coreml_lint.rules import all_rules
 
 
 class RuleHookError(Exception):
@@ -169,8 +170,8 @@ class SafeCoreMLPartitioner(CoreMLPartitioner):
         finally:
             self.plan.recording = False
         for partition in proposed:
-            if self._input_less(partition, exported_program):
-                continue  # left on the CPU: see _input_less
+            if self._refused_whole(partition, exported_program):
+                continue
             for node in partition.nodes:
                 tag = f"tag{partition.id}"
                 node.meta["delegation_tag"] = tag
@@ -184,32 +185,22 @@ class SafeCoreMLPartitioner(CoreMLPartitioner):
             tagged_exported_program=exported_program, partition_tags=partition_tags
         )
 
-    def _input_less(self, partition: Any, program: Any) -> bool:
-        """Whether a proposed partition reads nothing at run time (only constants it owns)
-        below iOS18, where coremltools refuses it (``AssertionError: Deploying a model with
-        no inputs in CoreML requires ... iOS18``, CML602's). A rule's refusal can leave one
-        behind (``~torch.tensor(64)`` once the bitwise ops around it stay on the CPU): its
-        nodes stay on the CPU too, recorded as CML602's answer."""
-        if self.plan.settings.minimum_deployment_target >= 18:
-            return False
-        signature = program.graph_signature
-        owned = set(signature.inputs_to_lifted_tensor_constants)
-        if self.take_over_constant_data:
-            owned |= set(signature.inputs_to_parameters)
-            owned |= set(signature.inputs_to_buffers) - set(signature.buffers_to_mutate.values())
-        members = set(partition.nodes)
-        for node in partition.nodes:
-            for source in node.all_input_nodes:
-                if source not in members and not (
-                    source.op == "placeholder" and source.name in owned
-                ):
-                    return False
-        for node in partition.nodes:
-            if node.op == "call_function":
-                why = "a Core ML partition that reads no input needs iOS18: left on the CPU"
-                self.plan.refused.setdefault(node.name, ("CML602", why))
-                self.plan.act("CML602", f"{node.name} kept on the CPU ({why})")
-        return True
+    def _refused_whole(self, partition: Any, program: Any) -> bool:
+        """Whether a rule keeps a proposed partition on the CPU as a whole
+        (``Rule.refuse_partition``, asked of every rule: another rule's refusal can leave
+        such a partition behind); its nodes are recorded as that rule's answer."""
+        nodes = [n for n in partition.nodes if n.op == "call_function"]
+        for rule in all_rules():
+            try:
+                why = rule().refuse_partition(nodes, program, self.plan.settings)
+            except Exception as exc:  # a silent skip would strand the partition
+                raise RuleHookError(rule.code, "refuse_partition", nodes[0].name, exc) from exc
+            if why is not None:
+                for node in nodes:
+                    self.plan.refused.setdefault(node.name, (rule.code, why))
+                    self.plan.act(rule.code, f"{node.name} kept on the CPU ({why})")
+                return True
+        return False
 
     def _return_buffers(self, program: Any) -> None:
         """Untag the mutable buffers Core ML state must not own. ExecuTorch then writes

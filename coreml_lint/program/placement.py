@@ -28,7 +28,7 @@ from typing import Any
 
 from coreml_lint.core.settings import PartitionerSettings
 from coreml_lint.program.gcpause import gc_paused
-from coreml_lint.program.graph import Graph, Node, SymRef
+from coreml_lint.program.graph import Graph, Node
 from coreml_lint.program.optable import OpTable, load_optable
 from coreml_lint.program.partitioning import propose_partitions
 
@@ -200,30 +200,11 @@ def predict_placement(
         return _predict(graph, settings, table)
 
 
-UNREAD = "a symbolic value nothing reads: to_edge's dead-code pass drops it"
-
-
-def _unread_symbolic(graph: Graph) -> set[str]:
-    """Names of the ``_operator`` nodes (``ge``/``le`` of ``nonzero``'s size, which fed an
-    assertion the reader strips) whose value no node reads. The exported program keeps
-    them; the edge program ExecuTorch partitions does not, so no backend runs them."""
-    read: set[str] = set()
-
-    def collect(value: Any) -> None:
-        if isinstance(value, SymRef):
-            read.add(value.name)
-        elif isinstance(value, (list, tuple)):
-            for item in value:
-                collect(item)
-
-    for node in graph.nodes:
-        for value in (*node.args, *node.kwargs.values()):
-            collect(value)
-    return {
-        n.name
-        for n in graph.nodes
-        if n.target.startswith("_operator.") and not n.outputs and n.name not in read
-    }
+def _converter_name(edge: str) -> str:
+    """The name coremltools looks a converter up by: a Python operator on sizes
+    (``_operator.ge`` of ``nonzero``'s size) by its function's name, ``ge``, as
+    ``is_torch_fx_node_supported`` reads ``node.target.__name__``."""
+    return edge.removeprefix("_operator.")
 
 
 def _predict(graph: Graph, settings: PartitionerSettings, table: OpTable) -> Placement:
@@ -240,15 +221,9 @@ def _predict(graph: Graph, settings: PartitionerSettings, table: OpTable) -> Pla
         entry: {"aten": [], "edge": []} for entry in settings.skip_ops_for_coreml_delegation
     }
     placements: dict[str, NodePlacement] = {}
-    unread = _unread_symbolic(graph)
 
     for node in graph.nodes:
         aten_name = node.aten_name
-        if node.name in unread:  # the check of a data-dependent size export asserted
-            placements[node.name] = NodePlacement(
-                node, COREML, UNREAD, aten_name, node.target, decomposed=True
-            )
-            continue
         # 1. ATen stage: ops_to_not_decompose.
         aten_key = aten_name.lower()
         aten_skipped = aten_key in skip
@@ -288,7 +263,7 @@ def _predict(graph: Graph, settings: PartitionerSettings, table: OpTable) -> Pla
         if edge_key in skip:
             skip_matches[edge_key]["edge"].append(node.name)
             where, reason = CPU, f"skip_ops_for_coreml_delegation has {edge_key!r}"
-        elif not has_converter(edge):
+        elif not has_converter(_converter_name(edge)):
             where, reason = CPU, "coremltools 9.0 has no converter for it"
         elif (why := _override_reason(node, aten_name)) is not None:
             where, reason = CPU, why

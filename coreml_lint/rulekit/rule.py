@@ -47,6 +47,7 @@ TARGETS = {"coreml": "cml", "coreai": "cai"}
 LOWERING_HOOKS = (
     "rewrite",
     "refuse",
+    "refuse_partition",
     "adjust_settings",
     "return_buffer",
     "must_decompose",
@@ -197,6 +198,14 @@ class Rule:
     def refuse(self, node: Any, settings: PartitionerSettings) -> str | None:
         """Why this ``torch.fx`` node must stay on the CPU, or None. Asked in the ATen graph
         (so the node's op is decomposed rather than kept whole) and in the edge graph."""
+        return None
+
+    def refuse_partition(
+        self, nodes: list[Any], program: Any, settings: PartitionerSettings
+    ) -> str | None:
+        """Why a partition the partitioner proposed (its ``torch.fx`` nodes, in the edge
+        ``program``) must stay on the CPU as a whole, or None. Asked of every rule, fired
+        or not: another rule's refusal can leave such a partition behind."""
         return None
 
     def adjust_settings(self, settings: PartitionerSettings) -> PartitionerSettings:

@@ -114,6 +114,32 @@ class InputLessPartition(Rule):
                 partitioner={"minimum_deployment_target": 18},
             )
 
+    def refuse_partition(
+        self, nodes: list[Any], program: Any, settings: PartitionerSettings
+    ) -> str | None:
+        """A proposed partition that reads no run-time input, below iOS18: ExecuTorch's Core
+        ML backend refuses it (``AssertionError: Deploying a model with no inputs``), so it
+        stays on the CPU. Another rule's refusal can leave one behind: ``~torch.tensor(64)``
+        once the int32 bitwise ops around it stay on the CPU (CML801's answer). What it
+        owns is what the stock partitioner tags into a delegate (``tag_constant_data``):
+        parameters, buffers never written, and lifted constants, with
+        ``take_over_constant_data`` only; a written buffer and a user input are inputs."""
+        if settings.minimum_deployment_target >= 18 or not settings.take_over_constant_data:
+            return None
+        signature = program.graph_signature
+        written = set(signature.buffers_to_mutate.values())
+        owned = set(signature.inputs_to_parameters) | set(
+            signature.inputs_to_lifted_tensor_constants
+        )
+        owned |= {name for name, fqn in signature.inputs_to_buffers.items() if fqn not in written}
+        members = set(nodes)
+        for node in nodes:
+            for source in node.all_input_nodes:
+                inside = source in members or (source.op == "placeholder" and source.name in owned)
+                if not inside:
+                    return None
+        return "a Core ML partition that reads no input needs iOS18: left on the CPU"
+
     def rewrite(self, ep: Any, settings: PartitionerSettings) -> tuple[Any, list[str]]:
         """An integer in the Tensor slot of an op on a float tensor is written as that float
         (torch computes ``x * 3`` as ``x * 3.0``: the number takes the tensor's dtype), so

@@ -43,9 +43,24 @@ from coreml_lint.rulekit.rule import Rule
 
 CRASH = "AssertionError: Failed to map a given dim_order"
 COPIES = frozenset({"aten._to_copy.default", "aten.clone.default"})
+# Copies the reader writes for an op Core ML keeps whole, which never becomes a
+# ``_to_dim_order_copy`` (``type_as``).
+KEPT_WHOLE = frozenset({"aten.type_as.default"})
+# The ops ExecuTorch's RemoveMixedTypeOperators pass casts a mixed-dtype operand for (a copy
+# keeping that operand's layout); other ops on integer indices take them as they are.
+PROMOTING = frozenset(
+    {"aten.add.Tensor", "aten.sub.Tensor", "aten.mul.Tensor", "aten.div.Tensor"}
+    | {"aten.div.Tensor_mode", "aten.minimum.default"}
+)
 # Ops that lay their output out column-major in the edge program ExecuTorch names layouts
 # in (measured: torch 2.13 / executorch 1.5.1).
 COLUMN_MAJOR = frozenset({"nonzero", "argwhere"})
+# Views: the edge dialect writes each as a contiguous ``*_copy`` (``slice_copy``).
+VIEWS = frozenset(
+    {"alias", "as_strided", "diagonal", "expand", "narrow", "permute", "select", "slice"}
+    | {"split", "split_with_sizes", "squeeze", "t", "transpose", "unbind", "unfold"}
+    | {"unsqueeze", "view", "_unsafe_view", "reshape", "detach"}
+)
 
 
 class ColumnMajorCopy(Rule):
@@ -63,60 +78,61 @@ class ColumnMajorCopy(Rule):
 
     def check(self, ctx: ProgramContext) -> Iterator[Finding]:
         for node in ctx.graph.nodes:
-            if not node.outputs or not _copies(ctx, node):
-                continue
-            # the copy's own layout: ``.contiguous().float()`` is one contiguous copy
-            found = _layout_made_by(ctx, node.outputs[0])
-            if found is None:
-                continue
-            maker, order = found
-            copy = "copies" if node.target in COPIES else "promotes to another dtype"
-            yield ctx.finding(
-                node,
-                f"{node.op_base} {copy} {maker.op_base}'s output laid out in dim order "
-                f"{order}, which is neither contiguous nor channels-last: ExecuTorch names a "
-                "copy's layout by a memory format, and to_edge_transform_and_lower fails "
-                f"before any partitioner runs (`{CRASH}: {order} to a torch.memory_format`)",
-                fix=f"make it contiguous first (`.contiguous()` after the {maker.op_base}), "
-                "or read one column at a time (`idx[:, 0].float()`)",
-                maker=maker.name,
-            )
+            for value in _copied(ctx, node):
+                found = _layout_made_by(ctx, value)
+                if found is None:
+                    continue
+                maker, order = found
+                what = (
+                    f"copies {maker.op_base}'s output"
+                    if node.target in COPIES
+                    else f"casts {maker.op_base}'s integer output to {ctx.dtype(node.outputs[0])}"
+                )
+                yield ctx.finding(
+                    node,
+                    f"{node.op_base} {what}, laid out in dim order {order}, neither contiguous "
+                    "nor channels-last: ExecuTorch names a copy's layout by a memory format, "
+                    "and to_edge_transform_and_lower fails before any partitioner runs "
+                    f"(`{CRASH}: {order} to a torch.memory_format`)",
+                    fix=f"make it contiguous first (`.contiguous()` after the {maker.op_base}), "
+                    "or read one column at a time (`idx[:, 0].float()`)",
+                    maker=maker.name,
+                )
+                break
 
 
-def _copies(ctx: ProgramContext, node: Node) -> bool:
-    """A ``_to_copy`` or ``clone``, or an op that makes floats of integer or bool inputs
-    (type promotion casts them first, keeping their layout)."""
+def _copied(ctx: ProgramContext, node: Node) -> list[str]:
+    """The values ``node`` copies with their layout: a ``_to_copy``'s or ``clone``'s output
+    (its own layout: ``.contiguous().float()`` is one contiguous copy), or the integer or
+    bool operands of a mixed-dtype op ExecuTorch casts (``idx * 0.5``)."""
+    if not node.outputs:
+        return []
     if node.target in COPIES:
-        return True
+        return [] if node.origin in KEPT_WHOLE else node.outputs[:1]
     made = ctx.dtype(node.outputs[0]) or ""
-    read = [ctx.dtype(v) or "" for v in node.tensor_inputs()]
+    if node.target not in PROMOTING or not made.startswith(("float", "bfloat")):
+        return []
     integers = ("int", "uint", "bool")
-    return made.startswith(("float", "bfloat")) and any(d.startswith(integers) for d in read)
+    return [v for v in node.tensor_inputs() if (ctx.dtype(v) or "").startswith(integers)]
 
 
 def _layout_made_by(ctx: ProgramContext, value: str) -> tuple[Node, list[int]] | None:
-    """(the op that laid ``value`` out, the dim order) where that order is one ExecuTorch
-    cannot name and the op is not a view: followed back through ops that keep their first
-    input's order (the copy itself, ``idx + 1``)."""
+    """(``nonzero``, the dim order) when ``value`` is laid out in an order ExecuTorch cannot
+    name and that layout comes from ``nonzero``'s: followed back through ops with an
+    operand of the same order (``idx + 1``), never through a view."""
     order = _order(ctx, value)
     if order is None or order in named_orders(len(order)):
         return None
     while (producer := ctx.producers.get(value)) is not None:
-        inputs = producer.tensor_inputs()
-        if inputs and _order(ctx, inputs[0]) == order:
-            value = inputs[0]
-            continue
-        return (producer, order) if _keeps_its_layout(ctx, producer) else None
+        if producer.op_base in COLUMN_MAJOR:
+            return producer, order
+        if producer.op_base in VIEWS:
+            return None
+        same = [v for v in producer.tensor_inputs() if _order(ctx, v) == order]
+        if not same:
+            return None
+        value = same[0]
     return None  # a program input laid out so: CML312's
-
-
-def _keeps_its_layout(ctx: ProgramContext, maker: Node) -> bool:
-    """Whether the edge program still lays the value out so: the ops measured to make
-    column-major indices there (``nonzero``, and ``argwhere``, which to_edge makes a
-    ``nonzero``). A view's layout is not (it becomes a contiguous ``*_copy``), nor that of
-    an op to_edge decomposes into pieces that lay their outputs out afresh (``lstm``'s
-    batch-first output, recorded as a transposed view, lowers)."""
-    return maker.op_base in COLUMN_MAJOR
 
 
 def _order(ctx: ProgramContext, value: str) -> list[int] | None:
@@ -178,3 +194,23 @@ def _():
 def _():
     """A view's layout: the edge dialect's ``permute_copy`` is contiguous."""
     return module(lambda s, x: (x.t() + 1).float() * 0.5), (torch.randint(0, 5, (3, 4)),)
+
+
+@case("constant-times-nonzero", expect={"CML611"}, crash=_FAILS)
+def _():
+    """The integer operand second: ExecuTorch casts it, keeping its layout."""
+    return _centroid(lambda idx: torch.tensor([2.0, 3.0]) * idx)
+
+
+@case("argwhere-columns-sliced-to-float", expect=set())
+def _():
+    """A slice is a view: the edge dialect's ``slice_copy`` is contiguous."""
+    return module(lambda s, x: torch.argwhere(x > 0.5)[:, 1:].float().mean(0)), (
+        torch.rand(3, 4, 5),
+    )
+
+
+@case("nonzero-type-as", expect=set())
+def _():
+    """Core ML keeps ``type_as`` whole: no copy for ExecuTorch to name."""
+    return module(lambda s, x: torch.nonzero(x > 0.5).type_as(x).mean(0)), (_map(),)
