@@ -208,9 +208,3 @@ def _():
     return module(lambda s, x: torch.argwhere(x > 0.5)[:, 1:].float().mean(0)), (
         torch.rand(3, 4, 5),
     )
-
-
-@case("nonzero-type-as", expect=set())
-def _():
-    """Core ML keeps ``type_as`` whole: no copy for ExecuTorch to name."""
-    return module(lambda s, x: torch.nonzero(x > 0.5).type_as(x).mean(0)), (_map(),)
