@@ -18,6 +18,7 @@ VERIFIED = {
     *(f"{CT}/pull/{n}" for n in (779, 1623, 1911, 2592, 2669, 2773, 2863, 2864)),
     *(f"{CT}/pull/{n}" for n in (2339, 2725)),  # read on 2026-12-04, against 9.0's converter
     *(f"{ET}/issues/{n}" for n in (4209, 11686, 21855, 21951)),
+    *(f"{ET}/issues/{n}" for n in (6330, 11086)),  # read on 2026-12-04 (CML611's related)
     *(f"{ET}/pull/{n}" for n in (5165, 12532, 18531, 19245, 19394)),
     f"{ET}/blob/main/backends/apple/coreml/partition/coreml_partitioner.py",
 }

@@ -2,10 +2,11 @@
 
 What it does
     Flags a dtype conversion or a copy (``.float()``, ``.to(torch.int32)``, ``.clone()``,
-    and the one type promotion makes: ``idx * 1.0``, ``idx + 0.5`` of an integer ``idx``) of
-    the indices ``torch.nonzero`` (or ``torch.argwhere``) returns for a 2-D or larger input:
-    it lays its ``(n, rank)`` result out column-major, an order that is neither contiguous
-    nor channels-last, and arithmetic on it (``idx + 1``) keeps that layout.
+    and the cast ExecuTorch inserts for a mixed-dtype ``add``, ``sub``, ``mul``, ``div`` or
+    ``minimum``: ``idx * 0.5``, ``idx / 2`` of an integer ``idx``) of the indices
+    ``torch.nonzero`` (or ``torch.argwhere``) returns for a 2-D or larger input: it lays
+    its ``(n, rank)`` result out column-major, an order that is neither contiguous nor
+    channels-last, and arithmetic on it (``idx + 1``) keeps that layout.
 
 Why it breaks
     ExecuTorch writes every copy as a ``_to_dim_order_copy`` (or ``_clone_dim_order``) that
@@ -14,8 +15,9 @@ Why it breaks
     any partitioner runs, with or without Core ML: ``AssertionError: Failed to map a given
     dim_order: [1, 0] to a torch.memory_format``. A view (``x.t().float()``) lowers: the
     edge dialect makes each view a contiguous ``*_copy``. So do a 1-D input's indices
-    (``(n, 1)`` is contiguous), ``idx + 1`` (no copy), and ``idx[:, 0].float()`` (measured,
-    torch 2.13 / executorch 1.5.1 / coremltools 9.0).
+    (``(n, 1)`` is contiguous), ``idx + 1`` (no copy), ``idx[:, 0].float()``, and
+    ``type_as`` or ``1.0 - idx``, which Core ML keeps whole (measured on 91 programs with
+    the stock CoreMLPartitioner, torch 2.13 / executorch 1.5.1 / coremltools 9.0).
 
 Example
     ``torch.nonzero(mask).float().mean(dim=0)``: the centroid of a thresholded map.
@@ -25,8 +27,15 @@ Fix
     or read one column at a time (``idx[:, 0].float()``).
 
 References
-    None found: apple/coremltools and pytorch/executorch issues and pull requests were
-    searched (2026-12) without one that reports or fixes this pitfall.
+    No report of this pitfall was found (pytorch/executorch issues searched 2026-12).
+    Related, on dim order as ExecuTorch's layout and the ambiguities of mapping it to a
+    memory format (closed):
+
+    - https://github.com/pytorch/executorch/issues/6330
+
+    and on ops whose layout conversion the graph does not show (open):
+
+    - https://github.com/pytorch/executorch/issues/11086
 """
 
 from __future__ import annotations
