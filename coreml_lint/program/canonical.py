@@ -35,7 +35,7 @@ from coreml_lint.program.graph import (
     TensorInfo,
     TensorRef,
 )
-from coreml_lint.program.layout import concrete
+from coreml_lint.program.layout import concrete, dense_in
 from coreml_lint.program.optable import OpTable, load_optable
 
 # Checks that export inserts and ExecuTorch strips before partitioning.
@@ -499,11 +499,6 @@ def _is_contiguous(info: TensorInfo) -> bool:
         return True
     symbols: dict[str, int] = {}
     shape, strides = concrete(info.shape, symbols), concrete(info.strides, symbols)
-    if shape is None or strides is None:
+    if shape is None or strides is None or len(shape) != len(strides):
         return True
-    expected = 1
-    for size, stride in zip(reversed(shape), reversed(strides), strict=True):
-        if size != 1 and stride != expected:
-            return False
-        expected *= size  # type: ignore[operator]
-    return True
+    return dense_in(shape, strides, list(range(len(shape))))

@@ -52,8 +52,8 @@ def dim_order(shape: tuple[int, ...], strides: tuple[int, ...]) -> list[int]:
     if rank <= 1:
         return identity
     last = [0, *range(2, rank), 1]
-    contiguous = _dense_in(shape, strides, identity)
-    channels_last = rank == 4 and _dense_in(shape, strides, last)  # torch.channels_last
+    contiguous = dense_in(shape, strides, identity)
+    channels_last = rank == 4 and dense_in(shape, strides, last)  # torch.channels_last
     if contiguous != channels_last:
         return identity if contiguous else last
 
@@ -82,7 +82,7 @@ def dim_order(shape: tuple[int, ...], strides: tuple[int, ...]) -> list[int]:
     return list(reversed(perm))
 
 
-def _dense_in(shape: tuple[int, ...], strides: tuple[int, ...], order: list[int]) -> bool:
+def dense_in(shape: tuple[int, ...], strides: tuple[int, ...], order: list[int]) -> bool:
     """Whether the strides are those of ``order`` (outermost first), as torch's
     ``is_contiguous(memory_format=...)`` checks: a dim of size 1 takes any stride."""
     expected = 1

@@ -64,12 +64,10 @@ PROMOTING = frozenset(
 # Ops that lay their output out column-major in the edge program ExecuTorch names layouts
 # in (measured: torch 2.13 / executorch 1.5.1).
 COLUMN_MAJOR = frozenset({"nonzero", "argwhere"})
-# Views: the edge dialect writes each as a contiguous ``*_copy`` (``slice_copy``).
-VIEWS = frozenset(
-    {"alias", "as_strided", "diagonal", "expand", "narrow", "permute", "select", "slice"}
-    | {"split", "split_with_sizes", "squeeze", "t", "transpose", "unbind", "unfold"}
-    | {"unsqueeze", "view", "_unsafe_view", "reshape", "detach"}
-)
+# torch's views (``OpTable.view``) are what the edge dialect writes as contiguous ``*_copy``
+# ops (``slice_copy``); ``_unsafe_view``, a reshape's own, is one too though torch does not
+# tag it a view.
+UNSAFE_VIEW = "aten._unsafe_view.default"
 
 
 class ColumnMajorCopy(Rule):
@@ -135,7 +133,7 @@ def _layout_made_by(ctx: ProgramContext, value: str) -> tuple[Node, list[int]] |
     while (producer := ctx.producers.get(value)) is not None:
         if producer.op_base in COLUMN_MAJOR:
             return producer, order
-        if producer.op_base in VIEWS:
+        if producer.aten_name in ctx.table.view or producer.target == UNSAFE_VIEW:
             return None
         same = [v for v in producer.tensor_inputs() if _order(ctx, v) == order]
         if not same:
