@@ -22,6 +22,7 @@ HOOK_WORDS = {
     "rewrite": "rewrites",
     "refuse": "keeps nodes on the CPU",
     "refuse_partition": "keeps a partition on the CPU",
+    "bridge_partitions": "casts what enters a partition",
     "adjust_settings": "changes settings",
     "return_buffer": "hands state back",
     "must_decompose": "decomposes",

@@ -148,7 +148,9 @@ def _lower_together(
         say("building the ExecuTorch program (to_executorch)")
 
     say(f"lowering {len(programs)} methods together (to_edge_transform_and_lower)")
-    lowering = lower_program(dict(programs), partitioner, after_edge=seen)
+    lowering = lower_program(
+        dict(programs), partitioner, after_edge=seen, transform_passes=[partitioner.bridge_pass()]
+    )
     if lowering.error is not None:
         raise LoweringError(
             describe_failure(lowering.stage, lowering.error, findings, plan)

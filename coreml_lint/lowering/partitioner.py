@@ -11,6 +11,7 @@ stock partitioner's own code path.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,6 +22,7 @@ from executorch.backends.apple.coreml.partition.coreml_partitioner import (
 )
 from executorch.exir.backend.partitioner import PartitionResult
 from executorch.exir.backend.utils import tag_constant_data, tag_mutated_buffer
+from executorch.exir.pass_base import ExportedProgramPassBase, ExportedProgramPassResult
 from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner
 
 from coreml_lint.core.settings import PartitionerSettings
@@ -216,6 +218,12 @@ class SafeCoreMLPartitioner(CoreMLPartitioner):
                 if isinstance(value, torch.Tensor) and value.requires_grad:
                     node.meta["val"] = value.detach()
 
+    def bridge_pass(self) -> BridgePass:
+        """The pass ``to_edge_transform_and_lower`` runs on the edge program before this
+        partitioner sees it: the rules' ``bridge_partitions`` edits, judged by this
+        partitioner's own support test."""
+        return BridgePass(self)
+
     def ops_to_not_decompose(self, ep: Any) -> tuple[list[Any], Any]:
         """The stock list, less every op type a refused node, or a node a rule wants
         decomposed, would otherwise leave kept whole on the CPU."""
@@ -227,3 +235,46 @@ class SafeCoreMLPartitioner(CoreMLPartitioner):
             if self.plan.refusal(node) is not None or self.plan.must_decompose(node):
                 dropped.add(node.target)
         return [op for op in keep if op not in dropped], check
+
+
+class BridgePass(ExportedProgramPassBase):
+    """Asks every rule's ``bridge_partitions`` to edit the edge program where values cross
+    into what ``partitioner`` will delegate. A partitioner may not change the graph
+    (``to_backend`` checks it), so this runs as a transform pass just before it."""
+
+    def __init__(self, partitioner: SafeCoreMLPartitioner) -> None:
+        self.partitioner = partitioner
+
+    def call(self, exported_program: Any) -> ExportedProgramPassResult:
+        plan = self.partitioner.plan
+        modified = False
+        for rule in all_rules():
+            answer = next((r for r in plan.rules if r.code == rule.code), None) or rule()
+            partition_of = self._partitions(exported_program)
+            try:
+                done = answer.bridge_partitions(exported_program, partition_of, plan.settings)
+            except Exception as exc:  # a half-edited graph would fail far from here
+                raise RuleHookError(rule.code, "bridge_partitions", "(all)", exc) from exc
+            for what in done:
+                plan.act(rule.code, what)
+            if done and answer not in plan.rules:
+                plan.rules.append(answer)  # its other hooks (refuse) finish the answer
+            modified = modified or bool(done)
+        if modified:
+            exported_program.graph_module.recompile()
+        return ExportedProgramPassResult(exported_program, modified)
+
+    def _partitions(self, program: Any) -> Callable[[torch.fx.Node], int | None]:
+        """The partition the partitioner will put each node in (None: the CPU), proposed
+        exactly as :meth:`SafeCoreMLPartitioner.partition` proposes them."""
+        support = _Support(
+            self.partitioner.plan,
+            self.partitioner.skip_ops_for_coreml_delegation,
+            self.partitioner.lower_full_graph,
+            log=False,
+        )
+        proposer = CapabilityBasedPartitioner(
+            program.graph_module, support, allows_single_node_partition=True
+        )
+        where = {n: p.id for p in proposer.propose_partitions() for n in p.nodes}
+        return where.get

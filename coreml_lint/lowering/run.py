@@ -461,7 +461,9 @@ def _lower_with(
         say("building the ExecuTorch program (to_executorch)")
 
     say("lowering (to_edge_transform_and_lower)")
-    lowering = lower_program(ep, partitioner, after_edge=seen)
+    lowering = lower_program(
+        ep, partitioner, after_edge=seen, transform_passes=[partitioner.bridge_pass()]
+    )
     models.extend(lowering.mlmodels)
     if lowering.error is not None:
         raise LoweringError(

@@ -151,6 +151,43 @@ def is_cast(node: Any) -> bool:
     return isinstance(node, torch.fx.Node) and op_base(node) in ("_to_copy", "_to_dim_order_copy")
 
 
+def delegate_owned(program: Any, settings: Any) -> set[str]:
+    """The placeholders a Core ML delegate can take in as its own data rather than as
+    inputs: what the stock partitioner's ``tag_constant_data`` tags (parameters, buffers
+    never written, lifted constants), with ``take_over_constant_data`` only. A written
+    buffer and a user input are always inputs."""
+    if not settings.take_over_constant_data:
+        return set()
+    signature = program.graph_signature
+    written = set(signature.buffers_to_mutate.values())
+    owned = set(signature.inputs_to_parameters) | set(signature.inputs_to_lifted_tensor_constants)
+    return owned | {name for name, fqn in signature.inputs_to_buffers.items() if fqn not in written}
+
+
+def edge_cast(program: Any, value: torch.fx.Node, dtype: torch.dtype) -> torch.fx.Node:
+    """A new edge-dialect cast (``_to_dim_order_copy``, as ``to_edge`` writes ``x.float()``)
+    of ``value`` to ``dtype``, keeping its layout, right after it (after the last
+    placeholder for a placeholder); untagged, so on the CPU unless a partition takes it."""
+    from executorch.exir.dialects._ops import ops as exir_ops
+
+    fake = val(value)
+    graph = program.graph
+    anchor = value
+    if value.op == "placeholder":
+        anchor = [n for n in graph.nodes if n.op == "placeholder"][-1]
+    with graph.inserting_after(anchor):
+        node = graph.call_function(
+            exir_ops.edge.dim_order_ops._to_dim_order_copy.default,
+            (value,),
+            {"dtype": dtype, "dim_order": list(fake.dim_order())},
+        )
+    # where it comes from in the model, not which node it was made from (``from_node``):
+    # an answer that moves ``value`` to the CPU by its provenance must not move this too
+    node.meta = {k: value.meta[k] for k in ("stack_trace", "nn_module_stack") if k in value.meta}
+    node.meta["val"] = fake.to(dtype)
+    return node
+
+
 def fake_mode(ep: ExportedProgram) -> Any:
     """The fake-tensor mode of the program's recorded values (to compute a new node's)."""
     for node in ep.graph.nodes:

@@ -26,7 +26,7 @@ line :meth:`Rule.unanswered` gives. An answer that gives up something the user a
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from coreml_lint.core.findings import Finding, Outcome, Severity, SourceFix, is_replacement
@@ -48,6 +48,7 @@ LOWERING_HOOKS = (
     "rewrite",
     "refuse",
     "refuse_partition",
+    "bridge_partitions",
     "adjust_settings",
     "return_buffer",
     "must_decompose",
@@ -207,6 +208,20 @@ class Rule:
         ``program``) must stay on the CPU as a whole, or None. Asked of every rule, fired
         or not: another rule's refusal can leave such a partition behind."""
         return None
+
+    def bridge_partitions(
+        self,
+        program: Any,
+        partition_of: Callable[[Any], int | None],
+        settings: PartitionerSettings,
+    ) -> list[str]:
+        """Edit the edge ``program`` where values cross into a Core ML partition
+        (``partition_of(node)``: the partition the partitioner will propose for it, every
+        refusal included; None on the CPU), so each delegate receives what Core ML
+        accepts; returns what was done, one line per value. Runs just before partitioning
+        (a partitioner may not change the graph), asked of every rule, fired or not: which
+        values cross is known only once every refusal is."""
+        return []
 
     def adjust_settings(self, settings: PartitionerSettings) -> PartitionerSettings:
         """Partitioner settings that avoid the failure (e.g. no Core ML state)."""

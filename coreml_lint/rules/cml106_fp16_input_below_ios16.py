@@ -2,15 +2,15 @@
 
 What it does
     Flags a float16 tensor that a Core ML partition receives as an input (a program input, a
-    value made on the CPU, or a buffer with ``take_over_constant_data=False``) when the
-    deployment target is below iOS16.
+    value made on the CPU or by another partition, or a buffer with
+    ``take_over_constant_data=False``) when the deployment target is below iOS16.
 
 Why it breaks
     The iOS15 Core ML model format has no fp16 inputs, and coremltools refuses:
-    ``ValueError: To use fp16 input, please set minimum deployment target to iOS16+``
-   .
+    ``ValueError: To use fp16 input, please set minimum deployment target to iOS16+``.
     A float16 model whose inputs are float32 (cast inside) is fine, as is a float16 constant
-    the partition owns.
+    the partition owns. A float16 model with float32 inputs still fails where one of its
+    ops runs on the CPU (skipped, or without a converter) and Core ML reads its result.
 
 Example
     ``model.half()`` exported with float16 example inputs, lowered with the default target.
@@ -23,7 +23,10 @@ On model source
 
 Fix
     (a) feed float32 and cast inside the model (``x.half()`` as the first op);
-    (b) ``minimum_deployment_target`` iOS16 or later.
+    (b) ``minimum_deployment_target`` iOS16 or later;
+    (c) ``coreml-lint lower`` casts each float16 value that crosses into a Core ML partition
+    to float32 on the CPU and back to float16 inside it, wherever the final placement puts
+    the crossing (also one that another rule's CPU fallback makes).
 
 References
     None found: apple/coremltools and pytorch/executorch issues and pull requests were
@@ -32,7 +35,7 @@ References
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from coreml_lint.core.findings import Finding, Outcome
@@ -61,7 +64,10 @@ class Fp16InputBelowIOS16(Rule):
                 f"float16 tensor '{value}' is an input of Core ML partition {part.id} below "
                 "iOS16: lowering fails with `ValueError: To use fp16 input, please set "
                 "minimum deployment target to iOS16+`",
-                fix=f"feed '{value}' as float32 and cast it inside the model",
+                fix=f"feed '{value}' as float32 and cast it inside the model"
+                if ctx.input_kinds.get(value) == "user_input"
+                else f"let Core ML compute '{value}' too (`coreml-lint lower` instead casts it "
+                "to float32 where it crosses into Core ML)",
                 partitioner={"minimum_deployment_target": 16},
             )
 
@@ -101,50 +107,66 @@ class Fp16InputBelowIOS16(Rule):
                 partitioner={"minimum_deployment_target": 16},
             )
 
-    def rewrite(self, ep: Any, settings: PartitionerSettings) -> tuple[Any, list[str]]:
-        """Each float16 program input is cast to float32 and back to float16 before any op
-        reads it; :meth:`refuse` keeps the first cast on the CPU, so the delegate receives
-        float32 (and casts it to float16 itself, as the model's first op). The program's
-        signature stays float16."""
+    def bridge_partitions(
+        self,
+        program: Any,
+        partition_of: Callable[[Any], int | None],
+        settings: PartitionerSettings,
+    ) -> list[str]:
+        """Below iOS16, each float16 value a Core ML partition reads from outside it (a
+        program input, a value made on the CPU or by another partition, a constant it does
+        not own) is cast to float32 on the CPU (:meth:`refuse` keeps that cast there) and
+        back to float16 in the partition: the delegate's input is float32 and what it
+        computes stays float16. Done on the edge program because only there is it known
+        which values cross: a float16 op another rule keeps on the CPU makes a new one (a
+        softplus on the CPU feeding an add in Core ML)."""
         import torch
 
-        from coreml_lint.rulekit.fx import cast, finish, val
+        from coreml_lint.rulekit.fx import delegate_owned, edge_cast, is_fp16
 
-        user = {s.arg.name for s in ep.graph_signature.input_specs if s.kind.name == "USER_INPUT"}
-        placeholders = [n for n in ep.graph.nodes if n.op == "placeholder"]
+        if settings.minimum_deployment_target >= 16:
+            return []
+        owned = delegate_owned(program, settings)
+
+        def received(source: Any, part: int) -> bool:
+            if source.op != "placeholder":
+                return partition_of(source) != part
+            # the stock tag_constant_data owns a constant all of whose readers share a tag
+            return source.name not in owned or {partition_of(u) for u in source.users} != {part}
+
+        inside: dict[tuple[Any, int], Any] = {}
         done = []
-        for node in placeholders:
-            if node.name not in user or getattr(val(node), "dtype", None) != torch.float16:
+        for node in list(program.graph.nodes):
+            part = partition_of(node)
+            if part is None:
                 continue
-            readers = list(node.users)
-            with ep.graph.inserting_after(placeholders[-1]):
-                wide = cast(ep, node, torch.float32)
-            with ep.graph.inserting_after(wide):
-                back = cast(ep, wide, torch.float16)
-            for reader in readers:
-                reader.replace_input_with(node, back)
-            done.append(
-                f"{node.name}: float16 input cast to float32 on the CPU (and back in Core ML)"
-            )
-        return finish(ep), done
+            for source in node.all_input_nodes:
+                if not is_fp16(source) or not received(source, part):
+                    continue
+                if (source, part) not in inside:
+                    up = edge_cast(program, source, torch.float32)
+                    inside[source, part] = edge_cast(program, up, torch.float16)
+                    done.append(
+                        f"{source.name}: float16 value entering Core ML cast to float32 on "
+                        "the CPU and back to float16 inside (no fp16 input below iOS16)"
+                    )
+                node.replace_input_with(source, inside[source, part])
+        return done
 
     def refuse(self, node: Any, settings: PartitionerSettings) -> str | None:
-        """The float16 -> float32 cast of a program input that :meth:`rewrite` put there (a
-        placeholder cast up and straight back down), in the ATen or the edge graph."""
+        """The float16 -> float32 cast :meth:`bridge_partitions` put before a value enters
+        Core ML below iOS16 (every user a cast straight back to float16)."""
         import torch
 
         from coreml_lint.rulekit.fx import is_cast, val
 
-        source = node.args[0] if node.args else None
-        if not (is_cast(node) and getattr(source, "op", None) == "placeholder"):
+        if settings.minimum_deployment_target >= 16 or not is_cast(node):
             return None
-        up = getattr(val(source), "dtype", None) == torch.float16 and (
+        up = getattr(val(node.args[0]), "dtype", None) == torch.float16 and (
             getattr(val(node), "dtype", None) == torch.float32
         )
         if up and node.users and all(is_cast(u) for u in node.users):
-            return (
-                "float16 program input cast to float32 before Core ML (no fp16 input below iOS16)"
-            )
+            return "float16 value cast to float32 before Core ML (no fp16 input below iOS16)"
         return None
 
 
@@ -152,6 +174,30 @@ class Fp16InputBelowIOS16(Rule):
 @case("fp16-input", expect={"CML106"}, crash=r"To use fp16 input, please set minimum deployment")
 def _():
     return module(lambda s, x: x * 2 + 1), (torch.randn(2, 8).half(),)
+
+
+@case(
+    "fp16-value-made-on-the-cpu",
+    expect={"CML106"},
+    settings={"skip": ["aten.sin.default"]},
+    crash=r"To use fp16 input, please set minimum deployment",
+)
+def _():
+    return module(lambda s, x: x.half().sin().cos().float()), (torch.randn(2, 8),)
+
+
+@case(
+    "fp16-output-of-another-partition",
+    expect={"CML106"},
+    settings={"skip": ["aten.sin.default"]},
+    crash=r"To use fp16 input, please set minimum deployment",
+)
+def _():
+    def body(s, x):
+        a = x.half().cos()
+        return (a.sin() + a).float()
+
+    return module(body), (torch.randn(2, 8),)
 
 
 @case("fp16-input-ios16", expect=set(), settings={"ios": 16})

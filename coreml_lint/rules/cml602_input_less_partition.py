@@ -124,14 +124,11 @@ class InputLessPartition(Rule):
         owns is what the stock partitioner tags into a delegate (``tag_constant_data``):
         parameters, buffers never written, and lifted constants, with
         ``take_over_constant_data`` only; a written buffer and a user input are inputs."""
+        from coreml_lint.rulekit.fx import delegate_owned
+
         if settings.minimum_deployment_target >= 18 or not settings.take_over_constant_data:
             return None
-        signature = program.graph_signature
-        written = set(signature.buffers_to_mutate.values())
-        owned = set(signature.inputs_to_parameters) | set(
-            signature.inputs_to_lifted_tensor_constants
-        )
-        owned |= {name for name, fqn in signature.inputs_to_buffers.items() if fqn not in written}
+        owned = delegate_owned(program, settings)
         members = set(nodes)
         for node in nodes:
             for source in node.all_input_nodes:

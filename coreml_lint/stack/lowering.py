@@ -71,11 +71,13 @@ def lower_program(
     *,
     to_executorch: bool = True,
     after_edge: Callable[[Any], None] | None = None,
+    transform_passes: list[Any] | None = None,
 ) -> Lowering:
     """Lower ``ep`` (an ``ExportedProgram``, or ``{method: ExportedProgram}``) with
     ``partitioner``, capturing every MlModel. ``after_edge(edge)`` sees the edge program
-    before ``to_executorch`` changes it. Lowering consumes ``ep``: pass a fresh copy to
-    lower the same program twice."""
+    before ``to_executorch`` changes it; ``transform_passes`` run on the edge program
+    before partitioning. Lowering consumes ``ep``: pass a fresh copy to lower the same
+    program twice."""
 
     result = Lowering()
     level = logging.root.manager.disable
@@ -83,7 +85,7 @@ def lower_program(
     try:
         with capture_mlmodels(result.mlmodels, result.failures):
             with stage(result, EDGE_STAGE, timing="lower"):
-                _edge(result, ep, partitioner)
+                _edge(result, ep, partitioner, transform_passes)
             if not result.ok:
                 return result
             _record_placement(result)
@@ -97,10 +99,12 @@ def lower_program(
         logging.disable(level)
 
 
-def _edge(result: Lowering, ep: Any, partitioner: Any) -> None:
+def _edge(result: Lowering, ep: Any, partitioner: Any, passes: list[Any] | None) -> None:
     from executorch.exir import to_edge_transform_and_lower
 
-    result.edge = to_edge_transform_and_lower(ep, partitioner=[partitioner])
+    result.edge = to_edge_transform_and_lower(
+        ep, partitioner=[partitioner], transform_passes=passes or None
+    )
 
 
 def _executorch(result: Lowering) -> None:
