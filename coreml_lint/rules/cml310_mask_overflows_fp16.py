@@ -13,6 +13,15 @@ What it does
     on the masks a model is given): a plain softmax of a fully masked row is NaN in eager
     too, but torch's attention gives that row zeros.
 
+    Which rows a fill's condition can mask whole is evaluated where it can be
+    (``coreml_lint/program/maskrows.py``: the mask computed in pure Python with its inputs
+    set to right- and left-padding patterns and to lengths): a causal mask with a length
+    mask (``arange(t) < lengths``) or a key-padding mask alone masks whole rows only for an
+    empty sequence, a warning; left padding under a causal mask, or padding applied to the
+    query rows too, masks rows of a sequence with tokens, an error; a mask that keeps a
+    position in every row, nothing. A mask it cannot evaluate (another op, a float input,
+    a long sequence, a second such fill on the same softmax) keeps the error.
+
 Why it breaks
     Core ML computes in float16 by default, where -3.4e38 becomes -inf. A row whose every
     position is masked (a left-padded batch) then holds only -inf, and its softmax is
@@ -60,6 +69,7 @@ from typing import Any
 from coreml_lint.core.findings import Finding, Outcome, Severity
 from coreml_lint.core.settings import PartitionerSettings
 from coreml_lint.program.graph import Node, TensorRef
+from coreml_lint.program.maskrows import NEVER, WHOLE, masked_rows
 from coreml_lint.rulekit.context import ProgramContext
 from coreml_lint.rulekit.examples import F, Invalid, Valid, case, module, returns, torch
 from coreml_lint.rulekit.rule import Rule
@@ -168,6 +178,24 @@ class MaskOverflowsFp16(Rule):
                     f"so every row comes out NaN from {ctx.edge_name(softmax)} (finite in eager)",
                     fix=f"scale by {safe:g} (float16 holds it; exp() of -30000 is 0), or pass a "
                     "bool mask to scaled_dot_product_attention",
+                    value=value,
+                    shows_at=softmax,
+                )
+                continue
+            rows = _rows_masked(ctx, node, position, softmax)
+            if rows == NEVER:
+                continue  # every row keeps a position, whatever the inputs say
+            if rows == WHOLE:
+                yield ctx.finding(
+                    node,
+                    f"{node.op_base} fills an attention mask with {value:g}, beyond float16's "
+                    "range: Core ML makes it -inf, and where a sequence is empty (every "
+                    f"position masked) its rows come out NaN from {ctx.edge_name(softmax)} "
+                    "(finite in eager); a sequence with a token keeps a position in every "
+                    "row (its mask, evaluated on padding patterns and lengths)",
+                    fix=f"mask with {SAFE_MASK_VALUE:g} (float16 holds it; exp() of it is 0), "
+                    "or never pass an empty sequence",
+                    severity=Severity.WARNING,
                     value=value,
                     shows_at=softmax,
                 )
@@ -305,6 +333,30 @@ class MaskOverflowsFp16(Rule):
         return tuple(map(unpadded, args)), {k: unpadded(v) for k, v in kwargs.items()}
 
 
+def _rows_masked(ctx: ProgramContext, fill: Node, position: int, softmax: Node) -> str | None:
+    """Which rows the fill's condition can mask whole (``program/maskrows.py``), where it is
+    the only fill past float16 (or -inf) that reaches ``softmax``: another one masks more
+    positions of the same rows. None where that cannot be told."""
+    condition = CONDITIONS.get(fill.target)
+    if condition is None or len(fill.args) <= condition:
+        return None
+    others = [
+        n
+        for n in ctx.coreml_nodes()
+        if n is not fill
+        and (p := _value_position(n.target, n.args)) is not None
+        and (_past_float16(v := n.arg(p, "value")) or _minus_infinity(v))
+        and any(u is softmax for _, u in ctx.coreml_users_downstream(n.outputs))
+    ]
+    operand = fill.args[condition]
+    if others or not isinstance(operand, TensorRef):
+        return None
+    # masked_fill and where(cond, value, x) mask where the condition holds, where(cond, x,
+    # value) where it does not
+    where_not = fill.op_base == "where" and position == 2
+    return masked_rows(ctx.graph, operand.name, masked_when=not where_not)
+
+
 def _masks_depend_on_inputs(ctx: ProgramContext, fill: Node) -> bool:
     """Whether which positions the fill masks depends on a program input: its condition
     (``masked_fill``'s mask, ``where``'s condition), else its tensor operands, followed up
@@ -394,6 +446,39 @@ def padded_attention(fill: float, padding: str = "left") -> tuple[Any, tuple[Any
 )
 def _() -> Any:
     return padded_attention(torch.finfo(torch.float32).min)
+
+
+@case("finfo-min-causal-right-padded-lengths", expect=set(), warnings={"CML310"})
+def _() -> Any:
+    """A causal mask and a length mask (``arange(t) < lengths``): every row of a sequence
+    with a token keeps its first position, so only an empty sequence loses whole rows (a
+    warning; verify agrees on these lengths)."""
+
+    def forward(s: Any, scores: Any, lengths: Any) -> Any:
+        t = scores.shape[-1]
+        i = torch.arange(t)
+        keep = (i[None, :] <= i[:, None])[None] & (i[None, :] < lengths[:, None])[:, None]
+        mask = torch.zeros_like(scores).masked_fill(~keep[:, None], torch.finfo(scores.dtype).min)
+        return torch.softmax(scores + mask, dim=-1)
+
+    return module(forward), (torch.randn(2, 2, 6, 6), torch.tensor([6, 3]))
+
+
+@case(
+    "finfo-min-query-and-key-padding",
+    expect={"CML310"},
+    silent=returns(r"= select\(cond=[^)]*a=-inf"),
+)
+def _() -> Any:
+    """The padding mask applied to the query rows too: a padded query row of a sequence
+    with tokens has every key masked, NaN in Core ML (uniform in eager)."""
+
+    def forward(s: Any, x: Any, attention_mask: Any) -> Any:
+        scores = x @ x.transpose(-2, -1)
+        keep = attention_mask[:, None, :].bool() & attention_mask[:, :, None].bool()
+        return scores.masked_fill(~keep, torch.finfo(torch.float32).min).softmax(-1) @ x
+
+    return module(forward), (torch.randn(2, 5, 8), torch.tensor([[1, 1, 1, 0, 0], [1] * 5]))
 
 
 @case("fp16-safe-padding-mask", expect=set(), clean=returns(r"= select\(cond=[^)]*a=-30000"))

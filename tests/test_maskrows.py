@@ -1,0 +1,117 @@
+"""``program/maskrows.py``: which rows of an attention mask its inputs can mask whole, by
+evaluating the mask on padding patterns and lengths (pure Python, no torch). CML310's
+oracle cases show what the verdicts mean on the real stack (a warning where only an empty
+sequence loses its rows, an error where a sequence with tokens does)."""
+
+from __future__ import annotations
+
+from coreml_lint.program.graph import DType, Graph, InputSpec, Node, TensorInfo, TensorRef
+from coreml_lint.program.maskrows import NEVER, PARTIAL, WHOLE, masked_rows
+
+T = 6
+
+
+def _graph(inputs: dict[str, TensorInfo], *nodes: tuple[str, str, list, dict, TensorInfo]):
+    tensors = dict(inputs)
+    built = []
+    for name, target, args, kwargs, info in nodes:
+        args = [TensorRef(a[1:]) if isinstance(a, str) and a.startswith("%") else a for a in args]
+        built.append(Node(name, target, args, kwargs, [name]))
+        tensors[name] = info
+    specs = [InputSpec(name, "user_input") for name in inputs]
+    return Graph(specs, built, [], tensors)
+
+
+def _bool(*shape: int) -> TensorInfo:
+    return TensorInfo("bool", shape)
+
+
+def _int(*shape: int) -> TensorInfo:
+    return TensorInfo("int64", shape)
+
+
+CAUSAL = (
+    ("i", "aten.arange.default", [T], {}, _int(T)),
+    ("rows", "aten.view.default", ["%i", [T, 1]], {}, _int(T, 1)),
+    ("cols", "aten.view.default", ["%i", [1, T]], {}, _int(1, T)),
+    ("causal", "aten.le.Tensor", ["%cols", "%rows"], {}, _bool(T, T)),
+)
+
+
+def test_a_causal_mask_with_right_padded_lengths_masks_whole_rows_only_when_empty():
+    graph = _graph(
+        {"lengths": _int(2)},
+        *CAUSAL,
+        ("len", "aten.unsqueeze.default", ["%lengths", 1], {}, _int(2, 1)),
+        ("keys", "aten.lt.Tensor", ["%cols", "%len"], {}, _bool(2, T)),
+        ("k3", "aten.unsqueeze.default", ["%keys", 1], {}, _bool(2, 1, T)),
+        ("keep", "aten.__and__.Tensor", ["%causal", "%k3"], {}, _bool(2, T, T)),
+        ("masked", "aten.bitwise_not.default", ["%keep"], {}, _bool(2, T, T)),
+    )
+    assert masked_rows(graph, "masked", masked_when=True) == WHOLE
+    # the same mask read the other way (where(keep, x, value)): the same rows
+    assert masked_rows(graph, "keep", masked_when=False) == WHOLE
+
+
+def test_a_causal_mask_with_a_padding_mask_input_masks_rows_of_a_left_padded_sequence():
+    graph = _graph(
+        {"attention_mask": _int(2, T)},
+        *CAUSAL,
+        (
+            "pad",
+            "aten._to_copy.default",
+            ["%attention_mask"],
+            {"dtype": DType("bool")},
+            _bool(2, T),
+        ),
+        ("p3", "aten.unsqueeze.default", ["%pad", 1], {}, _bool(2, 1, T)),
+        ("keep", "aten.__and__.Tensor", ["%causal", "%p3"], {}, _bool(2, T, T)),
+        ("masked", "aten.bitwise_not.default", ["%keep"], {}, _bool(2, T, T)),
+    )
+    assert masked_rows(graph, "masked", masked_when=True) == PARTIAL
+
+
+def test_padding_applied_to_the_query_rows_masks_rows_of_a_sequence_with_tokens():
+    graph = _graph(
+        {"pad": _bool(2, T)},
+        ("q", "aten.unsqueeze.default", ["%pad", 2], {}, _bool(2, T, 1)),
+        ("k", "aten.unsqueeze.default", ["%pad", 1], {}, _bool(2, 1, T)),
+        ("keep", "aten.logical_and.default", ["%q", "%k"], {}, _bool(2, T, T)),
+    )
+    assert masked_rows(graph, "keep", masked_when=False) == PARTIAL
+
+
+def test_a_key_padding_mask_alone_masks_whole_rows_only_when_empty():
+    graph = _graph(
+        {"pad": _int(2, T)},
+        ("zero", "aten.eq.Scalar", ["%pad", 0], {}, _bool(2, T)),
+        ("m", "aten.view.default", ["%zero", [2, 1, 1, T]], {}, _bool(2, 1, 1, T)),
+    )
+    assert masked_rows(graph, "m", masked_when=True) == WHOLE
+
+
+def test_a_mask_that_always_keeps_the_diagonal_never_masks_a_row():
+    graph = _graph(
+        {"pad": _bool(2, T)},
+        *CAUSAL,
+        ("eye", "aten.eq.Tensor", ["%cols", "%rows"], {}, _bool(T, T)),
+        ("p3", "aten.unsqueeze.default", ["%pad", 1], {}, _bool(2, 1, T)),
+        ("keep", "aten.__or__.Tensor", ["%eye", "%p3"], {}, _bool(2, T, T)),
+    )
+    assert masked_rows(graph, "keep", masked_when=False) == NEVER
+
+
+def test_what_it_cannot_evaluate_it_does_not_judge():
+    unknown_op = _graph(
+        {"pad": _bool(2, T)},
+        ("s", "aten.cumsum.default", ["%pad", -1], {}, _int(2, T)),
+        ("m", "aten.eq.Scalar", ["%s", 0], {}, _bool(2, T)),
+    )
+    assert masked_rows(unknown_op, "m", masked_when=True) is None
+    float_input = _graph(
+        {"scores": TensorInfo("float32", (2, T))},
+        ("m", "aten.lt.Scalar", ["%scores", 0.0], {}, _bool(2, T)),
+    )
+    assert masked_rows(float_input, "m", masked_when=True) is None
+    constant_only = _graph({}, *CAUSAL)
+    assert masked_rows(constant_only, "causal", masked_when=False) is None
