@@ -248,17 +248,19 @@ class BridgePass(ExportedProgramPassBase):
     def call(self, exported_program: Any) -> ExportedProgramPassResult:
         plan = self.partitioner.plan
         modified = False
+        partition_of = self._partitions(exported_program)
         for rule in all_rules():
             answer = next((r for r in plan.rules if r.code == rule.code), None) or rule()
-            partition_of = self._partitions(exported_program)
             try:
                 done = answer.bridge_partitions(exported_program, partition_of, plan.settings)
             except Exception as exc:  # a half-edited graph would fail far from here
                 raise RuleHookError(rule.code, "bridge_partitions", "(all)", exc) from exc
             for what in done:
                 plan.act(rule.code, what)
-            if done and answer not in plan.rules:
-                plan.rules.append(answer)  # its other hooks (refuse) finish the answer
+            if done:
+                if answer not in plan.rules:
+                    plan.rules.append(answer)  # its other hooks (refuse) finish the answer
+                partition_of = self._partitions(exported_program)  # the graph changed
             modified = modified or bool(done)
         if modified:
             exported_program.graph_module.recompile()
