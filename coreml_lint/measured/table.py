@@ -130,6 +130,12 @@ SIGN = "sign"
 INTERFACE = "interface"
 INTERFACE_SUPPORT = 3  # cells measured with the dtype value, all wrong alike
 
+# Predicted from the base call measured with the key's operands crashing, for one reason,
+# where the base call with the same dtypes at other origins converts
+# (``_operands_crash``): the operands' origins cause it (a convolution's bias made in the
+# program: ``Input bias must be const``), whatever the key's other arguments.
+OPERANDS = "operands"
+
 HERE = "here"  # measured on this machine by ``check --measure``
 
 # Measured at other values of the same classes, which all agree (``_lookup_class``).
@@ -230,6 +236,7 @@ class Answer:
             SIGN,
             CONTRAST,
             ORIGIN,
+            OPERANDS,
             ALWAYS,
             RANK,
             INTERFACE,
@@ -396,6 +403,9 @@ class BehaviourTable:
         found = self._every_origin_crashes(key, target, context)
         if found is not None:
             return Answer(found, ORIGIN)
+        found = self._operands_crash(key, target, context)
+        if found is not None:
+            return Answer(found, OPERANDS)
         found = self._op_crashes(key, target)
         if found is not None:
             return Answer(found, ALWAYS)
@@ -465,6 +475,30 @@ class BehaviourTable:
         seen = {(i, o) for e in found for i, o in enumerate(e.operands.split(","))}
         mine = set(enumerate(key.operands.split(",")))
         return found[0] if mine <= seen else None
+
+    def _operands_crash(self, key: Key, target: int, context: str) -> Entry | None:
+        """The crash the base call measured with the key's operands (dtypes and origins)
+        shows at its shape class and target, where the base call with the same dtypes at
+        other origins converts there: the origins cause the crash, predicted for the key's
+        other arguments as a changed argument's crash is (``_factor_crashes``)."""
+        base = self.bases.get(key.op)
+        if base is None or base == key.variant:
+            return None
+        crash = self._lookup(key.op, key.operands, base, key.shape, target, context)
+        if crash is None or crash.outcome != CRASH or needs_fp16_input(crash):
+            return None
+        dtypes = _dtypes_of(key.operands)
+        controls = [
+            e
+            for e in self.by_op.get(key.op, ())
+            if e.variant == base
+            and e.context == context
+            and target in e.targets
+            and e.shape in ("*", key.shape)
+            and e.operands != key.operands
+            and _dtypes_of(e.operands) == dtypes
+        ]
+        return crash if any(_converts(e) for e in controls) else None
 
     def _interface_wrong(self, key: Key, target: int, context: str) -> tuple[str, Entry] | None:
         """(the dtype value, as ``dtype=float32``, and the wrong) every call measured at the

@@ -98,6 +98,7 @@ from coreml_lint.measured.table import (
     HERE,
     INTERFACE,
     MEASURED,
+    OPERANDS,
     ORIGIN,
     RANK,
     READ_OFF,
@@ -114,7 +115,7 @@ from coreml_lint.program.constants import CONSTANT_KINDS
 from coreml_lint.program.graph import Node
 from coreml_lint.program.optable import load_optable
 from coreml_lint.rulekit.context import ProgramContext
-from coreml_lint.rulekit.examples import F, case, module, returns, torch
+from coreml_lint.rulekit.examples import F, case, module, nn, returns, torch
 from coreml_lint.rulekit.numbers import integers_as_floats, past_int32
 from coreml_lint.rulekit.rule import Rule
 
@@ -381,6 +382,8 @@ BASIS_WORDS = {
     "where a measured call differing only in it converts, and the node has {cause})",
     ORIGIN: "predicted (these operands were not measured where they come from; every "
     "measured origin of operands of these dtypes crashes alike)",
+    OPERANDS: "predicted (this combination of arguments was not measured with these operands; "
+    "the base call crashes with them, where it converts with the same dtypes from elsewhere)",
     ALWAYS: "predicted (this call was not measured; every call of the op measured at this "
     "target crashes alike, with several operand dtypes and at several shapes)",
     INTERFACE: "predicted (this combination of arguments was not measured; every call "
@@ -1092,3 +1095,36 @@ def _():
     return module(lambda s, ids: ((ids * 3) & 0x7FFFFFFF) % 1000), (
         torch.randint(0, 2**20, (4, 6)),
     )
+
+
+def _mixed_kernel_conv(bias_from_input: bool) -> tuple[Any, tuple[Any, ...]]:
+    """A per-sample mixture of kernels (CondConv), run as a grouped convolution: the weight
+    is computed in the program, and the bias too, or not."""
+
+    class Mixture(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.route = nn.Linear(4, 3)
+            self.weight = nn.Parameter(torch.randn(3, 8 * 4 * 9) * 0.1)
+            self.bias = nn.Parameter(torch.randn(3, 16))
+            self.fixed = nn.Parameter(torch.randn(16))
+
+        def forward(self, x):
+            a = torch.softmax(self.route(x.mean((2, 3))), dim=1)
+            weight = (a @ self.weight).view(16, 4, 3, 3)
+            bias = (a @ self.bias).mean(0) if bias_from_input else self.fixed
+            return F.conv2d(x.reshape(1, 8, 6, 6), weight, bias, padding=1, groups=2)
+
+    return Mixture(), (torch.randn(2, 4, 6, 6),)
+
+
+@case("measured-conv-bias-made-in-the-program", expect={"CML801"}, crash=r"bias must be const")
+def _():
+    # predicted: the base call crashes with a bias made in the program where a constant
+    # bias converts, and this call (padding, groups) was not measured with one
+    return _mixed_kernel_conv(bias_from_input=True)
+
+
+@case("measured-conv-constant-bias-computed-weight", expect=set())
+def _():
+    return _mixed_kernel_conv(bias_from_input=False)
