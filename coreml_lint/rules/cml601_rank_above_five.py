@@ -2,7 +2,8 @@
 
 What it does
     Flags a delegated op that reads or makes a tensor of rank > 5, unless the tensor only
-    passes through reshapes and permutes inside one partition.
+    passes through reshapes and permutes (an ``einsum`` that only reorders the labels of
+    one operand is one) inside one partition.
 
 Why it breaks
     The partitioner has no rank rule; coremltools checks ranks after its graph passes and
@@ -39,6 +40,23 @@ from coreml_lint.rulekit.rule import Rule
 SHAPE_ONLY = {"view", "_unsafe_view", "reshape", "permute", "transpose", "t", "clone"}
 
 
+def _shape_only(node: Any) -> bool:
+    """A reshape or permute, or an ``einsum`` of one operand that only reorders its labels
+    (``"nchpwq->nhwpqc"``, a patchify): coremltools converts that to a transpose."""
+    if node.op_base in SHAPE_ONLY:
+        return True
+    if node.op_base != "einsum" or not node.args or not isinstance(node.args[0], str):
+        return False
+    inputs, _, output = node.args[0].replace(" ", "").partition("->")
+    return (
+        len(node.tensor_inputs()) == 1
+        and "," not in inputs
+        and "." not in inputs
+        and len(set(inputs)) == len(inputs)
+        and sorted(inputs) == sorted(output)
+    )
+
+
 class RankAboveFive(Rule):
     code = "CML601"
     name = "rank-above-five"
@@ -56,7 +74,7 @@ class RankAboveFive(Rule):
                 touching.insert(0, producer)
             if not touching:
                 continue
-            offender = next((n for n in touching if n.op_base not in SHAPE_ONLY), None)
+            offender = next((n for n in touching if not _shape_only(n)), None)
             crossing = None
             if offender is None and value in ctx.boundaries:
                 crossing = ctx.boundaries[value]
@@ -99,6 +117,23 @@ def _():
         return t.reshape(1, 2, 3, 2, 2, 5).permute(5, 4, 3, 2, 1, 0).reshape(-1)
 
     return module(forward), (torch.randn(120),)
+
+
+@case("rank6-einsum-permutation", expect=set())
+def _():
+    def forward(s, x):  # patchify and back, as DiT and MAE write it
+        t = torch.einsum("nchpwq->nhwpqc", x.reshape(2, 4, 4, 2, 6, 2)).reshape(2, 24, 16)
+        t = torch.einsum("nhwpqc->nchpwq", (t * 2).reshape(2, 4, 6, 2, 2, 4))
+        return t.reshape(2, 4, 8, 12)
+
+    return module(forward), (torch.randn(2, 4, 8, 12),)
+
+
+@case("rank6-einsum-sum", expect={"CML601"}, crash=r"rank <= 5")
+def _():
+    return module(lambda s, t: torch.einsum("abcdef->bcdef", t.reshape(1, 2, 3, 2, 2, 5))), (
+        torch.randn(120),
+    )
 
 
 @case("rank5-sum", expect=set())
