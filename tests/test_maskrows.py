@@ -115,3 +115,18 @@ def test_what_it_cannot_evaluate_it_does_not_judge():
     assert masked_rows(float_input, "m", masked_when=True) is None
     constant_only = _graph({}, *CAUSAL)
     assert masked_rows(constant_only, "causal", masked_when=False) is None
+
+
+def test_a_padding_mask_or_the_identity_never_masks_a_row():
+    """SASRec's ``causal & keys | eye(L)``: the diagonal is always kept."""
+    graph = _graph(
+        {"seq": _int(2, T)},
+        *CAUSAL,
+        ("keys", "aten.ne.Scalar", ["%seq", 0], {}, _bool(2, T)),
+        ("k3", "aten.unsqueeze.default", ["%keys", 1], {}, _bool(2, 1, T)),
+        ("both", "aten.__and__.Tensor", ["%causal", "%k3"], {}, _bool(2, T, T)),
+        ("eye", "aten.eye.default", [T], {"dtype": DType("bool")}, _bool(T, T)),
+        ("keep", "aten.__or__.Tensor", ["%both", "%eye"], {}, _bool(2, T, T)),
+    )
+    assert masked_rows(graph, "keep", masked_when=False) == NEVER
+    assert masked_rows(graph, "both", masked_when=False) == PARTIAL

@@ -50,7 +50,12 @@ MODELS = {
     "adaptive_avg_pool3d.default": lambda: Call(
         lambda x: F.adaptive_avg_pool3d(x[..., None], 2), image=True
     ),
+    "__and__.Tensor": lambda: Call(lambda x: x & x),
+    "__or__.Tensor": lambda: Call(lambda x: x | x),
+    "__xor__.Tensor": lambda: Call(lambda x: x ^ x),
 }
+# Ops of integers, called on integers instead.
+INTEGER_OPS = {"__and__.Tensor", "__or__.Tensor", "__xor__.Tensor"}
 
 
 class Norms(torch.nn.Module):
@@ -76,7 +81,8 @@ def _lint(model, settings: PartitionerSettings, dtype=torch.float32):
 
 @pytest.mark.parametrize("op", sorted(DECOMPOSES_TO))
 def test_decomposes_to_is_what_torch_makes(op):
-    ep = torch.export.export(MODELS[op]().eval(), (torch.randn(2, 4, 8),))
+    x = torch.randint(0, 8, (2, 4, 8)) if op in INTEGER_OPS else torch.randn(2, 4, 8)
+    ep = torch.export.export(MODELS[op]().eval(), (x,))
     before = {str(n.target) for n in ep.graph.nodes if n.op == "call_function"}
     assert f"aten.{op}" in before
     assert before <= {f"aten.{op}", "aten.unsqueeze.default"}

@@ -200,7 +200,7 @@ OPS = (
     set(COMPARE) | set(LOGICAL) | SAME
     | {"arange", "view", "reshape", "_unsafe_view", "expand", "unsqueeze", "squeeze",
        "permute", "transpose", "t", "slice", "select", "triu", "tril", "full", "ones",
-       "zeros", "full_like", "ones_like", "zeros_like", "_to_copy", "to", "bitwise_not",
+       "zeros", "eye", "full_like", "ones_like", "zeros_like", "_to_copy", "to", "bitwise_not",
        "logical_not", "rsub", "where"}
 )  # fmt: skip
 
@@ -252,6 +252,11 @@ def _apply(node: Node, args: list[Any]) -> Tensor:
     if op in ("full", "ones", "zeros"):
         value = {"ones": 1, "zeros": 0}.get(op, args[1] if len(args) > 1 else None)
         return _cast(_full(args[0], value), _dtype_of(node) or "float32")
+    if op == "eye":
+        rows = args[0]
+        cols = args[1] if len(args) > 1 and isinstance(args[1], int) else rows
+        eye = Tensor((rows, cols), [int(i == j) for i in range(rows) for j in range(cols)])
+        return _cast(eye, _dtype_of(node) or "float32")
     if op in ("full_like", "ones_like", "zeros_like"):
         value = {"ones_like": 1, "zeros_like": 0}.get(op, args[1] if len(args) > 1 else None)
         return _full(list(args[0].shape), value)

@@ -68,6 +68,12 @@ DECOMPOSES_TO = {
     "sum.default": "sum.dim_IntList",
     "adaptive_avg_pool2d.default": "_adaptive_avg_pool2d.default",
     "adaptive_avg_pool3d.default": "_adaptive_avg_pool3d.default",
+    # Python's operators on tensors: ``a | b`` is bitwise_or, which coremltools has no
+    # converter for (bitwise_and it has), so a bool ``|`` stays on the CPU. (A Scalar
+    # overload's edge spelling varies with its operand; those are left as they were.)
+    "__and__.Tensor": "bitwise_and.Tensor",
+    "__or__.Tensor": "bitwise_or.Tensor",
+    "__xor__.Tensor": "bitwise_xor.Tensor",
 }
 # Renames ExecuTorch applies when it builds the edge graph.
 EDGE_RENAMES = {

@@ -464,6 +464,21 @@ def _() -> Any:
     return module(forward), (torch.randn(2, 2, 6, 6), torch.tensor([6, 3]))
 
 
+@case("fill-keeping-the-diagonal", expect=set())
+def _() -> Any:
+    """SASRec's mask: causal and key padding, or the diagonal (``| eye``): every row keeps
+    its own position, so no row is ever fully masked, however padded."""
+
+    def forward(s: Any, x: Any, ids: Any) -> Any:
+        t = ids.shape[1]
+        keep = torch.ones(t, t, dtype=torch.bool).tril()[None] & (ids != 0)[:, None]
+        keep = keep | torch.eye(t, dtype=torch.bool)[None]
+        scores = (x @ x.transpose(-2, -1)).masked_fill(~keep, -1e9)
+        return scores.softmax(-1) @ x
+
+    return module(forward), (torch.randn(2, 5, 8), torch.tensor([[0, 0, 3, 4, 5], [1] * 5]))
+
+
 @case(
     "finfo-min-query-and-key-padding",
     expect={"CML310"},
