@@ -14,7 +14,9 @@ Three kinds of hold-out, each group removed alone from the table and then asked 
   constant (``const``);
 - *shape class*: every cell of one op measured at one shape class only (``r0``, ``r3u``);
 - *one call*: one cell whose call changes two arguments or more from the base call (what
-  a prediction from one changed argument answers).
+  a prediction from one changed argument answers);
+- *call at one origin*: one cell of a call also measured with the same operand dtypes at
+  other origins (what a reading across origins answers: ``operands``, ``variant``).
 
 An answer is *bad* when it says crash or wrong values (what CML801 reports as an error). Per
 op family and per basis of the answer (how the table reached it: another value of the same
@@ -75,10 +77,27 @@ def groups(table: BehaviourTable) -> list[tuple[str, str, list[Entry]]]:
             changed = [f for f, v in factors(entry.variant).items() if base.get(f) != v]
             if len(changed) >= 2:
                 found.append(("one call", f"{op} {entry.variant}", [entry]))
+        found += _calls_at_one_origin(entries, table.bases.get(op, ""))
         shapes = Counter(e.shape for e in entries if e.shape != "*")
         for shape in sorted(shapes):
             held = [e for e in entries if e.shape == shape]
             found.append(("shape class", f"{op} {shape}", held))
+    return found
+
+
+def _calls_at_one_origin(entries: list[Entry], base: str) -> list[tuple[str, str, list[Entry]]]:
+    """Each cell of a call (not the base call) also measured with the same operand dtypes
+    at other origins, alone: what a reading across origins answers (``operands``,
+    ``variant``)."""
+    origins: dict[tuple, set[str]] = defaultdict(set)
+    for e in entries:
+        dtypes = tuple(o.partition(":")[0] for o in e.operands.split(","))
+        origins[(e.variant, dtypes, e.shape, e.context)].add(e.operands)
+    found = []
+    for e in entries:
+        dtypes = tuple(o.partition(":")[0] for o in e.operands.split(","))
+        if e.variant != base and len(origins[(e.variant, dtypes, e.shape, e.context)]) >= 2:
+            found.append(("call at one origin", f"{e.op} {e.variant} {e.operands}", [e]))
     return found
 
 

@@ -136,6 +136,12 @@ INTERFACE_SUPPORT = 3  # cells measured with the dtype value, all wrong alike
 # program: ``Input bias must be const``), whatever the key's other arguments.
 OPERANDS = "operands"
 
+# Predicted from the key's call measured crashing, for one reason, with the same operand
+# dtypes at other origins, where the base call with the key's own operands converts
+# (``_variant_crashes``): the arguments cause it whatever the operands' origins (a matmul
+# of a matrix by a vector crashes with the vector an input; so it does with a weight).
+VARIANT = "variant"
+
 HERE = "here"  # measured on this machine by ``check --measure``
 
 # Measured at other values of the same classes, which all agree (``_lookup_class``).
@@ -237,6 +243,7 @@ class Answer:
             CONTRAST,
             ORIGIN,
             OPERANDS,
+            VARIANT,
             ALWAYS,
             RANK,
             INTERFACE,
@@ -406,6 +413,9 @@ class BehaviourTable:
         found = self._operands_crash(key, target, context)
         if found is not None:
             return Answer(found, OPERANDS)
+        found = self._variant_crashes(key, target, context)
+        if found is not None:
+            return Answer(found, VARIANT)
         found = self._op_crashes(key, target)
         if found is not None:
             return Answer(found, ALWAYS)
@@ -499,6 +509,33 @@ class BehaviourTable:
             and _dtypes_of(e.operands) == dtypes
         ]
         return crash if any(_converts(e) for e in controls) else None
+
+    def _variant_crashes(self, key: Key, target: int, context: str) -> Entry | None:
+        """The crash every cell of the key's call measured at its shape class and target
+        with the same dtypes at other origins shows, for one reason, where the base call
+        with the key's operands converts there: the call's arguments cause it, whatever
+        the operands' origins (``_operands_crash`` read the other way)."""
+        base = self.bases.get(key.op)
+        if base is None or base == key.variant:
+            return None
+        control = self._lookup(key.op, key.operands, base, key.shape, target, context)
+        if control is None or not _converts(control):
+            return None
+        dtypes = _dtypes_of(key.operands)
+        found = [
+            e
+            for e in self.by_op.get(key.op, ())
+            if e.variant == key.variant
+            and e.context == context
+            and target in e.targets
+            and e.shape in ("*", key.shape)
+            and e.operands != key.operands
+            and _dtypes_of(e.operands) == dtypes
+        ]
+        reasons = {(e.outcome, normalized(e.message)) for e in found}
+        if len(reasons) != 1 or found[0].outcome != CRASH or needs_fp16_input(found[0]):
+            return None
+        return found[0]
 
     def _interface_wrong(self, key: Key, target: int, context: str) -> tuple[str, Entry] | None:
         """(the dtype value, as ``dtype=float32``, and the wrong) every call measured at the

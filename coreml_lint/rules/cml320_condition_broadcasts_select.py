@@ -3,8 +3,8 @@ the tensor's shape.
 
 What it does
     Flags a delegated ``masked_fill`` with a number, or ``torch.where`` with a number as its
-    first branch (``where.ScalarSelf``), whose condition has more dims or larger ones than the tensor it fills, so
-    that torch broadcasts the tensor up to the condition's shape:
+    first branch (``where.ScalarSelf``), whose condition has more dims or larger ones than
+    the tensor it fills, so that torch broadcasts the tensor up to the condition's shape:
     ``h.unsqueeze(0).masked_fill(~mask[:, :, None], float("-inf"))`` with ``h`` of shape
     ``(N, D)`` and ``mask`` of shape ``(G, N)``, a graph readout's per-graph max pooling.
 

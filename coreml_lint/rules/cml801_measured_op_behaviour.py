@@ -105,6 +105,7 @@ from coreml_lint.measured.table import (
     SHAPE,
     SIGN,
     UNIT,
+    VARIANT,
     WORD,
     Answer,
     BehaviourTable,
@@ -384,6 +385,8 @@ BASIS_WORDS = {
     "measured origin of operands of these dtypes crashes alike)",
     OPERANDS: "predicted (this combination of arguments was not measured with these operands; "
     "the base call crashes with them, where it converts with the same dtypes from elsewhere)",
+    VARIANT: "predicted (this call was not measured with these operands; it crashes alike "
+    "with the same dtypes from elsewhere, where the base call converts with these)",
     ALWAYS: "predicted (this call was not measured; every call of the op measured at this "
     "target crashes alike, with several operand dtypes and at several shapes)",
     INTERFACE: "predicted (this combination of arguments was not measured; every call "
@@ -1128,3 +1131,26 @@ def _():
 @case("measured-conv-constant-bias-computed-weight", expect=set())
 def _():
     return _mixed_kernel_conv(bias_from_input=False)
+
+
+class _Scores(nn.Module):
+    """A score per row: a matrix times a learned vector, or times it as a column."""
+
+    def __init__(self, column: bool) -> None:
+        super().__init__()
+        self.column = column
+        self.p = nn.Parameter(torch.randn(12))
+
+    def forward(self, x):
+        return (x @ self.p[:, None])[:, 0] if self.column else x @ self.p
+
+
+@case("measured-matmul-by-a-vector-weight", expect={"CML801"}, crash=r"IndexError")
+def _():
+    # predicted: ranks 2 x 1 crash with two inputs, and the base call converts with a weight
+    return _Scores(column=False), (torch.randn(16, 12),)
+
+
+@case("measured-matmul-by-a-column-weight", expect=set())
+def _():
+    return _Scores(column=True), (torch.randn(16, 12),)
