@@ -1133,24 +1133,26 @@ def _():
     return _mixed_kernel_conv(bias_from_input=False)
 
 
-class _Scores(nn.Module):
+def _scores(column: bool) -> tuple[Any, tuple[Any, ...]]:
     """A score per row: a matrix times a learned vector, or times it as a column."""
 
-    def __init__(self, column: bool) -> None:
-        super().__init__()
-        self.column = column
-        self.p = nn.Parameter(torch.randn(12))
+    class Scores(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.p = nn.Parameter(torch.randn(12))
 
-    def forward(self, x):
-        return (x @ self.p[:, None])[:, 0] if self.column else x @ self.p
+        def forward(self, x):
+            return (x @ self.p[:, None])[:, 0] if column else x @ self.p
+
+    return Scores(), (torch.randn(16, 12),)
 
 
 @case("measured-matmul-by-a-vector-weight", expect={"CML801"}, crash=r"IndexError")
 def _():
     # predicted: ranks 2 x 1 crash with two inputs, and the base call converts with a weight
-    return _Scores(column=False), (torch.randn(16, 12),)
+    return _scores(column=False)
 
 
 @case("measured-matmul-by-a-column-weight", expect=set())
 def _():
-    return _Scores(column=True), (torch.randn(16, 12),)
+    return _scores(column=True)
