@@ -130,3 +130,36 @@ def test_a_padding_mask_or_the_identity_never_masks_a_row():
     )
     assert masked_rows(graph, "keep", masked_when=False) == NEVER
     assert masked_rows(graph, "both", masked_when=False) == PARTIAL
+
+
+def test_a_pad_id_other_than_0_is_probed():
+    """``ids != 50256`` under a causal mask: left padding with GPT-2's pad id."""
+    graph = _graph(
+        {"ids": _int(2, T)},
+        *CAUSAL,
+        ("keys", "aten.ne.Scalar", ["%ids", 50256], {}, _bool(2, T)),
+        ("k3", "aten.unsqueeze.default", ["%keys", 1], {}, _bool(2, 1, T)),
+        ("keep", "aten.__and__.Tensor", ["%causal", "%k3"], {}, _bool(2, T, T)),
+    )
+    assert masked_rows(graph, "keep", masked_when=False) == PARTIAL
+
+
+def test_a_mask_input_with_its_own_query_axis_can_mask_some_rows():
+    """A precomputed (B, T, T) mask (causal and left padding, made outside the model)."""
+    graph = _graph(
+        {"mask": _bool(2, T, T)},
+        ("m4", "aten.unsqueeze.default", ["%mask", 1], {}, _bool(2, 1, T, T)),
+    )
+    assert masked_rows(graph, "m4", masked_when=False) == PARTIAL
+
+
+def test_three_inputs_are_not_judged():
+    graph = _graph(
+        {"a": _int(2, T), "b": _int(2, T), "c": _int(2, T)},
+        ("x", "aten.ne.Scalar", ["%a", 0], {}, _bool(2, T)),
+        ("y", "aten.eq.Scalar", ["%b", 0], {}, _bool(2, T)),
+        ("z", "aten.gt.Scalar", ["%c", 100], {}, _bool(2, T)),
+        ("xy", "aten.__or__.Tensor", ["%x", "%y"], {}, _bool(2, T)),
+        ("keep", "aten.__or__.Tensor", ["%xy", "%z"], {}, _bool(2, T)),
+    )
+    assert masked_rows(graph, "keep", masked_when=False) is None

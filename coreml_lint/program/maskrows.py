@@ -25,6 +25,7 @@ import itertools
 import math
 import operator
 from collections.abc import Callable, Iterator
+from random import Random
 from typing import Any
 
 from coreml_lint.program.graph import Graph, Node, TensorRef
@@ -34,6 +35,7 @@ WHOLE = "whole"  # only every row of a slice at once: an empty sequence
 NEVER = "never"  # no probe masks a row fully
 MAX_ELEMENTS = 1 << 14  # per evaluated value: a mask from a short example sequence
 MAX_NODES = 64  # of the condition's subgraph
+MAX_WORK = 1 << 26  # probes x elements x nodes: about a second of pure Python at most
 
 
 class _Unknown(Exception):
@@ -75,6 +77,8 @@ def _broadcast_shape(*shapes: tuple[int, ...]) -> tuple[int, ...]:
 def _expand(t: Tensor, shape: tuple[int, ...]) -> Tensor:
     if t.shape == shape:
         return t
+    if math.prod(shape) > MAX_ELEMENTS:
+        raise _Unknown("size")
     pad = len(shape) - len(t.shape)
     if pad < 0:
         raise _Unknown("expand")
@@ -162,8 +166,8 @@ def _arange(*args: Any) -> Tensor:
 
 
 def _full(shape: list[int], value: Any) -> Tensor:
-    if not all(isinstance(s, int) for s in shape):
-        raise _Unknown("symbolic full")
+    if not all(isinstance(s, int) for s in shape) or math.prod(shape) > MAX_ELEMENTS:
+        raise _Unknown("symbolic or large full")
     return Tensor(tuple(shape), [value] * math.prod(shape))
 
 
@@ -311,31 +315,74 @@ def _subgraph(condition: str, producers: dict[str, Node], inputs: set[str]) -> s
     return found
 
 
-def _probes(shape: tuple[int, ...], dtype: str, keys: int) -> Iterator[Tensor]:
-    """Padding patterns along the last axis (a prefix kept, a suffix kept), and for
-    integers whole numbers from 0 to past ``keys`` (lengths)."""
+def _probes(shape: tuple[int, ...], dtype: str, keys: int, pads: list[int]) -> Iterator[Tensor]:
+    """Padding patterns: along the last axis a prefix kept and a suffix kept, the same for
+    every row; the first or the last row (axis -2) all padding and the rest kept; seeded
+    random patterns, element by element (a mask that carries its own query axis). Kept and
+    padding are 1 and 0, and for integers also each number ``pads`` holds beside the next
+    one (a pad id compared in the mask: ``ids != 50256``); integers also take whole numbers
+    from 0 to past ``keys`` everywhere (lengths)."""
     last = shape[-1] if shape else 1
     size = math.prod(shape)
+    rows = size // last
     kind = bool if dtype == "bool" else int
-    for kept in sorted({0, 1, 2, last // 2, last - 1, last}):
-        if not 0 <= kept <= last:
-            continue
-        for row in ([1] * kept + [0] * (last - kept), [0] * (last - kept) + [1] * kept):
-            yield Tensor(shape, [kind(v) for v in row] * (size // last) if shape else row[:1])
+    pairs = [(1, 0)] if dtype == "bool" else [(1, 0), *((p + 1, p) for p in pads)]
+    pairs += [(pad, kept) for kept, pad in pairs[1:]]
+    random = Random(0)
+    for kept_value, pad_value in pairs:
+        kept_value, pad_value = kind(kept_value), kind(pad_value)
+        for kept in sorted({0, 1, 2, last // 2, last - 1, last}):
+            if not 0 <= kept <= last:
+                continue
+            prefix = [kept_value] * kept + [pad_value] * (last - kept)
+            yield Tensor(shape, prefix * rows)
+            yield Tensor(shape, prefix[::-1] * rows)
+        if len(shape) >= 2 and shape[-2] > 1:
+            empty, full = [pad_value] * last, [kept_value] * last
+            first = [empty if (r % shape[-2]) == 0 else full for r in range(rows)]
+            final = [empty if (r % shape[-2]) == shape[-2] - 1 else full for r in range(rows)]
+            yield Tensor(shape, [v for row in first for v in row])
+            yield Tensor(shape, [v for row in final for v in row])
+        for chance in (0.2, 0.5, 0.8):
+            for _ in range(2):
+                values = [
+                    kept_value if random.random() < chance else pad_value for _ in range(size)
+                ]
+                yield Tensor(shape, values)
     if dtype != "bool":
         for number in sorted({0, 1, 2, keys // 2, keys - 1, keys, keys + 1}):
             yield Tensor(shape, [number] * size)
 
 
+def _pad_numbers(condition: str, producers: dict[str, Node]) -> list[int]:
+    """The whole numbers the mask compares its inputs with (``ids != 50256``), at most
+    four, other than 0 and 1 (which every probe has)."""
+    found: list[int] = []
+    seen, frontier = {condition}, [condition]
+    while frontier:
+        node = producers.get(frontier.pop())
+        if node is None:
+            continue
+        if node.op_base in COMPARE:
+            found += [a for a in node.args[1:2] if type(a) is int and a not in (0, 1)]
+        for name in node.tensor_inputs():
+            if name not in seen:
+                seen.add(name)
+                frontier.append(name)
+    return sorted(set(found))[:4]
+
+
 def masked_rows(graph: Graph, condition: str, masked_when: bool) -> str | None:
     """:data:`PARTIAL`, :data:`WHOLE` or :data:`NEVER` for the mask ``condition`` (masked
     where it equals ``masked_when``) over the last axis, the keys; None where the evaluator
-    cannot tell."""
+    cannot tell (or would take longer than :data:`MAX_WORK` element steps)."""
     info = graph.tensors.get(condition)
     inputs = {s.name for s in graph.inputs if s.kind == "user_input"}
     producers = graph.producers()
     reads = _subgraph(condition, producers, inputs)
-    if info is None or not reads or not all(isinstance(s, int) for s in info.shape):
+    if info is None or not reads or len(reads) > 2:
+        return None  # three inputs or more: too many combinations to probe
+    if not all(isinstance(s, int) for s in info.shape) or math.prod(info.shape) > MAX_ELEMENTS:
         return None
     specs = {name: graph.tensors.get(name) for name in reads}
     if any(s is None or s.dtype not in ("bool", "int64", "int32") for s in specs.values()):
@@ -343,15 +390,17 @@ def masked_rows(graph: Graph, condition: str, masked_when: bool) -> str | None:
     if any(not all(isinstance(d, int) for d in s.shape) for s in specs.values()):
         return None
     keys = info.shape[-1] if info.shape else 1
+    pads = _pad_numbers(condition, producers)
+    names = sorted(specs)
+    families = [list(_probes(specs[n].shape, specs[n].dtype, keys, pads)) for n in names]
+    steps = math.prod(len(f) for f in families) * math.prod(info.shape) * MAX_NODES
+    if steps > MAX_WORK:
+        return None
     verdict = NEVER
     try:
-        names = sorted(specs)
-        families = [list(_probes(specs[n].shape, specs[n].dtype, keys)) for n in names]
-        for combination in _combinations(families):
-            mask = _Evaluator(graph, producers, dict(zip(names, combination, strict=False))).value(
-                condition
-            )
-            rows = _fully_masked(mask, masked_when)
+        for combination in itertools.product(*families):
+            probe = dict(zip(names, combination, strict=True))
+            rows = _fully_masked(_Evaluator(graph, producers, probe).value(condition), masked_when)
             if rows == PARTIAL:
                 return PARTIAL
             if rows == WHOLE:
@@ -359,16 +408,6 @@ def masked_rows(graph: Graph, condition: str, masked_when: bool) -> str | None:
     except (_Unknown, IndexError, TypeError, ValueError, ZeroDivisionError):
         return None
     return verdict
-
-
-def _combinations(families: list[list[Tensor]]) -> Iterator[tuple[Tensor, ...]]:
-    """Each input through its probes with the others at every probe of theirs, for one or
-    two inputs; more inputs walk their probes together."""
-    if len(families) <= 2:
-        yield from itertools.product(*families)
-        return
-    for i in range(max(len(f) for f in families)):
-        yield tuple(f[i % len(f)] for f in families)
 
 
 def _fully_masked(mask: Tensor, masked_when: bool) -> str:

@@ -46,6 +46,9 @@ from coreml_lint.rulekit.rule import Rule
 from coreml_lint.source.context import SourceContext
 from coreml_lint.source.inputs import example_inputs, input_dtype
 
+# The metadata key that marks the float32 casts bridge_partitions inserts.
+BRIDGE = "coreml_lint_fp16_bridge"
+
 
 class Fp16InputBelowIOS16(Rule):
     code = "CML106"
@@ -145,6 +148,7 @@ class Fp16InputBelowIOS16(Rule):
                     continue
                 if (source, part) not in inside:
                     up = edge_cast(program, source, torch.float32)
+                    up.meta[BRIDGE] = True  # what :meth:`refuse` keeps on the CPU
                     inside[source, part] = edge_cast(program, up, torch.float16)
                     done.append(
                         f"{source.name}: float16 value entering Core ML cast to float32 on "
@@ -155,19 +159,11 @@ class Fp16InputBelowIOS16(Rule):
 
     def refuse(self, node: Any, settings: PartitionerSettings) -> str | None:
         """The float16 -> float32 cast :meth:`bridge_partitions` put before a value enters
-        Core ML below iOS16 (every user a cast straight back to float16)."""
-        import torch
-
-        from coreml_lint.rulekit.fx import is_cast, val
-
-        if settings.minimum_deployment_target >= 16 or not is_cast(node):
+        Core ML below iOS16 (marked in its metadata, which the partitioner's copy of the
+        program keeps); a cast the model wrote itself is left where it goes."""
+        if settings.minimum_deployment_target >= 16 or not node.meta.get(BRIDGE):
             return None
-        up = getattr(val(node.args[0]), "dtype", None) == torch.float16 and (
-            getattr(val(node), "dtype", None) == torch.float32
-        )
-        if up and node.users and all(is_cast(u) for u in node.users):
-            return "float16 value cast to float32 before Core ML (no fp16 input below iOS16)"
-        return None
+        return "float16 value cast to float32 before Core ML (no fp16 input below iOS16)"
 
 
 # -- program cases: what the stock CoreMLPartitioner really does (the oracle lowers each) --

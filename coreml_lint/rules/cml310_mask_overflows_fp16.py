@@ -19,8 +19,12 @@ What it does
     mask (``arange(t) < lengths``) or a key-padding mask alone masks whole rows only for an
     empty sequence, a warning; left padding under a causal mask, or padding applied to the
     query rows too, masks rows of a sequence with tokens, an error; a mask that keeps a
-    position in every row, nothing. A mask it cannot evaluate (another op, a float input,
-    a long sequence, a second such fill on the same softmax) keeps the error.
+    position in every row, nothing. The inputs are probed with right- and left-padding
+    patterns, an empty first or last row, seeded random patterns and, for integers, the pad
+    ids the mask compares with and lengths. A mask it cannot judge keeps the error: another
+    op, a float input or three inputs, a long sequence, a softmax over another axis, or
+    another mask on the same scores (a second such fill, or a float mask the model holds,
+    such as a causal ``triu`` of -inf in a buffer).
 
 Why it breaks
     Core ML computes in float16 by default, where -3.4e38 becomes -inf. A row whose every
@@ -333,28 +337,73 @@ class MaskOverflowsFp16(Rule):
         return tuple(map(unpadded, args)), {k: unpadded(v) for k, v in kwargs.items()}
 
 
+# What a mask passes through on its way into the scores (views, casts, arithmetic with a
+# number or another mask): walked upstream from the softmax, stopping at the scores' product.
+MASK_PATH = {
+    "add", "sub", "mul", "div", "masked_fill", "where", "view", "reshape", "_unsafe_view",
+    "expand", "unsqueeze", "squeeze", "_to_copy", "to", "clone", "contiguous", "alias",
+    "slice", "select", "permute", "transpose", "repeat", "cat",
+}  # fmt: skip
+
+
 def _rows_masked(ctx: ProgramContext, fill: Node, position: int, softmax: Node) -> str | None:
     """Which rows the fill's condition can mask whole (``program/maskrows.py``), where it is
-    the only fill past float16 (or -inf) that reaches ``softmax``: another one masks more
-    positions of the same rows. None where that cannot be told."""
+    the only mask of ``softmax``'s rows over its last axis; None where that cannot be told:
+    the softmax runs over another axis, or another mask reaches the same scores (another
+    fill past float16 or of -inf, or a float mask held in a buffer or constant, such as a
+    causal ``triu`` of -inf: it masks more positions of the same rows)."""
     condition = CONDITIONS.get(fill.target)
     if condition is None or len(fill.args) <= condition:
         return None
-    others = [
-        n
-        for n in ctx.coreml_nodes()
-        if n is not fill
-        and (p := _value_position(n.target, n.args)) is not None
-        and (_past_float16(v := n.arg(p, "value")) or _minus_infinity(v))
-        and any(u is softmax for _, u in ctx.coreml_users_downstream(n.outputs))
-    ]
     operand = fill.args[condition]
-    if others or not isinstance(operand, TensorRef):
+    if not isinstance(operand, TensorRef) or not _over_last_axis(ctx, softmax):
         return None
+    for node in _mask_path(ctx, softmax):
+        if node is fill:
+            continue
+        spot = _value_position(node.target, node.args)
+        value = node.arg(spot, "value") if spot is not None else None
+        if _past_float16(value) or _minus_infinity(value):
+            return None
+        for name in node.tensor_inputs():
+            kind = ctx.input_kinds.get(name)
+            if kind not in (None, "user_input") and ctx.dtype(name) in FLOAT_DTYPES:
+                return None  # a mask held in the model
     # masked_fill and where(cond, value, x) mask where the condition holds, where(cond, x,
     # value) where it does not
     where_not = fill.op_base == "where" and position == 2
     return masked_rows(ctx.graph, operand.name, masked_when=not where_not)
+
+
+FLOAT_DTYPES = {"float16", "float32", "float64", "bfloat16"}
+
+
+def _over_last_axis(ctx: ProgramContext, softmax: Node) -> bool:
+    if softmax.op_base in SAFE_SOFTMAXES:
+        return True  # attention's softmax is over the keys, the last axis
+    dim = softmax.arg(1, "dim")
+    source = softmax.tensor_inputs()[0] if softmax.tensor_inputs() else None
+    shape = ctx.shape(source) if source else None
+    return isinstance(dim, int) and shape is not None and dim in (-1, len(shape) - 1)
+
+
+def _mask_path(ctx: ProgramContext, softmax: Node, limit: int = 256) -> list[Node]:
+    """The nodes upstream of the softmax's scores (an attention's mask) through
+    :data:`MASK_PATH` ops, stopping at anything else (the scores' product)."""
+    found: list[Node] = []
+    seen: set[str] = set()
+    frontier = list(softmax.tensor_inputs())
+    if softmax.op_base == "scaled_dot_product_attention":
+        mask = softmax.arg(3, "attn_mask")
+        frontier = [mask.name] if isinstance(mask, TensorRef) else []
+    while frontier and len(found) < limit:
+        node = ctx.producers.get(frontier.pop())
+        if node is None or node.name in seen or node.op_base not in MASK_PATH:
+            continue
+        seen.add(node.name)
+        found.append(node)
+        frontier.extend(node.tensor_inputs())
+    return found
 
 
 def _masks_depend_on_inputs(ctx: ProgramContext, fill: Node) -> bool:

@@ -2,9 +2,10 @@
 the tensor's shape.
 
 What it does
-    Flags a delegated ``masked_fill`` with a number, or ``torch.where`` with a number as its
-    first branch (``where.ScalarSelf``), whose condition has more dims or larger ones than
-    the tensor it fills, so that torch broadcasts the tensor up to the condition's shape:
+    Flags a delegated ``masked_fill`` with a number (or a 0-d tensor), or ``torch.where``
+    with a number as its first branch (``where.ScalarSelf``), whose condition has more dims
+    or larger ones than the tensor it fills, so that torch broadcasts the tensor up to the
+    condition's shape:
     ``h.unsqueeze(0).masked_fill(~mask[:, :, None], float("-inf"))`` with ``h`` of shape
     ``(N, D)`` and ``mask`` of shape ``(G, N)``, a graph readout's per-graph max pooling.
 
@@ -47,6 +48,7 @@ from coreml_lint.rulekit.rule import Rule
 # coremltools makes a ``select`` of with one number branch
 SELECTS = {
     "aten.masked_fill.Scalar": (1, 0),
+    "aten.masked_fill.Tensor": (1, 0),
     "aten.where.ScalarSelf": (0, 2),
 }
 
@@ -81,7 +83,9 @@ class ConditionBroadcastsSelect(Rule):
             mask = ctx.shape(condition.name)
             if mine is None or full is None or mask is None:
                 continue
-            computed = _broadcast(mine)
+            value = node.args[2] if node.target == "aten.masked_fill.Tensor" else None
+            theirs = ctx.shape(value.name) if isinstance(value, TensorRef) else ()
+            computed = _broadcast(mine, theirs or ())
             if computed is None or _broadcast(mine, mask) != tuple(full) or computed == full:
                 continue
             shown = ", ".join(map(str, computed))
@@ -137,6 +141,8 @@ def _readout(op: str) -> tuple[Any, tuple[Any, ...]]:
             wide = torch.where(~member.unsqueeze(-1), -1e4, wide)
         elif op == "where-number-second":
             wide = torch.where(member.unsqueeze(-1), wide, -1e4)
+        elif op == "masked_fill-tensor":
+            wide = wide.masked_fill(~member.unsqueeze(-1), torch.tensor(-1e4))
         elif op == "expanded":
             wide = wide.expand(3, -1, -1).masked_fill(~member.unsqueeze(-1), float("-inf"))
         return wide.amax(1) + 1
@@ -152,6 +158,11 @@ _NARROW = returns(r"\(1, 6, 8, fp\d+\)\(Tensor\) = select")
 @case("condition-broadcasts-masked-fill", expect={"CML320"}, silent=_NARROW)
 def _() -> Any:
     return _readout("masked_fill")
+
+
+@case("condition-broadcasts-masked-fill-tensor", expect={"CML320"}, silent=_NARROW)
+def _() -> Any:
+    return _readout("masked_fill-tensor")
 
 
 @case("condition-broadcasts-where-number-first", expect={"CML320"}, silent=_NARROW)
