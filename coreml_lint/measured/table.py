@@ -459,22 +459,27 @@ class BehaviourTable:
             return None
         return found[0]
 
-    def _every_origin_crashes(self, key: Key, target: int, context: str) -> Entry | None:
-        """The crash every measured combination of operand origins with the key's dtypes
-        shows for its call at its shape class and target, for one reason, where two
-        combinations or more were measured and each of the key's operands was measured
-        crashing with its origin in its place; None otherwise."""
+    def _at_other_origins(self, key: Key, variant: str, target: int, context: str) -> list[Entry]:
+        """The cells of ``variant`` measured at the key's shape class, target and context
+        with the key's operand dtypes at other origins."""
         dtypes = _dtypes_of(key.operands)
-        found = [
+        return [
             e
             for e in self.by_op.get(key.op, ())
-            if e.variant == key.variant
+            if e.variant == variant
             and e.context == context
             and target in e.targets
             and e.shape in ("*", key.shape)
             and e.operands != key.operands
             and _dtypes_of(e.operands) == dtypes
         ]
+
+    def _every_origin_crashes(self, key: Key, target: int, context: str) -> Entry | None:
+        """The crash every measured combination of operand origins with the key's dtypes
+        shows for its call at its shape class and target, for one reason, where two
+        combinations or more were measured and each of the key's operands was measured
+        crashing with its origin in its place; None otherwise."""
+        found = self._at_other_origins(key, key.variant, target, context)
         reasons = {(e.outcome, normalized(e.message)) for e in found}
         if len(reasons) != 1 or found[0].outcome != CRASH or len({e.operands for e in found}) < 2:
             return None
@@ -497,17 +502,7 @@ class BehaviourTable:
         crash = self._lookup(key.op, key.operands, base, key.shape, target, context)
         if crash is None or crash.outcome != CRASH or needs_fp16_input(crash):
             return None
-        dtypes = _dtypes_of(key.operands)
-        controls = [
-            e
-            for e in self.by_op.get(key.op, ())
-            if e.variant == base
-            and e.context == context
-            and target in e.targets
-            and e.shape in ("*", key.shape)
-            and e.operands != key.operands
-            and _dtypes_of(e.operands) == dtypes
-        ]
+        controls = self._at_other_origins(key, base, target, context)
         return crash if any(_converts(e) for e in controls) else None
 
     def _variant_crashes(self, key: Key, target: int, context: str) -> Entry | None:
@@ -521,17 +516,7 @@ class BehaviourTable:
         control = self._lookup(key.op, key.operands, base, key.shape, target, context)
         if control is None or not _converts(control):
             return None
-        dtypes = _dtypes_of(key.operands)
-        found = [
-            e
-            for e in self.by_op.get(key.op, ())
-            if e.variant == key.variant
-            and e.context == context
-            and target in e.targets
-            and e.shape in ("*", key.shape)
-            and e.operands != key.operands
-            and _dtypes_of(e.operands) == dtypes
-        ]
+        found = self._at_other_origins(key, key.variant, target, context)
         reasons = {(e.outcome, normalized(e.message)) for e in found}
         if len(reasons) != 1 or found[0].outcome != CRASH or needs_fp16_input(found[0]):
             return None
