@@ -163,3 +163,14 @@ def test_three_inputs_are_not_judged():
         ("keep", "aten.__or__.Tensor", ["%xy", "%z"], {}, _bool(2, T)),
     )
     assert masked_rows(graph, "keep", masked_when=False) is None
+
+
+def test_an_input_too_large_or_empty_is_not_judged():
+    long = _graph(
+        {"ids": _int(2, 20000)},
+        ("head", "aten.slice.Tensor", ["%ids", 1, 0, T], {}, _int(2, T)),
+        ("m", "aten.eq.Scalar", ["%head", 0], {}, _bool(2, T)),
+    )
+    assert masked_rows(long, "m", masked_when=True) is None
+    empty = _graph({"ids": _int(2, 0)}, ("m", "aten.eq.Scalar", ["%ids", 0], {}, _bool(2, 0)))
+    assert masked_rows(empty, "m", masked_when=True) is None

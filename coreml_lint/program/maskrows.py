@@ -389,6 +389,8 @@ def masked_rows(graph: Graph, condition: str, masked_when: bool) -> str | None:
         return None  # a float input can hold anything: no probe speaks for it
     if any(not all(isinstance(d, int) for d in s.shape) for s in specs.values()):
         return None
+    if any(not 0 < math.prod(s.shape) <= MAX_ELEMENTS for s in specs.values()):
+        return None  # an empty input masks nothing; a long one costs too much to probe
     keys = info.shape[-1] if info.shape else 1
     pads = _pad_numbers(condition, producers)
     names = sorted(specs)
