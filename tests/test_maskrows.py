@@ -15,11 +15,18 @@ def _graph(inputs: dict[str, TensorInfo], *nodes: tuple[str, str, list, dict, Te
     tensors = dict(inputs)
     built = []
     for name, target, args, kwargs, info in nodes:
-        args = [TensorRef(a[1:]) if isinstance(a, str) and a.startswith("%") else a for a in args]
+        args = [_ref(a) for a in args]
         built.append(Node(name, target, args, kwargs, [name]))
         tensors[name] = info
     specs = [InputSpec(name, "user_input") for name in inputs]
     return Graph(specs, built, [], tensors)
+
+
+def _ref(arg):
+    """``"%name"`` -> a reference to that value, inside lists too (``index``'s indices)."""
+    if isinstance(arg, list):
+        return [_ref(a) for a in arg]
+    return TensorRef(arg[1:]) if isinstance(arg, str) and arg.startswith("%") else arg
 
 
 def _bool(*shape: int) -> TensorInfo:
@@ -174,3 +181,20 @@ def test_an_input_too_large_or_empty_is_not_judged():
     assert masked_rows(long, "m", masked_when=True) is None
     empty = _graph({"ids": _int(2, 0)}, ("m", "aten.eq.Scalar", ["%ids", 0], {}, _bool(2, 0)))
     assert masked_rows(empty, "m", masked_when=True) is None
+
+
+def test_a_padding_mask_indexed_as_transformers_builds_it():
+    """``padding_mask[batch_idx, kv_idx]`` (aten.index.Tensor) beside ``new_ones``: a key
+    padding mask alone masks whole rows only for an empty sequence."""
+    graph = _graph(
+        {"mask": _int(2, T)},
+        ("b", "aten.arange.default", [2], {}, _int(2)),
+        ("b4", "aten.view.default", ["%b", [2, 1, 1, 1]], {}, _int(2, 1, 1, 1)),
+        ("k", "aten.arange.default", [T], {}, _int(T)),
+        ("k4", "aten.view.default", ["%k", [1, 1, 1, T]], {}, _int(1, 1, 1, T)),
+        ("pad", "aten._to_copy.default", ["%mask"], {"dtype": DType("bool")}, _bool(2, T)),
+        ("keys", "aten.index.Tensor", ["%pad", ["%b4", "%k4"]], {}, _bool(2, 1, 1, T)),
+        ("ones", "aten.new_ones.default", ["%keys", []], {}, _bool()),
+        ("keep", "aten.__and__.Tensor", ["%ones", "%keys"], {}, _bool(2, 1, 1, T)),
+    )
+    assert masked_rows(graph, "keep", masked_when=False) == WHOLE

@@ -145,6 +145,30 @@ def _triangle(t: Tensor, diagonal: int = 0, *, upper: bool) -> Tensor:
     return Tensor(t.shape, kept)
 
 
+def _like(made: Tensor, like: Tensor) -> Tensor:
+    """``made`` in the kind of element ``like`` holds (bool, int or float)."""
+    sample = like.data[0] if like.data else 0.0
+    kind = "bool" if isinstance(sample, bool) else "int64" if isinstance(sample, int) else "f"
+    return _cast(made, kind)
+
+
+def _index(t: Tensor, indices: list[Any]) -> Tensor:
+    """``t[i0, i1, ...]`` with index tensors for the leading dims (``mask[batch, kv]``, as
+    transformers builds a padding mask): the indices broadcast together, the other dims
+    follow."""
+    taken = [i for i in indices if i is not None]
+    if not taken or any(i is None for i in indices[: len(taken)]) or len(taken) > len(t.shape):
+        raise _Unknown("index")
+    shape = _broadcast_shape(*(i.shape for i in taken))
+    columns = [_expand(i, shape).data for i in taken]
+    rest = t.shape[len(taken) :]
+    data = []
+    for at in zip(*columns, strict=True):
+        lead = tuple(v + s if v < 0 else v for v, s in zip(at, t.shape, strict=False))
+        data += [t.at(lead + tail) for tail in _indices(rest)]
+    return Tensor(shape + rest, data)
+
+
 def _unsqueeze(t: Tensor, dim: int) -> Tensor:
     dim = _dim(dim, len(t.shape) + 1)
     return Tensor((*t.shape[:dim], 1, *t.shape[dim:]), t.data)
@@ -204,7 +228,8 @@ OPS = (
     set(COMPARE) | set(LOGICAL) | SAME
     | {"arange", "view", "reshape", "_unsafe_view", "expand", "unsqueeze", "squeeze",
        "permute", "transpose", "t", "slice", "select", "triu", "tril", "full", "ones",
-       "zeros", "eye", "full_like", "ones_like", "zeros_like", "_to_copy", "to", "bitwise_not",
+       "zeros", "eye", "new_ones", "new_zeros", "new_full", "index",
+       "full_like", "ones_like", "zeros_like", "_to_copy", "to", "bitwise_not",
        "logical_not", "rsub", "where"}
 )  # fmt: skip
 
@@ -256,6 +281,13 @@ def _apply(node: Node, args: list[Any]) -> Tensor:
     if op in ("full", "ones", "zeros"):
         value = {"ones": 1, "zeros": 0}.get(op, args[1] if len(args) > 1 else None)
         return _cast(_full(args[0], value), _dtype_of(node) or "float32")
+    if op in ("new_ones", "new_zeros", "new_full"):
+        value = {"new_ones": 1, "new_zeros": 0}.get(op, args[2] if len(args) > 2 else None)
+        made = _full(args[1], value)
+        dtype = _dtype_of(node)
+        return _cast(made, dtype) if dtype else _like(made, args[0])
+    if op == "index":
+        return _index(args[0], args[1])
     if op == "eye":
         rows = args[0]
         cols = args[1] if len(args) > 1 and isinstance(args[1], int) else rows

@@ -153,7 +153,9 @@ class MaskOverflowsFp16(Rule):
     )
 
     def check(self, ctx: ProgramContext) -> Iterator[Finding]:
-        for node in ctx.coreml_nodes():
+        # a fill torch decomposes (where.ScalarOther becomes where.self with the number a
+        # tensor) puts the same value in Core ML's select
+        for node in ctx.coreml_nodes(include_decomposed=True):
             position = _value_position(node.target, node.args)
             value = node.arg(position, "value") if position is not None else None
             # -inf from a fill with a condition (masked_fill, where): a ``full_like(s, -inf)``
@@ -564,16 +566,33 @@ def _() -> Any:
 
 
 def _selects_minus_inf(lowered: Any) -> bool:
-    """MIL evidence: a ``select`` whose constant branch holds -inf (float16's finfo.min,
-    broadcast to a constant tensor when both branches are numbers)."""
+    """MIL evidence: a ``select`` one of whose constant branches holds -inf (float16's
+    finfo.min, broadcast to a constant tensor where the number was a branch)."""
     import numpy as np
 
     for delegate in lowered.delegates:
-        for found in re.finditer(r"= select\(cond=%\w+, a=%(\w+)", delegate.mil):
-            value = delegate.consts.get(found.group(1))
-            if value is not None and np.isneginf(np.asarray(value, dtype=np.float64)).any():
-                return True
+        for found in re.finditer(r"= select\(cond=%\w+, a=%(\w+), b=%(\w+)", delegate.mil):
+            for branch in found.groups():
+                value = delegate.consts.get(branch)
+                if value is not None and np.isneginf(np.asarray(value, np.float64)).any():
+                    return True
     return False
+
+
+@case("finfo-min-where-tensor-first-left-padding", expect={"CML310"}, silent=_selects_minus_inf)
+def _() -> Any:
+    """GPT-2's eager mask in transformers: ``torch.where(keep, zeros, finfo.min)``
+    (where.ScalarOther, which torch decomposes), added to the scores of a left-padded
+    batch."""
+
+    def forward(s: Any, x: Any, attention_mask: Any) -> Any:
+        t = x.shape[1]
+        causal = torch.ones(t, t, dtype=torch.bool).tril()
+        keep = causal[None] & attention_mask[:, None, :].bool()
+        bias = torch.where(keep, torch.zeros(1, t, t), torch.finfo(torch.float32).min)
+        return ((x @ x.transpose(-2, -1)) + bias).softmax(-1) @ x
+
+    return module(forward), (torch.randn(2, 5, 8), torch.tensor([[0, 0, 1, 1, 1], [1] * 5]))
 
 
 @case("finfo-min-where-scalar-padding-mask", expect={"CML310"}, silent=_selects_minus_inf)
